@@ -1,0 +1,52 @@
+# weighstation — the front door. `make run` starts the local stack; `make test` proves it.
+# Every tool is installed into .tools/ by scripts/install-tools.sh (pinned, idempotent).
+
+SHELL := /bin/bash
+ROOT := $(CURDIR)
+TOOLS := $(ROOT)/.tools
+BIN := $(TOOLS)/bin
+WASM := wasm-filter/target/wasm32-wasip1/release/weighstation_filter.wasm
+GO_SOURCES := $(shell find control-plane -name '*.go' -o -name go.mod -o -name go.sum)
+RUST_SOURCES := $(shell find wasm-filter/core/src wasm-filter/envoy/src -name '*.rs') $(wildcard wasm-filter/*/Cargo.toml wasm-filter/Cargo.*)
+
+.PHONY: run test tools wasm control-plane validate test-unit test-rust test-go test-integration lint clean
+
+run: tools wasm control-plane
+	$(BIN)/weighstation-localstack -root $(ROOT)
+
+test: tools wasm control-plane lint test-unit test-integration
+
+tools:
+	@scripts/install-tools.sh
+
+wasm: $(WASM)
+$(WASM): $(RUST_SOURCES)
+	cd wasm-filter && cargo build --release --locked --target wasm32-wasip1 -p weighstation-filter
+
+control-plane: $(BIN)/weighstation $(BIN)/weighstation-localstack
+$(BIN)/weighstation: $(GO_SOURCES)
+	cd control-plane && go build -o $(BIN)/weighstation ./cmd/weighstation
+$(BIN)/weighstation-localstack: $(GO_SOURCES)
+	cd control-plane && go build -o $(BIN)/weighstation-localstack ./cmd/localstack
+
+validate: control-plane
+	$(BIN)/weighstation validate $${POLICY_DIR:-policies}
+
+lint:
+	cd wasm-filter && cargo clippy --locked --target wasm32-wasip1 -p weighstation-filter -p weighstation-core -- -D warnings
+	cd control-plane && go vet ./...
+
+test-unit: test-rust test-go
+
+test-rust:
+	cd wasm-filter && cargo test --locked -p weighstation-core
+
+test-go:
+	cd control-plane && go test -count=1 ./internal/... ./cmd/...
+
+# Drives the real Envoy, nats-server and Kafka started on free loopback ports.
+test-integration: wasm control-plane
+	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 20m -v ./e2e/ 2>&1 | tee $(TOOLS)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+
+clean:
+	rm -rf wasm-filter/target run

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/weighstation/weighstation/control-plane/internal/bootstrap"
+)
+
+func bootstrapCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bootstrap", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o bootstrap.Options
+	fs.StringVar(&o.NodeID, "node-id", "weighstation-local", "Envoy node id reported to the control plane")
+	fs.StringVar(&o.XDS, "xds", "127.0.0.1:18000", "host:port of the control plane's ADS server")
+	fs.StringVar(&o.Admin, "admin", "127.0.0.1:9901", "host:port of Envoy's admin listener")
+	fs.StringVar(&o.WasmHost, "wasm-host", "", "host:port serving the filter module over HTTP (for --wasm-url)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	out, err := bootstrap.Render(o)
+	if err != nil {
+		fmt.Fprintf(stderr, "weighstation bootstrap: %v\n", err)
+		return 1
+	}
+	_, _ = stdout.Write(append(out, '\n'))
+	return 0
+}

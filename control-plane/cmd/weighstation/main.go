@@ -1,0 +1,38 @@
+// Command weighstation is the control plane: `serve` runs it, `validate` checks a policy
+// directory (for CI), `bootstrap` prints the Envoy bootstrap that points Envoy at it.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `usage: weighstation <command> [flags]
+
+commands:
+  serve       load and watch policies, serve xDS to Envoy, status over HTTP
+  validate    DIR: check a policy directory; exit 1 and print every error on any problem
+  bootstrap   print the Envoy bootstrap (JSON) that connects Envoy to this control plane
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var code int
+	switch os.Args[1] {
+	case "serve":
+		code = serve(os.Args[2:])
+	case "validate":
+		code = validate(os.Args[2:], os.Stdout, os.Stderr)
+	case "bootstrap":
+		code = bootstrapCmd(os.Args[2:], os.Stdout, os.Stderr)
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "weighstation: unknown command %q\n%s", os.Args[1], usage)
+		code = 2
+	}
+	os.Exit(code)
+}

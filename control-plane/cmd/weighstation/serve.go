@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/weighstation/weighstation/control-plane/internal/controller"
+	"github.com/weighstation/weighstation/control-plane/internal/status"
+	"github.com/weighstation/weighstation/control-plane/internal/watch"
+	"github.com/weighstation/weighstation/control-plane/internal/xds"
+)
+
+func serve(args []string) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	policyDir := fs.String("policy-dir", envOr("POLICY_DIR", "policies"), "directory of policy YAML files")
+	xdsListen := fs.String("xds-listen", "127.0.0.1:18000", "ADS (gRPC) listen address")
+	httpListen := fs.String("http-listen", "127.0.0.1:18080", "status and metrics listen address")
+	var g xds.Gateway
+	fs.StringVar(&g.NATSListen, "nats-listen", "127.0.0.1:4222", "Envoy's NATS listener (empty: none)")
+	fs.StringVar(&g.NATSUpstream, "nats-upstream", "127.0.0.1:14222", "nats-server address")
+	fs.StringVar(&g.KafkaListen, "kafka-listen", "127.0.0.1:9092", "Envoy's Kafka listener (empty: none)")
+	fs.StringVar(&g.KafkaUpstream, "kafka-upstream", "127.0.0.1:19092", "Kafka bootstrap broker address")
+	bufferLimit := fs.Uint("buffer-limit-bytes", 4<<20, "per-connection buffer in Envoy before TCP backpressure")
+	fs.StringVar(&g.Wasm.File, "wasm-file", "", "path of the filter module Envoy loads")
+	fs.StringVar(&g.Wasm.URL, "wasm-url", "", "URL Envoy fetches the filter module from (with --wasm-sha256)")
+	fs.StringVar(&g.Wasm.SHA256, "wasm-sha256", "", "sha256 of the module at --wasm-url")
+	debounce := fs.Duration("debounce", 200*time.Millisecond, "quiet time after a policy file change before reloading")
+	poll := fs.Duration("poll", 5*time.Second, "re-read interval backing up the file watcher")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	g.BufferLimitBytes = uint32(*bufferLimit)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if g.Wasm.URL == "" {
+		if g.Wasm.File == "" {
+			log.Error("one of --wasm-file or --wasm-url is required")
+			return 2
+		}
+		abs, err := filepath.Abs(g.Wasm.File)
+		if err != nil {
+			log.Error("wasm file", "err", err)
+			return 2
+		}
+		g.Wasm.File = abs
+	} else if g.Wasm.SHA256 == "" {
+		log.Error("--wasm-url needs --wasm-sha256: Envoy only runs a remote module it can verify")
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	server := xds.NewServer(g)
+	ctrl := controller.New(*policyDir, server, log)
+	_ = ctrl.Reload() // an invalid start is reported in /status and /readyz; the watch retries
+
+	xdsLis, err := net.Listen("tcp", *xdsListen)
+	if err != nil {
+		log.Error("xds listen", "err", err)
+		return 1
+	}
+	httpLis, err := net.Listen("tcp", *httpListen)
+	if err != nil {
+		log.Error("http listen", "err", err)
+		return 1
+	}
+	httpSrv := &http.Server{
+		Handler:           status.Handler(status.Sources{State: ctrl.State, Nodes: server.Nodes}),
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	errs := make(chan error, 3)
+	go func() { errs <- server.Serve(ctx, xdsLis) }()
+	go func() {
+		if err := httpSrv.Serve(httpLis); !errors.Is(err, http.ErrServerClosed) {
+			errs <- err
+		}
+	}()
+	go func() {
+		errs <- watch.Dir(ctx, *policyDir, *debounce, *poll, func() { _ = ctrl.Reload() }, log)
+	}()
+	log.Info("weighstation control plane serving", "xds", xdsLis.Addr().String(), "http", httpLis.Addr().String(), "policyDir", *policyDir)
+
+	select {
+	case <-ctx.Done():
+	case err := <-errs:
+		if err != nil {
+			log.Error("control plane stopped", "err", err)
+			return 1
+		}
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = httpSrv.Shutdown(shutdownCtx)
+	fmt.Fprintln(os.Stderr, "weighstation: stopped")
+	return 0
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,135 @@
+// Package bootstrap renders the Envoy bootstrap that points Envoy at the control plane. The local
+// stack and the Helm chart both use this output (`weighstation bootstrap`), so they cannot drift.
+package bootstrap
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Options are the deployment-specific parts of the bootstrap.
+type Options struct {
+	NodeID   string
+	XDS      string // host:port of the control plane's ADS server
+	Admin    string // host:port of Envoy's admin listener
+	WasmHost string // optional host:port serving the .wasm (for a remote code source)
+}
+
+const xdsCluster = "weighstation_xds"
+
+// StatsTags turn the filter's metric names into Prometheus labels: the filter defines
+// `weighstation_<metric>.protocol.<p>[.reason.<r>].tenant.<t>` (under Envoy's `wasmcustom.`
+// namespace) and these regexes move each `.key.value` part into a tag.
+var StatsTags = []*metricsv3.TagSpecifier{
+	tag("protocol", `^wasmcustom\.weighstation_\w+(\.protocol\.([a-z]+))`),
+	tag("reason", `^wasmcustom\.weighstation_\w+\.protocol\.[a-z]+(\.reason\.([a-z_]+))`),
+	tag("tenant", `^wasmcustom\.weighstation_\w+\..*(\.tenant\.([a-z0-9-]+))$`),
+}
+
+func tag(name, regex string) *metricsv3.TagSpecifier {
+	return &metricsv3.TagSpecifier{TagName: name, TagValue: &metricsv3.TagSpecifier_Regex{Regex: regex}}
+}
+
+func staticCluster(name, hostPort string, http2 bool) (*clusterv3.Cluster, error) {
+	host, portStr, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return nil, fmt.Errorf("%s address %q: %w", name, hostPort, err)
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("%s address %q: bad port", name, hostPort)
+	}
+	c := &clusterv3.Cluster{
+		Name:                 name,
+		ConnectTimeout:       durationpb.New(2 * time.Second),
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS},
+		DnsLookupFamily:      clusterv3.Cluster_V4_PREFERRED,
+		LoadAssignment: &endpointv3.ClusterLoadAssignment{
+			ClusterName: name,
+			Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+					Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+						Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(port)},
+					}}},
+				}},
+			}}}},
+		},
+	}
+	if http2 {
+		opts, err := anypb.New(&upstreamhttpv3.HttpProtocolOptions{
+			UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+				ExplicitHttpConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{
+					ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
+						Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+					},
+				},
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": opts}
+	}
+	return c, nil
+}
+
+// Render returns the bootstrap as JSON (which Envoy reads as YAML too).
+func Render(o Options) ([]byte, error) {
+	adminHost, adminPortStr, err := net.SplitHostPort(o.Admin)
+	if err != nil {
+		return nil, fmt.Errorf("admin address %q: %w", o.Admin, err)
+	}
+	adminPort, err := strconv.ParseUint(adminPortStr, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("admin address %q: bad port", o.Admin)
+	}
+	xds, err := staticCluster(xdsCluster, o.XDS, true)
+	if err != nil {
+		return nil, err
+	}
+	clusters := []*clusterv3.Cluster{xds}
+	if o.WasmHost != "" {
+		wasm, err := staticCluster("weighstation_wasm", o.WasmHost, false)
+		if err != nil {
+			return nil, err
+		}
+		clusters = append(clusters, wasm)
+	}
+	ads := &corev3.ConfigSource{
+		ResourceApiVersion:    corev3.ApiVersion_V3,
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+	}
+	b := &bootstrapv3.Bootstrap{
+		Node: &corev3.Node{Id: o.NodeID, Cluster: "weighstation"},
+		Admin: &bootstrapv3.Admin{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+			Address: adminHost, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(adminPort)},
+		}}}},
+		StaticResources: &bootstrapv3.Bootstrap_StaticResources{Clusters: clusters},
+		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
+			AdsConfig: &corev3.ApiConfigSource{
+				ApiType:             corev3.ApiConfigSource_GRPC,
+				TransportApiVersion: corev3.ApiVersion_V3,
+				GrpcServices: []*corev3.GrpcService{{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
+					EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: xdsCluster},
+				}}},
+				SetNodeOnFirstMessageOnly: true,
+			},
+			LdsConfig: ads,
+			CdsConfig: ads,
+		},
+		StatsConfig: &metricsv3.StatsConfig{StatsTags: StatsTags},
+	}
+	return protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(b)
+}

@@ -1,0 +1,123 @@
+// Package compile turns a validated policy set into the Wasm filter's configuration.
+//
+// The filter reads this JSON once per (re)configuration, never on the data path. Every limit is
+// resolved here (defaults applied, `unlimited` as an absent field), so the filter never needs
+// to know the defaulting rules.
+package compile
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/weighstation/weighstation/control-plane/internal/policy"
+)
+
+// Protocol selects which listener a filter configuration is for.
+type Protocol string
+
+const (
+	NATS  Protocol = "nats"
+	Kafka Protocol = "kafka"
+)
+
+// FilterConfig is the document the Wasm filter's on_configure parses. Field names are the
+// filter's contract: wasm-filter/core/src/config.rs reads the same names.
+type FilterConfig struct {
+	Version       string   `json:"version"`
+	Protocol      Protocol `json:"protocol"`
+	DefaultTenant string   `json:"defaultTenant"`
+	Tenants       []Tenant `json:"tenants"`
+}
+
+type Tenant struct {
+	Name      string     `json:"name"`
+	DryRun    bool       `json:"dryRun,omitempty"`
+	Reject    bool       `json:"reject,omitempty"` // onLimit: reject; otherwise delay
+	Identify  Identify   `json:"identify"`
+	Limits    Limits     `json:"limits"`
+	Overrides []Override `json:"overrides,omitempty"`
+}
+
+type Identify struct {
+	NATSUsers             []string `json:"natsUsers,omitempty"`
+	KafkaClientIDPrefixes []string `json:"kafkaClientIdPrefixes,omitempty"`
+	KafkaSASLUsers        []string `json:"kafkaSaslUsers,omitempty"`
+}
+
+// Limits are resolved bounds; an absent field is unlimited.
+type Limits struct {
+	MaxMessageBytes   *uint64 `json:"maxMessageBytes,omitempty"`
+	MessagesPerSecond *uint64 `json:"messagesPerSecond,omitempty"`
+	BytesPerSecond    *uint64 `json:"bytesPerSecond,omitempty"`
+	BurstMessages     *uint64 `json:"burstMessages,omitempty"`
+	BurstBytes        *uint64 `json:"burstBytes,omitempty"`
+	InFlight          *uint64 `json:"inFlight,omitempty"`
+	QueueMaxMessages  *uint64 `json:"queueMaxMessages,omitempty"`
+	QueueMaxWaitMs    *uint64 `json:"queueMaxWaitMs,omitempty"`
+	Connections       *uint64 `json:"connections,omitempty"`
+}
+
+// Override narrows limits for matching subjects (NATS) or topics (Kafka) of one protocol.
+type Override struct {
+	Patterns []string `json:"patterns"`
+	Limits   Limits   `json:"limits"`
+}
+
+// Filter builds the configuration for one protocol's filter.
+func Filter(set *policy.Set, version string, proto Protocol) FilterConfig {
+	fc := FilterConfig{Version: version, Protocol: proto, DefaultTenant: set.DefaultTenant, Tenants: []Tenant{}}
+	for _, t := range set.Tenants {
+		p := t.Policy
+		ct := Tenant{
+			Name:   p.Tenant,
+			DryRun: p.Mode == policy.ModeDryRun,
+			Reject: p.OnLimit == policy.OnLimitReject,
+			Limits: limits(t.Limits),
+		}
+		switch proto {
+		case NATS:
+			ct.Identify.NATSUsers = p.Identify.NATSUsers
+		case Kafka:
+			ct.Identify.KafkaClientIDPrefixes = p.Identify.KafkaClientIDPrefixes
+			ct.Identify.KafkaSASLUsers = p.Identify.KafkaSASLUsers
+		}
+		for _, o := range t.Overrides {
+			patterns := o.NATS
+			if proto == Kafka {
+				patterns = o.Kafka
+			}
+			if len(patterns) > 0 {
+				ct.Overrides = append(ct.Overrides, Override{Patterns: patterns, Limits: limits(o.Limits)})
+			}
+		}
+		fc.Tenants = append(fc.Tenants, ct)
+	}
+	return fc
+}
+
+func limits(e policy.Effective) Limits {
+	l := Limits{
+		MaxMessageBytes:   e.MaxMessageBytes,
+		MessagesPerSecond: e.MessagesPerSecond,
+		BytesPerSecond:    e.BytesPerSecond,
+		BurstMessages:     e.BurstMessages,
+		BurstBytes:        e.BurstBytes,
+		InFlight:          e.InFlight,
+		QueueMaxMessages:  e.QueueMaxMessages,
+		Connections:       e.Connections,
+	}
+	if e.QueueMaxWait != nil {
+		ms := uint64(*e.QueueMaxWait / time.Millisecond)
+		l.QueueMaxWaitMs = &ms
+	}
+	return l
+}
+
+// JSON renders the configuration; it cannot fail for these types.
+func (fc FilterConfig) JSON() string {
+	b, err := json.Marshal(fc)
+	if err != nil {
+		panic(err) // unreachable: only plain structs, strings and numbers
+	}
+	return string(b)
+}

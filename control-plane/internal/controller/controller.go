@@ -1,0 +1,142 @@
+// Package controller owns the active policy set: it loads the policy directory, publishes a
+// valid set to Envoy and keeps the last good one when a change is invalid.
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/weighstation/weighstation/control-plane/internal/policy"
+)
+
+// Publisher delivers a valid policy set to the data plane as the given version.
+type Publisher interface {
+	Publish(set *policy.Set, version string) error
+}
+
+// Active describes the policy set in force.
+type Active struct {
+	Version  string    `json:"version"`
+	Hash     string    `json:"hash"`
+	LoadedAt time.Time `json:"loadedAt"`
+	Tenants  []string  `json:"tenants"`
+}
+
+// LoadError is the last refused change: the first error and all of them.
+type LoadError struct {
+	At     time.Time `json:"at"`
+	File   string    `json:"file,omitempty"`
+	Line   int       `json:"line,omitempty"`
+	Errors []string  `json:"errors"`
+}
+
+// Controller reloads policies on demand; it is safe for concurrent use.
+type Controller struct {
+	dir       string
+	publisher Publisher
+	log       *slog.Logger
+
+	mu         sync.Mutex
+	generation int
+	active     *Active
+	lastError  *LoadError
+	reloads    map[string]int // result -> count, for metrics
+}
+
+func New(dir string, p Publisher, log *slog.Logger) *Controller {
+	return &Controller{dir: dir, publisher: p, log: log, reloads: map[string]int{}}
+}
+
+// Reload reads the directory; a valid set with new content becomes the next version, an
+// invalid one is refused whole and recorded, leaving the active version in force.
+func (c *Controller) Reload() error {
+	set, err := policy.LoadDir(c.dir)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		le := &LoadError{At: time.Now(), Errors: []string{err.Error()}}
+		var perrs policy.Errors
+		if errors.As(err, &perrs) && len(perrs) > 0 {
+			le.Errors = le.Errors[:0]
+			for _, e := range perrs {
+				le.Errors = append(le.Errors, e.Error())
+			}
+			le.File, le.Line = perrs[0].Pos.File, perrs[0].Pos.Line
+		}
+		if c.lastError != nil && equalStrings(c.lastError.Errors, le.Errors) {
+			return err // the same refused change, seen again by the poll: reported once
+		}
+		c.reloads["error"]++
+		c.lastError = le
+		c.log.Error("policy change refused; the last good version stays in force",
+			"dir", c.dir, "active", c.activeVersion(), "errors", len(le.Errors), "first", le.Errors[0])
+		return err
+	}
+	if c.active != nil && c.active.Hash == set.Hash {
+		c.lastError = nil
+		return nil
+	}
+	version := fmt.Sprintf("%d-%s", c.generation+1, set.Hash[:12])
+	if err := c.publisher.Publish(set, version); err != nil {
+		c.reloads["error"]++
+		c.lastError = &LoadError{At: time.Now(), Errors: []string{"publishing: " + err.Error()}}
+		c.log.Error("publishing policy failed", "version", version, "err", err)
+		return err
+	}
+	c.generation++
+	tenants := make([]string, 0, len(set.Tenants))
+	for _, t := range set.Tenants {
+		tenants = append(tenants, t.Policy.Tenant)
+	}
+	c.active = &Active{Version: version, Hash: set.Hash, LoadedAt: time.Now(), Tenants: tenants}
+	c.lastError = nil
+	c.reloads["ok"]++
+	c.log.Info("policy version published", "version", version, "tenants", tenants)
+	return nil
+}
+
+func (c *Controller) activeVersion() string {
+	if c.active == nil {
+		return ""
+	}
+	return c.active.Version
+}
+
+// State is a snapshot of the controller for /status and /metrics.
+type State struct {
+	Dir        string         `json:"policyDir"`
+	Generation int            `json:"generation"`
+	Active     *Active        `json:"active"`
+	LastError  *LoadError     `json:"lastError"`
+	Reloads    map[string]int `json:"reloads"`
+}
+
+func (c *Controller) State() State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := make(map[string]int, len(c.reloads))
+	for k, v := range c.reloads {
+		r[k] = v
+	}
+	s := State{Dir: c.dir, Generation: c.generation, LastError: c.lastError, Reloads: r}
+	if c.active != nil {
+		a := *c.active
+		s.Active = &a
+	}
+	return s
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,146 @@
+package localstack
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/template"
+)
+
+// natsConfig: the upstream nats-server with the users of contract §1. Its max_payload is above
+// any tenant's limit so the gateway, not the server, is where size limits are decided; `anon`
+// is also the user of connections that send no credentials.
+var natsConfig = template.Must(template.New("nats").Parse(`listen: "127.0.0.1:{{.Port}}"
+max_payload: 8MB
+max_pending: 64MB
+no_auth_user: anon
+authorization {
+  users = [
+    {user: acme, password: acme-secret}
+    {user: globex, password: globex-secret}
+    {user: anon, password: ""}
+  ]
+}
+jetstream {
+  store_dir: "{{.Dir}}/jetstream"
+  max_memory_store: 256MB
+  max_file_store: 1GB
+}
+`))
+
+func (s *Stack) startNATS() error {
+	conf := filepath.Join(s.cfg.WorkDir, "nats.conf")
+	var b bytes.Buffer
+	if err := natsConfig.Execute(&b, map[string]any{"Port": s.cfg.Ports.NATSUpstream, "Dir": s.cfg.WorkDir}); err != nil {
+		return err
+	}
+	if err := os.WriteFile(conf, b.Bytes(), 0o644); err != nil {
+		return err
+	}
+	p, err := startProcess("nats-server", s.logDir, nil, s.tool("nats-server"), "-c", conf)
+	if err != nil {
+		return err
+	}
+	s.NATSServer = p
+	s.procs = append(s.procs, p)
+	return waitTCP(p, addr(s.cfg.Ports.NATSUpstream), startTimeout)
+}
+
+// kafkaConfig: one KRaft node acting as broker and controller. It advertises the gateway's
+// listener, so every client that bootstraps through Envoy comes back through Envoy.
+var kafkaConfig = template.Must(template.New("kafka").Parse(`process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:{{.Controller}}
+listeners=PLAINTEXT://127.0.0.1:{{.Broker}},CONTROLLER://127.0.0.1:{{.Controller}}
+advertised.listeners=PLAINTEXT://127.0.0.1:{{.Advertised}}
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs={{.Dir}}/data
+num.partitions=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=true
+message.max.bytes=8388608
+`))
+
+const kafkaLog4j = `Configuration:
+  Appenders:
+    Console:
+      name: STDOUT
+      PatternLayout:
+        Pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: WARN
+      AppenderRef:
+        - ref: STDOUT
+    Logger:
+      - name: kafka.server.KafkaRaftServer
+        level: INFO
+`
+
+func (s *Stack) startKafka() error {
+	dir := filepath.Join(s.cfg.WorkDir, "kafka")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	if err := kafkaConfig.Execute(&b, map[string]any{
+		"Controller": s.cfg.Ports.KafkaController, "Broker": s.cfg.Ports.KafkaUpstream,
+		"Advertised": s.cfg.Ports.Kafka, "Dir": dir,
+	}); err != nil {
+		return err
+	}
+	props := filepath.Join(dir, "server.properties")
+	if err := os.WriteFile(props, b.Bytes(), 0o644); err != nil {
+		return err
+	}
+	log4j := filepath.Join(dir, "log4j2.yaml")
+	if err := os.WriteFile(log4j, []byte(kafkaLog4j), 0o644); err != nil {
+		return err
+	}
+	classpath := filepath.Join(s.cfg.ToolsDir, "kafka", "libs", "*")
+	if _, err := os.Stat(filepath.Join(dir, "data", "meta.properties")); err != nil {
+		// A fresh data directory: format it with a cluster id derived from nothing but chance.
+		out, err := exec.Command("java", "-cp", classpath, "kafka.tools.StorageTool", "format",
+			"-t", randomClusterID(), "-c", props, "--ignore-formatted").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("formatting kafka storage: %v: %s", err, strings.TrimSpace(string(out)))
+		}
+	}
+	p, err := startProcess("kafka", s.logDir, []string{"KAFKA_HEAP_OPTS=-Xmx512m"}, "java",
+		"-Xms256m", "-Xmx768m", "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1",
+		"-Dlog4j2.configurationFile="+log4j, "-cp", classpath, "kafka.Kafka", props)
+	if err != nil {
+		return err
+	}
+	s.Kafka = p
+	s.procs = append(s.procs, p)
+	return waitTCP(p, addr(s.cfg.Ports.KafkaUpstream), kafkaStartTimeout)
+}
+
+func (s *Stack) startControlPlane() error {
+	p := s.cfg.Ports
+	p2, err := startProcess("control-plane", s.logDir, nil, s.tool("weighstation"), "serve",
+		"--policy-dir", s.cfg.PolicyDir,
+		"--xds-listen", addr(p.XDS), "--http-listen", addr(p.ControlPlane),
+		"--nats-listen", addr(p.NATS), "--nats-upstream", addr(p.NATSUpstream),
+		"--kafka-listen", addr(p.Kafka), "--kafka-upstream", addr(p.KafkaUpstream),
+		"--wasm-file", s.cfg.WasmFile,
+		"--debounce", "100ms", "--poll", "2s",
+	)
+	if err != nil {
+		return err
+	}
+	s.ControlPlane = p2
+	s.procs = append(s.procs, p2)
+	return waitHTTP(p2, "http://"+addr(p.ControlPlane)+"/healthz", startTimeout)
+}

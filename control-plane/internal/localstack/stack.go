@@ -1,0 +1,245 @@
+package localstack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/weighstation/weighstation/control-plane/internal/bootstrap"
+)
+
+const (
+	startTimeout      = 30 * time.Second
+	kafkaStartTimeout = 90 * time.Second
+	stopGrace         = 10 * time.Second
+)
+
+// Config says what to start and where.
+type Config struct {
+	ToolsDir         string // .tools: bin/ (envoy, nats-server, weighstation) and kafka/libs
+	WasmFile         string
+	PolicyDir        string
+	WorkDir          string // logs and broker data
+	Ports            Ports
+	EnvoyConcurrency int
+	WithKafka        bool
+}
+
+// Stack is a running local stack. Its processes are exported for tests that stall or stop one.
+type Stack struct {
+	cfg    Config
+	logDir string
+	procs  []*process
+
+	NATSServer, Kafka, ControlPlane, Envoy *process
+}
+
+// Start brings the stack up in dependency order and waits until Envoy has acknowledged the
+// active policy version; on any failure it stops what it started.
+func Start(ctx context.Context, cfg Config) (*Stack, error) {
+	s := &Stack{cfg: cfg, logDir: filepath.Join(cfg.WorkDir, "logs")}
+	if err := os.MkdirAll(s.logDir, 0o755); err != nil {
+		return nil, err
+	}
+	steps := []struct {
+		name string
+		run  func() error
+	}{
+		{"nats-server", s.startNATS},
+		{"kafka", s.startKafka},
+		{"control plane", s.startControlPlane},
+		{"envoy", s.startEnvoy},
+	}
+	for _, st := range steps {
+		if st.name == "kafka" && !cfg.WithKafka {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			s.Stop()
+			return nil, err
+		}
+		if err := st.run(); err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("%s: %w (logs in %s)", st.name, err, s.logDir)
+		}
+	}
+	return s, nil
+}
+
+// Stop stops every process, last started first.
+func (s *Stack) Stop() {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		s.procs[i].stop(stopGrace)
+	}
+	s.procs = nil
+}
+
+// LogDir is where each process's output goes.
+func (s *Stack) LogDir() string { return s.logDir }
+
+func (s *Stack) tool(name string) string { return filepath.Join(s.cfg.ToolsDir, "bin", name) }
+
+func (s *Stack) startEnvoy() error {
+	p := s.cfg.Ports
+	boot, err := bootstrap.Render(bootstrap.Options{
+		NodeID: "weighstation-local-" + strconv.Itoa(p.Admin), XDS: addr(p.XDS), Admin: addr(p.Admin),
+	})
+	if err != nil {
+		return err
+	}
+	bootPath := filepath.Join(s.cfg.WorkDir, "envoy-bootstrap.json")
+	if err := os.WriteFile(bootPath, boot, 0o644); err != nil {
+		return err
+	}
+	concurrency := s.cfg.EnvoyConcurrency
+	if concurrency <= 0 {
+		concurrency = 2
+	}
+	e, err := startProcess("envoy", s.logDir, nil, s.tool("envoy"), "-c", bootPath,
+		"--concurrency", strconv.Itoa(concurrency), "--disable-hot-restart",
+		"--log-level", "warn", "--component-log-level", "wasm:info",
+		"--drain-time-s", "2")
+	if err != nil {
+		return err
+	}
+	s.Envoy = e
+	s.procs = append(s.procs, e)
+	if err := waitHTTP(e, "http://"+addr(p.Admin)+"/ready", startTimeout); err != nil {
+		return err
+	}
+	if err := s.WaitInSync(startTimeout); err != nil {
+		return err
+	}
+	listeners := []int{p.NATS}
+	if s.cfg.WithKafka {
+		listeners = append(listeners, p.Kafka)
+	}
+	for _, port := range listeners {
+		if err := waitTCP(e, addr(port), startTimeout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Status is the part of the control plane's /status the stack reads.
+type Status struct {
+	Active *struct {
+		Version string `json:"version"`
+	} `json:"active"`
+	LastError *struct {
+		File   string   `json:"file"`
+		Line   int      `json:"line"`
+		Errors []string `json:"errors"`
+	} `json:"lastError"`
+	Nodes []struct {
+		ID            string `json:"id"`
+		Connected     bool   `json:"connected"`
+		AckedVersion  string `json:"ackedVersion"`
+		NackedVersion string `json:"nackedVersion"`
+		NackReason    string `json:"nackReason"`
+	} `json:"nodes"`
+}
+
+// ControlPlaneStatus fetches /status.
+func (s *Stack) ControlPlaneStatus() (Status, error) {
+	var st Status
+	resp, err := http.Get("http://" + addr(s.cfg.Ports.ControlPlane) + "/status")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	return st, err
+}
+
+// WaitInSync waits until every connected Envoy has acknowledged the active policy version.
+func (s *Stack) WaitInSync(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		st, err := s.ControlPlaneStatus()
+		if err == nil && st.Active != nil && len(st.Nodes) > 0 {
+			inSync := true
+			for _, n := range st.Nodes {
+				if n.Connected && n.AckedVersion != st.Active.Version {
+					inSync = false
+					last = fmt.Sprintf("node %s acked %q (nacked %q: %s), active %q", n.ID, n.AckedVersion, n.NackedVersion, n.NackReason, st.Active.Version)
+				}
+			}
+			if inSync {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("envoy did not acknowledge the active policy within %s: %s", timeout, last)
+}
+
+func waitTCP(p *process, address string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if p.exited() {
+			return fmt.Errorf("%s exited before listening on %s: %v", p.name, address, p.err)
+		}
+		c, err := net.DialTimeout("tcp", address, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not listening on %s after %s", p.name, address, timeout)
+}
+
+func waitHTTP(p *process, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: time.Second}
+	for time.Now().Before(deadline) {
+		if p.exited() {
+			return fmt.Errorf("%s exited: %v", p.name, p.err)
+		}
+		resp, err := client.Get(url)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return errors.New(p.name + " not ready at " + url)
+}
+
+// randomClusterID is a Kafka cluster id: 16 random bytes, base64url without padding.
+func randomClusterID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Exited reports the name of the first process that exits on its own.
+func (s *Stack) Exited() <-chan string {
+	ch := make(chan string, 1)
+	for _, p := range s.procs {
+		go func(p *process) {
+			<-p.done
+			select {
+			case ch <- p.name:
+			default:
+			}
+		}(p)
+	}
+	return ch
+}

@@ -1,0 +1,310 @@
+package policy
+
+import (
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// decoder turns one YAML document into policy types, reporting every problem with its position.
+// It walks yaml.Node trees by hand so that unknown fields and bad values are all found in one pass.
+type decoder struct {
+	file string
+	c    *collector
+}
+
+func (d *decoder) pos(n *yaml.Node) Pos { return Pos{File: d.file, Line: n.Line, Column: n.Column} }
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+type fields map[string]func(n *yaml.Node, path string)
+
+// mapping decodes a YAML mapping, calling the handler of each known key and reporting unknown
+// or repeated keys.
+func (d *decoder) mapping(n *yaml.Node, path string, known fields) {
+	if n.Kind != yaml.MappingNode {
+		d.c.add(d.pos(n), path, "must be a mapping")
+		return
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		p := join(path, k.Value)
+		if seen[k.Value] {
+			d.c.add(d.pos(k), p, "appears more than once")
+			continue
+		}
+		seen[k.Value] = true
+		h, ok := known[k.Value]
+		if !ok {
+			d.c.add(d.pos(k), p, "unknown field (known: %s)", knownList(known))
+			continue
+		}
+		h(v, p)
+	}
+}
+
+func knownList(known fields) string {
+	names := make([]string, 0, len(known))
+	for k := range known {
+		names = append(names, k)
+	}
+	sortStrings(names)
+	return strings.Join(names, ", ")
+}
+
+func (d *decoder) scalar(n *yaml.Node, path string) (string, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		d.c.add(d.pos(n), path, "must be a single value")
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (d *decoder) str(n *yaml.Node, path string) string {
+	s, ok := d.scalar(n, path)
+	if ok && n.Tag != "!!str" {
+		d.c.add(d.pos(n), path, "must be a string")
+		return ""
+	}
+	return s
+}
+
+func (d *decoder) strList(n *yaml.Node, path string) []string {
+	if n.Kind != yaml.SequenceNode {
+		d.c.add(d.pos(n), path, "must be a list of strings")
+		return nil
+	}
+	if len(n.Content) == 0 {
+		d.c.add(d.pos(n), path, "must not be empty")
+	}
+	out := make([]string, 0, len(n.Content))
+	for i, e := range n.Content {
+		p := path + "[" + itoa(i) + "]"
+		if s := d.str(e, p); s != "" {
+			out = append(out, s)
+		} else if e.Kind == yaml.ScalarNode && e.Tag == "!!str" {
+			d.c.add(d.pos(e), p, "must not be empty")
+		}
+	}
+	return out
+}
+
+// quantity decodes a limit: `unlimited` or a value read by parse.
+func (d *decoder) quantity(n *yaml.Node, path string, parse func(string) (uint64, error)) Quantity {
+	q := Quantity{Set: true, Pos: d.pos(n)}
+	s, ok := d.scalar(n, path)
+	if !ok {
+		return q
+	}
+	if s == unlimited {
+		q.Unlimited = true
+		return q
+	}
+	v, err := parse(s)
+	if err != nil {
+		d.c.add(q.Pos, path, "%v", err)
+		return q
+	}
+	q.Value = v
+	return q
+}
+
+func (d *decoder) span(n *yaml.Node, path string) Span {
+	sp := Span{Set: true, Pos: d.pos(n)}
+	s, ok := d.scalar(n, path)
+	if !ok {
+		return sp
+	}
+	if s == unlimited {
+		sp.Unlimited = true
+		return sp
+	}
+	v, err := parseDuration(s)
+	if err != nil {
+		d.c.add(sp.Pos, path, "%v", err)
+		return sp
+	}
+	sp.Value = v
+	return sp
+}
+
+func (d *decoder) limits(n *yaml.Node, path string) Limits {
+	var l Limits
+	d.mapping(n, path, fields{
+		"maxMessageBytes": func(n *yaml.Node, p string) { l.MaxMessageBytes = d.quantity(n, p, parseSize) },
+		"rate": func(n *yaml.Node, p string) {
+			d.mapping(n, p, fields{
+				"messagesPerSecond": func(n *yaml.Node, p string) { l.Rate.MessagesPerSecond = d.quantity(n, p, parseCount) },
+				"bytesPerSecond":    func(n *yaml.Node, p string) { l.Rate.BytesPerSecond = d.quantity(n, p, parseSize) },
+				"burstMessages":     func(n *yaml.Node, p string) { l.Rate.BurstMessages = d.quantity(n, p, parseCount) },
+				"burstBytes":        func(n *yaml.Node, p string) { l.Rate.BurstBytes = d.quantity(n, p, parseSize) },
+			})
+		},
+		"inFlight": func(n *yaml.Node, p string) { l.InFlight = d.quantity(n, p, parseCount) },
+		"queue": func(n *yaml.Node, p string) {
+			d.mapping(n, p, fields{
+				"maxMessages": func(n *yaml.Node, p string) { l.Queue.MaxMessages = d.quantity(n, p, parseCount) },
+				"maxWait":     func(n *yaml.Node, p string) { l.Queue.MaxWait = d.span(n, p) },
+			})
+		},
+		"connections": func(n *yaml.Node, p string) { l.Connections = d.quantity(n, p, parseCount) },
+	})
+	return l
+}
+
+func (d *decoder) identify(n *yaml.Node, path string) Identify {
+	id := Identify{Set: true, Pos: d.pos(n)}
+	d.mapping(n, path, fields{
+		"nats": func(n *yaml.Node, p string) {
+			d.mapping(n, p, fields{"users": func(n *yaml.Node, p string) { id.NATSUsers = d.strList(n, p) }})
+		},
+		"kafka": func(n *yaml.Node, p string) {
+			d.mapping(n, p, fields{
+				"clientIdPrefixes": func(n *yaml.Node, p string) { id.KafkaClientIDPrefixes = d.strList(n, p) },
+				"saslUsers":        func(n *yaml.Node, p string) { id.KafkaSASLUsers = d.strList(n, p) },
+			})
+		},
+		"http": func(n *yaml.Node, p string) {
+			var headerSeen bool
+			d.mapping(n, p, fields{
+				"header": func(n *yaml.Node, p string) { id.HTTPHeader, headerSeen = strings.ToLower(d.str(n, p)), true },
+				"values": func(n *yaml.Node, p string) { id.HTTPValues = d.strList(n, p) },
+			})
+			if !headerSeen || len(id.HTTPValues) == 0 {
+				d.c.add(d.pos(n), p, "needs both header and values")
+			}
+		},
+	})
+	return id
+}
+
+func (d *decoder) overrides(n *yaml.Node, path string) []Override {
+	if n.Kind != yaml.SequenceNode {
+		d.c.add(d.pos(n), path, "must be a list")
+		return nil
+	}
+	out := make([]Override, 0, len(n.Content))
+	for i, e := range n.Content {
+		p := path + "[" + itoa(i) + "]"
+		o := Override{Pos: d.pos(e)}
+		var matchSeen, limitsSeen bool
+		d.mapping(e, p, fields{
+			"match": func(n *yaml.Node, p string) {
+				matchSeen = true
+				d.mapping(n, p, fields{
+					"nats":  func(n *yaml.Node, p string) { o.Match.NATS = d.strList(n, p) },
+					"kafka": func(n *yaml.Node, p string) { o.Match.Kafka = d.strList(n, p) },
+				})
+			},
+			"limits": func(n *yaml.Node, p string) { limitsSeen, o.Limits = true, d.limits(n, p) },
+		})
+		if e.Kind == yaml.MappingNode && !matchSeen {
+			d.c.add(o.Pos, p+".match", "is required")
+		}
+		if e.Kind == yaml.MappingNode && !limitsSeen {
+			d.c.add(o.Pos, p+".limits", "is required")
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// document decodes one YAML document into a LimitPolicy or GatewayDefaults (at most one is non-nil).
+func (d *decoder) document(root *yaml.Node) (*LimitPolicy, *GatewayDefaults) {
+	n := root
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	if n.Kind != yaml.MappingNode {
+		d.c.add(d.pos(n), "(document)", "must be a mapping with apiVersion, kind, metadata and spec")
+		return nil, nil
+	}
+	var apiVersion, kind, name string
+	var specNode, metaNode *yaml.Node
+	var kindPos Pos
+	d.mapping(n, "", fields{
+		"apiVersion": func(n *yaml.Node, p string) { apiVersion = d.str(n, p) },
+		"kind":       func(n *yaml.Node, p string) { kind, kindPos = d.str(n, p), d.pos(n) },
+		"metadata":   func(n *yaml.Node, p string) { metaNode = n },
+		"spec":       func(n *yaml.Node, p string) { specNode = n },
+	})
+	docPos := d.pos(n)
+	if apiVersion != APIVersion {
+		d.c.add(docPos, "apiVersion", "must be %q, got %q", APIVersion, apiVersion)
+	}
+	if metaNode == nil {
+		d.c.add(docPos, "metadata", "is required")
+	} else {
+		d.mapping(metaNode, "metadata", fields{"name": func(n *yaml.Node, p string) {
+			name = d.str(n, p)
+			if name != "" && !isDNSLabel(name) {
+				d.c.add(d.pos(n), p, "%q is not a DNS label (lower-case letters, digits and '-', at most 63)", name)
+			}
+		}})
+		if name == "" {
+			d.c.add(d.pos(metaNode), "metadata.name", "is required")
+		}
+	}
+	if specNode == nil {
+		d.c.add(docPos, "spec", "is required")
+		return nil, nil
+	}
+	switch kind {
+	case KindLimitPolicy:
+		lp := &LimitPolicy{Name: name, Pos: docPos, Mode: ModeEnforce, OnLimit: OnLimitDelay}
+		d.mapping(specNode, "spec", fields{
+			"tenant": func(n *yaml.Node, p string) {
+				lp.Tenant, lp.TenantPos = d.str(n, p), d.pos(n)
+				if lp.Tenant != "" && !isDNSLabel(lp.Tenant) {
+					d.c.add(lp.TenantPos, p, "%q is not a DNS label (lower-case letters, digits and '-', at most 63)", lp.Tenant)
+				}
+			},
+			"identify": func(n *yaml.Node, p string) { lp.Identify = d.identify(n, p) },
+			"mode": func(n *yaml.Node, p string) {
+				switch m := Mode(d.str(n, p)); m {
+				case ModeEnforce, ModeDryRun:
+					lp.Mode = m
+				default:
+					d.c.add(d.pos(n), p, "%q is not a mode (enforce or dryRun)", m)
+				}
+			},
+			"onLimit": func(n *yaml.Node, p string) {
+				switch o := OnLimit(d.str(n, p)); o {
+				case OnLimitDelay, OnLimitReject:
+					lp.OnLimit = o
+				default:
+					d.c.add(d.pos(n), p, "%q is not an onLimit action (delay or reject)", o)
+				}
+			},
+			"limits":    func(n *yaml.Node, p string) { lp.Limits = d.limits(n, p) },
+			"overrides": func(n *yaml.Node, p string) { lp.Overrides = d.overrides(n, p) },
+		})
+		if lp.Tenant == "" && lp.TenantPos == (Pos{}) {
+			d.c.add(d.pos(specNode), "spec.tenant", "is required")
+		}
+		return lp, nil
+	case KindGatewayDefault:
+		gd := &GatewayDefaults{Name: name, Pos: docPos}
+		d.mapping(specNode, "spec", fields{
+			"defaultTenant": func(n *yaml.Node, p string) { gd.DefaultTenant, gd.TenantPos = d.str(n, p), d.pos(n) },
+			"defaultLimits": func(n *yaml.Node, p string) { gd.DefaultLimits = d.limits(n, p) },
+		})
+		if gd.DefaultTenant == "" && gd.TenantPos == (Pos{}) {
+			d.c.add(d.pos(specNode), "spec.defaultTenant", "is required")
+		}
+		return nil, gd
+	default:
+		p := kindPos
+		if p == (Pos{}) {
+			p = docPos
+		}
+		d.c.add(p, "kind", "must be %s or %s, got %q", KindLimitPolicy, KindGatewayDefault, kind)
+		return nil, nil
+	}
+}

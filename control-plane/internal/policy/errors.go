@@ -1,0 +1,49 @@
+package policy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Error is one problem in a policy directory, printed as FILE:LINE:COL: field.path: reason.
+type Error struct {
+	Pos    Pos
+	Field  string
+	Reason string
+}
+
+func (e Error) Error() string {
+	return fmt.Sprintf("%s:%d:%d: %s: %s", e.Pos.File, e.Pos.Line, e.Pos.Column, e.Field, e.Reason)
+}
+
+// Errors is every problem found in one load, in file and position order.
+type Errors []Error
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (es Errors) sorted() Errors {
+	sort.SliceStable(es, func(i, j int) bool {
+		a, b := es[i].Pos, es[j].Pos
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Column < b.Column
+	})
+	return es
+}
+
+type collector struct{ errs Errors }
+
+func (c *collector) add(pos Pos, field, format string, args ...any) {
+	c.errs = append(c.errs, Error{Pos: pos, Field: field, Reason: fmt.Sprintf(format, args...)})
+}

@@ -1,0 +1,139 @@
+// Package policy loads, validates and resolves weighstation policy documents
+// (LimitPolicy and GatewayDefaults, contract §2).
+package policy
+
+import "time"
+
+const (
+	APIVersion         = "weighstation.io/v1alpha1"
+	KindLimitPolicy    = "LimitPolicy"
+	KindGatewayDefault = "GatewayDefaults"
+)
+
+// Mode says whether a tenant's limits are enforced or only counted.
+type Mode string
+
+const (
+	ModeEnforce Mode = "enforce"
+	ModeDryRun  Mode = "dryRun"
+)
+
+// OnLimit says what happens to a message that cannot be admitted now.
+type OnLimit string
+
+const (
+	OnLimitDelay  OnLimit = "delay"
+	OnLimitReject OnLimit = "reject"
+)
+
+// Quantity is one limit value as written: absent, the literal `unlimited`, or a number.
+type Quantity struct {
+	Set       bool
+	Unlimited bool
+	Value     uint64
+	Pos       Pos
+}
+
+// Finite reports whether the quantity is a concrete bound.
+func (q Quantity) Finite() bool { return q.Set && !q.Unlimited }
+
+// Span is a duration limit as written: absent, `unlimited`, or a Go duration.
+type Span struct {
+	Set       bool
+	Unlimited bool
+	Value     time.Duration
+	Pos       Pos
+}
+
+// Pos is a place in a policy file.
+type Pos struct {
+	File   string
+	Line   int
+	Column int
+}
+
+type Rate struct {
+	MessagesPerSecond Quantity
+	BytesPerSecond    Quantity
+	BurstMessages     Quantity
+	BurstBytes        Quantity
+}
+
+type Queue struct {
+	MaxMessages Quantity
+	MaxWait     Span
+}
+
+// Limits has the shape of `spec.limits`, `spec.defaultLimits` and `overrides[].limits`.
+type Limits struct {
+	MaxMessageBytes Quantity
+	Rate            Rate
+	InFlight        Quantity
+	Queue           Queue
+	Connections     Quantity
+}
+
+type Identify struct {
+	NATSUsers             []string
+	KafkaClientIDPrefixes []string
+	KafkaSASLUsers        []string
+	HTTPHeader            string
+	HTTPValues            []string
+	Pos                   Pos
+	Set                   bool
+}
+
+type Match struct {
+	NATS  []string
+	Kafka []string
+}
+
+type Override struct {
+	Match  Match
+	Limits Limits
+	Pos    Pos
+}
+
+// LimitPolicy is one tenant's policy document.
+type LimitPolicy struct {
+	Name      string
+	Tenant    string
+	Identify  Identify
+	Mode      Mode
+	OnLimit   OnLimit
+	Limits    Limits
+	Overrides []Override
+	Pos       Pos // of the document
+	TenantPos Pos
+}
+
+// GatewayDefaults names the default tenant and the limits every policy inherits.
+type GatewayDefaults struct {
+	Name          string
+	DefaultTenant string
+	DefaultLimits Limits
+	Pos           Pos
+	TenantPos     Pos
+}
+
+// Tenant is one LimitPolicy with its limits resolved against the defaults.
+type Tenant struct {
+	Policy    LimitPolicy
+	Limits    Effective
+	Overrides []EffectiveOverride
+}
+
+// EffectiveOverride narrows some limits for matching subjects or topics; a nil bound in
+// Limits means the override does not narrow that limit.
+type EffectiveOverride struct {
+	NATS   []string
+	Kafka  []string
+	Limits Effective
+}
+
+// Set is a whole, valid policy directory.
+type Set struct {
+	DefaultTenant string
+	Tenants       []Tenant // sorted by tenant name
+	Hash          string   // sha256 over the files' names and contents, in path order
+}

@@ -1,0 +1,223 @@
+package policy
+
+import (
+	"sort"
+	"strings"
+)
+
+// validateSet checks the rules that span documents and resolves every tenant's limits.
+func validateSet(dir string, policies []LimitPolicy, defaults []GatewayDefaults, c *collector) *Set {
+	dirPos := Pos{File: dir, Line: 1, Column: 1}
+	var gd GatewayDefaults
+	switch len(defaults) {
+	case 0:
+		c.add(dirPos, "GatewayDefaults", "no GatewayDefaults document: one must name spec.defaultTenant")
+	default:
+		gd = defaults[0]
+		for _, extra := range defaults[1:] {
+			c.add(extra.Pos, "kind", "a second GatewayDefaults (%q); the first is at %s", extra.Name, posString(gd.Pos))
+		}
+	}
+	checkDefaultLimits(gd.DefaultLimits, c)
+
+	names := map[string]Pos{}
+	tenants := map[string]Pos{}
+	for _, p := range policies {
+		if first, dup := names[p.Name]; dup && p.Name != "" {
+			c.add(p.Pos, "metadata.name", "%q is already used by the LimitPolicy at %s", p.Name, posString(first))
+		} else {
+			names[p.Name] = p.Pos
+		}
+		if first, dup := tenants[p.Tenant]; dup && p.Tenant != "" {
+			c.add(p.TenantPos, "spec.tenant", "tenant %q already has a LimitPolicy at %s", p.Tenant, posString(first))
+		} else {
+			tenants[p.Tenant] = p.TenantPos
+		}
+		if !p.Identify.Set && p.Tenant != gd.DefaultTenant && p.Tenant != "" {
+			c.add(p.TenantPos, "spec.identify", "is required: only the default tenant (%q) may omit it", gd.DefaultTenant)
+		}
+	}
+	if gd.DefaultTenant != "" {
+		if _, ok := tenants[gd.DefaultTenant]; !ok {
+			c.add(gd.TenantPos, "spec.defaultTenant", "tenant %q has no LimitPolicy", gd.DefaultTenant)
+		}
+	}
+	checkIdentityOverlaps(policies, c)
+
+	set := &Set{DefaultTenant: gd.DefaultTenant}
+	for _, p := range policies {
+		t := Tenant{Policy: p, Limits: resolve(p.Limits, "spec.limits", p.TenantPos, gd.DefaultLimits, c)}
+		t.Overrides = resolveOverrides(p, t.Limits, c)
+		set.Tenants = append(set.Tenants, t)
+	}
+	sort.Slice(set.Tenants, func(i, j int) bool { return set.Tenants[i].Policy.Tenant < set.Tenants[j].Policy.Tenant })
+	return set
+}
+
+// checkDefaultLimits rejects a `defaultLimits` that sets queue or connections to values no
+// tenant could use; the per-tenant resolution reports the rest with the tenant's position.
+func checkDefaultLimits(l Limits, c *collector) {
+	if l.Queue.MaxWait.Set && l.Queue.MaxWait.Unlimited {
+		c.add(l.Queue.MaxWait.Pos, "spec.defaultLimits.queue.maxWait", "cannot be unlimited: a held message must be refused at some point")
+	}
+}
+
+func posString(p Pos) string { return p.File + ":" + itoa(p.Line) + ":" + itoa(p.Column) }
+
+// checkIdentityOverlaps rejects identities that would attribute one client to two tenants.
+func checkIdentityOverlaps(policies []LimitPolicy, c *collector) {
+	type owner struct {
+		tenant string
+		pos    Pos
+	}
+	natsUsers := map[string]owner{}
+	saslUsers := map[string]owner{}
+	httpValues := map[string]owner{}
+	var prefixes []struct {
+		prefix string
+		owner
+	}
+	for _, p := range policies {
+		if p.Tenant == "" {
+			continue
+		}
+		me := owner{p.Tenant, p.Identify.Pos}
+		exact := func(seen map[string]owner, keys []string, field, what string) {
+			for _, k := range keys {
+				if o, dup := seen[k]; dup && o.tenant != p.Tenant {
+					c.add(p.Identify.Pos, field, "%s %q already identifies tenant %q (%s)", what, k, o.tenant, posString(o.pos))
+				} else {
+					seen[k] = me
+				}
+			}
+		}
+		exact(natsUsers, p.Identify.NATSUsers, "spec.identify.nats.users", "NATS user")
+		exact(saslUsers, p.Identify.KafkaSASLUsers, "spec.identify.kafka.saslUsers", "SASL user")
+		var hv []string
+		for _, v := range p.Identify.HTTPValues {
+			hv = append(hv, p.Identify.HTTPHeader+": "+v)
+		}
+		exact(httpValues, hv, "spec.identify.http.values", "header value")
+		for _, pre := range p.Identify.KafkaClientIDPrefixes {
+			for _, other := range prefixes {
+				if other.tenant != p.Tenant && (strings.HasPrefix(pre, other.prefix) || strings.HasPrefix(other.prefix, pre)) {
+					c.add(p.Identify.Pos, "spec.identify.kafka.clientIdPrefixes",
+						"client.id prefix %q overlaps prefix %q of tenant %q (%s): a client id could match both",
+						pre, other.prefix, other.tenant, posString(other.pos))
+				}
+			}
+			prefixes = append(prefixes, struct {
+				prefix string
+				owner
+			}{pre, me})
+		}
+	}
+}
+
+// resolveOverrides checks each override and resolves its limits. An override may only narrow
+// the tenant's per-message limits (size, rate, inFlight); queue and connections are per tenant.
+func resolveOverrides(p LimitPolicy, tenant Effective, c *collector) []EffectiveOverride {
+	out := make([]EffectiveOverride, 0, len(p.Overrides))
+	seenPatterns := map[string]int{}
+	for i, o := range p.Overrides {
+		path := "spec.overrides[" + itoa(i) + "]"
+		if len(o.Match.NATS) == 0 && len(o.Match.Kafka) == 0 {
+			c.add(o.Pos, path+".match", "needs at least one nats subject or kafka topic pattern")
+		}
+		for _, s := range o.Match.NATS {
+			if why := natsSubjectPatternError(s); why != "" {
+				c.add(o.Pos, path+".match.nats", "%q %s", s, why)
+			}
+			checkPatternOnce(seenPatterns, "nats:"+s, i, o.Pos, path+".match.nats", c)
+		}
+		for _, t := range o.Match.Kafka {
+			if why := kafkaGlobError(t); why != "" {
+				c.add(o.Pos, path+".match.kafka", "%q %s", t, why)
+			}
+			checkPatternOnce(seenPatterns, "kafka:"+t, i, o.Pos, path+".match.kafka", c)
+		}
+		l := o.Limits
+		lp := path + ".limits"
+		for _, q := range []struct {
+			q     Quantity
+			field string
+		}{
+			{l.MaxMessageBytes, "maxMessageBytes"}, {l.Rate.MessagesPerSecond, "rate.messagesPerSecond"},
+			{l.Rate.BytesPerSecond, "rate.bytesPerSecond"}, {l.Rate.BurstMessages, "rate.burstMessages"},
+			{l.Rate.BurstBytes, "rate.burstBytes"}, {l.InFlight, "inFlight"},
+		} {
+			if q.q.Unlimited {
+				c.add(q.q.Pos, lp+"."+q.field, "an override can only narrow a limit; %q is not allowed here", unlimited)
+			}
+		}
+		if l.Queue.MaxMessages.Set || l.Queue.MaxWait.Set {
+			c.add(o.Pos, lp+".queue", "the queue is shared by all of a tenant's messages and cannot be overridden")
+		}
+		if l.Connections.Set {
+			c.add(l.Connections.Pos, lp+".connections", "connections are counted per tenant and cannot be overridden")
+		}
+		if l.MaxMessageBytes.Finite() && tenant.MaxMessageBytes != nil && l.MaxMessageBytes.Value > *tenant.MaxMessageBytes {
+			c.add(l.MaxMessageBytes.Pos, lp+".maxMessageBytes", "%d is above the tenant's maxMessageBytes (%d): an override can only narrow a limit",
+				l.MaxMessageBytes.Value, *tenant.MaxMessageBytes)
+		}
+		out = append(out, EffectiveOverride{NATS: o.Match.NATS, Kafka: o.Match.Kafka, Limits: resolveOverride(l, lp, o.Pos, tenant, c)})
+	}
+	return out
+}
+
+func checkPatternOnce(seen map[string]int, key string, i int, pos Pos, field string, c *collector) {
+	if first, dup := seen[key]; dup {
+		c.add(pos, field, "%q is already matched by overrides[%d]", key[strings.IndexByte(key, ':')+1:], first)
+		return
+	}
+	seen[key] = i
+}
+
+// resolveOverride keeps only what the override narrows; bursts default to one second of the
+// override's own rate, and the byte burst must still fit one message of the maximum size.
+func resolveOverride(l Limits, path string, pos Pos, tenant Effective, c *collector) Effective {
+	val := func(q Quantity) *uint64 {
+		if !q.Finite() {
+			return nil
+		}
+		return ptr(q.Value)
+	}
+	e := Effective{
+		MaxMessageBytes:   val(l.MaxMessageBytes),
+		MessagesPerSecond: val(l.Rate.MessagesPerSecond),
+		BytesPerSecond:    val(l.Rate.BytesPerSecond),
+		InFlight:          val(l.InFlight),
+	}
+	for _, z := range []struct {
+		q     Quantity
+		field string
+	}{{l.MaxMessageBytes, "maxMessageBytes"}, {l.Rate.MessagesPerSecond, "rate.messagesPerSecond"},
+		{l.Rate.BytesPerSecond, "rate.bytesPerSecond"}, {l.InFlight, "inFlight"}, {l.Rate.BurstMessages, "rate.burstMessages"}} {
+		if z.q.Finite() && z.q.Value == 0 {
+			c.add(z.q.Pos, path+"."+z.field, "must be at least 1")
+		}
+	}
+	if e.MessagesPerSecond != nil {
+		e.BurstMessages = e.MessagesPerSecond
+		if l.Rate.BurstMessages.Finite() {
+			e.BurstMessages = ptr(l.Rate.BurstMessages.Value)
+		}
+	} else if l.Rate.BurstMessages.Set {
+		c.add(l.Rate.BurstMessages.Pos, path+".rate.burstMessages", "needs rate.messagesPerSecond in the same override")
+	}
+	if e.BytesPerSecond != nil {
+		burst := resolved{e.BytesPerSecond, source{l.Rate.BytesPerSecond.Pos, path + ".rate.bytesPerSecond"}}
+		if l.Rate.BurstBytes.Finite() {
+			burst = resolved{ptr(l.Rate.BurstBytes.Value), source{l.Rate.BurstBytes.Pos, path + ".rate.burstBytes"}}
+		}
+		e.BurstBytes = burst.value
+		maxMsg := resolved{tenant.MaxMessageBytes, source{pos, path}}
+		if e.MaxMessageBytes != nil {
+			maxMsg.value = e.MaxMessageBytes
+		}
+		checkBurstFitsMessage(burst, maxMsg, c)
+	} else if l.Rate.BurstBytes.Set {
+		c.add(l.Rate.BurstBytes.Pos, path+".rate.burstBytes", "needs rate.bytesPerSecond in the same override")
+	}
+	return e
+}

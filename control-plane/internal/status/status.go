@@ -1,0 +1,99 @@
+// Package status serves the control plane's health, readiness, status and metrics over HTTP.
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/weighstation/weighstation/control-plane/internal/controller"
+	"github.com/weighstation/weighstation/control-plane/internal/xds"
+)
+
+// Report is the /status document.
+type Report struct {
+	controller.State
+	Nodes []xds.NodeStatus `json:"nodes"`
+}
+
+// Sources are what the handlers read.
+type Sources struct {
+	State func() controller.State
+	Nodes func() []xds.NodeStatus
+}
+
+// Handler serves /healthz, /readyz, /status and /metrics.
+func Handler(src Sources) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	// Ready once a policy version is active. A later invalid change does not make it unready:
+	// the last good version is still being served.
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if src.State().Active == nil {
+			http.Error(w, "no valid policy version loaded yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(Report{State: src.State(), Nodes: src.Nodes()})
+	})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		writeMetrics(w, src.State(), src.Nodes())
+	})
+	return mux
+}
+
+// writeMetrics renders the Prometheus text format by hand: a handful of gauges and counters
+// whose values are read from the controller at scrape time.
+func writeMetrics(w http.ResponseWriter, st controller.State, nodes []xds.NodeStatus) {
+	var b strings.Builder
+	metric := func(name, typ, help string) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+	}
+	metric("weighstation_controlplane_policy_generation", "gauge", "Number of policy versions published since start.")
+	fmt.Fprintf(&b, "weighstation_controlplane_policy_generation %d\n", st.Generation)
+	metric("weighstation_controlplane_policy_error", "gauge", "1 while the policy directory holds a refused change.")
+	errVal := 0
+	if st.LastError != nil {
+		errVal = 1
+	}
+	fmt.Fprintf(&b, "weighstation_controlplane_policy_error %d\n", errVal)
+	metric("weighstation_controlplane_reloads_total", "counter", "Policy reloads by result.")
+	results := make([]string, 0, len(st.Reloads))
+	for r := range st.Reloads {
+		results = append(results, r)
+	}
+	sort.Strings(results)
+	for _, r := range results {
+		fmt.Fprintf(&b, "weighstation_controlplane_reloads_total{result=%q} %d\n", r, st.Reloads[r])
+	}
+	active := ""
+	if st.Active != nil {
+		active = st.Active.Version
+	}
+	metric("weighstation_controlplane_node_connected", "gauge", "1 while the Envoy node holds an xDS stream.")
+	metric("weighstation_controlplane_node_in_sync", "gauge", "1 when the node has acknowledged the active policy version.")
+	metric("weighstation_controlplane_node_nack", "gauge", "1 when the node rejected the last policy version it was sent.")
+	for _, n := range nodes {
+		fmt.Fprintf(&b, "weighstation_controlplane_node_connected{node=%q} %d\n", n.ID, boolInt(n.Connected))
+		fmt.Fprintf(&b, "weighstation_controlplane_node_in_sync{node=%q} %d\n", n.ID, boolInt(n.AckedVersion == active && active != ""))
+		fmt.Fprintf(&b, "weighstation_controlplane_node_nack{node=%q} %d\n", n.ID, boolInt(n.NackedVersion != ""))
+	}
+	_, _ = w.Write([]byte(b.String()))
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,125 @@
+package xds
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+)
+
+// NodeStatus is what one Envoy node has done with the policy versions it was sent.
+type NodeStatus struct {
+	ID            string    `json:"id"`
+	Connected     bool      `json:"connected"`
+	AckedVersion  string    `json:"ackedVersion,omitempty"`
+	NackedVersion string    `json:"nackedVersion,omitempty"`
+	NackReason    string    `json:"nackReason,omitempty"`
+	LastSeen      time.Time `json:"lastSeen"`
+}
+
+// nodeTracker follows ACKs and NACKs of the policy-carrying type (ECDS) per Envoy node.
+// An ACK is a request with a nonce and no error; a NACK carries error_detail and the nonce of
+// the response it rejects, whose version we remember from OnStreamResponse.
+type nodeTracker struct {
+	mu            sync.Mutex
+	streams       map[int64]string            // stream id -> node id
+	nonceVersions map[int64]map[string]string // stream id -> nonce -> version sent
+	nodes         map[string]*NodeStatus
+	onChange      func()
+}
+
+func newNodeTracker() *nodeTracker {
+	return &nodeTracker{
+		streams:       map[int64]string{},
+		nonceVersions: map[int64]map[string]string{},
+		nodes:         map[string]*NodeStatus{},
+	}
+}
+
+func (t *nodeTracker) OnStreamOpen(context.Context, int64, string) error { return nil }
+
+func (t *nodeTracker) OnStreamClosed(id int64, node *corev3.Node) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n, ok := t.nodes[t.streams[id]]; ok {
+		n.Connected = false
+	}
+	delete(t.streams, id)
+	delete(t.nonceVersions, id)
+}
+
+func (t *nodeTracker) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) error {
+	t.mu.Lock()
+	nodeID := req.GetNode().GetId()
+	if nodeID == "" {
+		nodeID = t.streams[id]
+	}
+	t.streams[id] = nodeID
+	n, ok := t.nodes[nodeID]
+	if !ok {
+		n = &NodeStatus{ID: nodeID}
+		t.nodes[nodeID] = n
+	}
+	n.Connected = true
+	n.LastSeen = time.Now()
+	changed := false
+	if req.GetTypeUrl() == resourcev3.ExtensionConfigType && req.GetResponseNonce() != "" {
+		if req.GetErrorDetail() != nil {
+			n.NackedVersion = t.nonceVersions[id][req.GetResponseNonce()]
+			n.NackReason = req.GetErrorDetail().GetMessage()
+		} else {
+			n.AckedVersion = req.GetVersionInfo()
+			if n.NackedVersion != "" && n.NackedVersion == n.AckedVersion {
+				n.NackedVersion, n.NackReason = "", ""
+			}
+		}
+		changed = true
+	}
+	cb := t.onChange
+	t.mu.Unlock()
+	if changed && cb != nil {
+		cb()
+	}
+	return nil
+}
+
+func (t *nodeTracker) OnStreamResponse(_ context.Context, id int64, _ *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
+	if resp.GetTypeUrl() != resourcev3.ExtensionConfigType {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.nonceVersions[id]
+	if m == nil {
+		m = map[string]string{}
+		t.nonceVersions[id] = m
+	}
+	m[resp.GetNonce()] = resp.GetVersionInfo()
+}
+
+func (t *nodeTracker) OnFetchRequest(context.Context, *discoveryv3.DiscoveryRequest) error { return nil }
+func (t *nodeTracker) OnFetchResponse(*discoveryv3.DiscoveryRequest, *discoveryv3.DiscoveryResponse) {
+}
+func (t *nodeTracker) OnDeltaStreamOpen(context.Context, int64, string) error { return nil }
+func (t *nodeTracker) OnDeltaStreamClosed(int64, *corev3.Node)                {}
+func (t *nodeTracker) OnStreamDeltaRequest(int64, *discoveryv3.DeltaDiscoveryRequest) error {
+	return nil
+}
+func (t *nodeTracker) OnStreamDeltaResponse(int64, *discoveryv3.DeltaDiscoveryRequest, *discoveryv3.DeltaDiscoveryResponse) {
+}
+
+// Nodes returns every node seen, sorted by id.
+func (t *nodeTracker) Nodes() []NodeStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]NodeStatus, 0, len(t.nodes))
+	for _, n := range t.nodes {
+		out = append(out, *n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

@@ -1,0 +1,223 @@
+// Package xds builds the Envoy resources weighstation serves and runs the ADS server.
+package xds
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	wasmnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/wasm/v3"
+	wasmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/wasm/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/weighstation/weighstation/control-plane/internal/compile"
+	"github.com/weighstation/weighstation/control-plane/internal/policy"
+)
+
+// Names shared with the Envoy bootstrap, the Wasm filter and the docs.
+const (
+	WasmRuntime      = "envoy.wasm.runtime.v8"
+	VMID             = "weighstation"
+	RootID           = "weighstation"
+	wasmNetworkType  = "type.googleapis.com/envoy.extensions.filters.network.wasm.v3.Wasm"
+	upstreamTimeout  = 5 * time.Second
+	filterNamePrefix = "weighstation."
+)
+
+// FilterName is the listener filter (and ECDS resource) name for a protocol.
+func FilterName(p compile.Protocol) string { return filterNamePrefix + string(p) }
+
+// WasmSource says where Envoy loads the filter module from: a local file, or an HTTP URL pinned
+// by its sha256 (as the Helm chart does).
+type WasmSource struct {
+	File   string
+	URL    string
+	SHA256 string
+}
+
+// Gateway is what the operator configures about the data path; policies are served beside it.
+type Gateway struct {
+	NATSListen       string // host:port; empty disables the listener
+	NATSUpstream     string // host:port of nats-server
+	KafkaListen      string
+	KafkaUpstream    string
+	BufferLimitBytes uint32 // per_connection_buffer_limit_bytes: where TCP backpressure starts
+	Wasm             WasmSource
+}
+
+type listenerSpec struct {
+	proto    compile.Protocol
+	listen   string
+	upstream string
+}
+
+func (g Gateway) listeners() []listenerSpec {
+	var out []listenerSpec
+	if g.NATSListen != "" {
+		out = append(out, listenerSpec{compile.NATS, g.NATSListen, g.NATSUpstream})
+	}
+	if g.KafkaListen != "" {
+		out = append(out, listenerSpec{compile.Kafka, g.KafkaListen, g.KafkaUpstream})
+	}
+	return out
+}
+
+// Resources returns every resource of one snapshot: clusters, listeners and the filter
+// configurations (ECDS). Only the ECDS resources change when policies change, so a reload is a
+// configuration-only update that Envoy applies without touching listeners or connections.
+func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type][]types.Resource, error) {
+	res := map[resourcev3.Type][]types.Resource{}
+	for _, l := range g.listeners() {
+		c, err := cluster(l)
+		if err != nil {
+			return nil, err
+		}
+		lis, err := listener(l, g.BufferLimitBytes)
+		if err != nil {
+			return nil, err
+		}
+		ext, err := filterConfig(l.proto, g.Wasm, compile.Filter(set, version, l.proto))
+		if err != nil {
+			return nil, err
+		}
+		res[resourcev3.ClusterType] = append(res[resourcev3.ClusterType], c)
+		res[resourcev3.ListenerType] = append(res[resourcev3.ListenerType], lis)
+		res[resourcev3.ExtensionConfigType] = append(res[resourcev3.ExtensionConfigType], ext)
+	}
+	return res, nil
+}
+
+func splitHostPort(hp string) (string, uint32, error) {
+	host, portStr, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", 0, fmt.Errorf("address %q: %w", hp, err)
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("address %q: bad port", hp)
+	}
+	return host, uint32(port), nil
+}
+
+func socketAddress(hp string) (*corev3.Address, error) {
+	host, port, err := splitHostPort(hp)
+	if err != nil {
+		return nil, err
+	}
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+	}}}, nil
+}
+
+func clusterName(p compile.Protocol) string { return string(p) + "_upstream" }
+
+func cluster(l listenerSpec) (*clusterv3.Cluster, error) {
+	addr, err := socketAddress(l.upstream)
+	if err != nil {
+		return nil, fmt.Errorf("%s upstream: %w", l.proto, err)
+	}
+	return &clusterv3.Cluster{
+		Name:                 clusterName(l.proto),
+		ConnectTimeout:       durationpb.New(upstreamTimeout),
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS},
+		DnsLookupFamily:      clusterv3.Cluster_V4_PREFERRED,
+		LoadAssignment: &endpointv3.ClusterLoadAssignment{
+			ClusterName: clusterName(l.proto),
+			Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: addr}},
+			}}}},
+		},
+	}, nil
+}
+
+func mustAny(m proto.Message) (*anypb.Any, error) { return anypb.New(m) }
+
+func listener(l listenerSpec, bufferLimit uint32) (*listenerv3.Listener, error) {
+	addr, err := socketAddress(l.listen)
+	if err != nil {
+		return nil, fmt.Errorf("%s listener: %w", l.proto, err)
+	}
+	tcp, err := mustAny(&tcpproxyv3.TcpProxy{
+		StatPrefix:       string(l.proto),
+		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: clusterName(l.proto)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &listenerv3.Listener{
+		Name:                          string(l.proto),
+		Address:                       addr,
+		PerConnectionBufferLimitBytes: wrapperspb.UInt32(bufferLimit),
+		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{
+			{
+				// The filter's configuration arrives separately through ECDS, so a policy change
+				// never rebuilds this listener or drains its connections.
+				Name: FilterName(l.proto),
+				ConfigType: &listenerv3.Filter_ConfigDiscovery{ConfigDiscovery: &corev3.ExtensionConfigSource{
+					ConfigSource: &corev3.ConfigSource{
+						ResourceApiVersion:    corev3.ApiVersion_V3,
+						ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+					},
+					TypeUrls: []string{wasmNetworkType},
+				}},
+			},
+			{Name: "envoy.filters.network.tcp_proxy", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: tcp}},
+		}}},
+	}, nil
+}
+
+func codeSource(w WasmSource) *corev3.AsyncDataSource {
+	if w.URL != "" {
+		return &corev3.AsyncDataSource{Specifier: &corev3.AsyncDataSource_Remote{Remote: &corev3.RemoteDataSource{
+			HttpUri: &corev3.HttpUri{
+				Uri:              w.URL,
+				HttpUpstreamType: &corev3.HttpUri_Cluster{Cluster: "weighstation_wasm"},
+				Timeout:          durationpb.New(10 * time.Second),
+			},
+			Sha256: w.SHA256,
+		}}}
+	}
+	return &corev3.AsyncDataSource{Specifier: &corev3.AsyncDataSource_Local{Local: &corev3.DataSource{
+		Specifier: &corev3.DataSource_Filename{Filename: w.File},
+	}}}
+}
+
+// filterConfig is the ECDS resource carrying the Wasm network filter and its policy JSON. The VM
+// settings stay byte-identical across policy versions, so Envoy reuses each worker's VM and only
+// calls on_configure on a new root context: live connections keep running in the same VM.
+func filterConfig(p compile.Protocol, w WasmSource, fc compile.FilterConfig) (types.Resource, error) {
+	vmConfig, err := mustAny(wrapperspb.String(""))
+	if err != nil {
+		return nil, err
+	}
+	pluginConfig, err := mustAny(wrapperspb.String(fc.JSON()))
+	if err != nil {
+		return nil, err
+	}
+	wasm, err := mustAny(&wasmnetv3.Wasm{Config: &wasmv3.PluginConfig{
+		Name:   FilterName(p),
+		RootId: RootID,
+		Vm: &wasmv3.PluginConfig_VmConfig{VmConfig: &wasmv3.VmConfig{
+			VmId:          VMID,
+			Runtime:       WasmRuntime,
+			Code:          codeSource(w),
+			Configuration: vmConfig,
+		}},
+		Configuration: pluginConfig,
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return &corev3.TypedExtensionConfig{Name: FilterName(p), TypedConfig: wasm}, nil
+}

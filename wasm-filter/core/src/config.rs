@@ -1,0 +1,230 @@
+//! The filter configuration compiled by the control plane (control-plane/internal/compile).
+//! Parsed once per reconfiguration, never on the data path.
+
+use serde::Deserialize;
+use std::collections::HashMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    Nats,
+    Kafka,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Nats => "nats",
+            Protocol::Kafka => "kafka",
+        }
+    }
+}
+
+/// Resolved limits; `None` is unlimited.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Limits {
+    pub max_message_bytes: Option<u64>,
+    pub messages_per_second: Option<u64>,
+    pub bytes_per_second: Option<u64>,
+    pub burst_messages: Option<u64>,
+    pub burst_bytes: Option<u64>,
+    pub in_flight: Option<u64>,
+    pub queue_max_messages: Option<u64>,
+    pub queue_max_wait_ms: Option<u64>,
+    pub connections: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Identify {
+    #[serde(default)]
+    pub nats_users: Vec<String>,
+    #[serde(default)]
+    pub kafka_client_id_prefixes: Vec<String>,
+    #[serde(default)]
+    pub kafka_sasl_users: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Override {
+    pub patterns: Vec<String>,
+    pub limits: Limits,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tenant {
+    pub name: String,
+    #[serde(default)]
+    pub dry_run: bool,
+    #[serde(default)]
+    pub reject: bool,
+    #[serde(default)]
+    pub identify: Identify,
+    pub limits: Limits,
+    #[serde(default)]
+    pub overrides: Vec<Override>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Document {
+    version: String,
+    protocol: Protocol,
+    default_tenant: String,
+    tenants: Vec<Tenant>,
+}
+
+/// Index of a tenant in [`Config::tenants`].
+pub type TenantId = usize;
+
+/// A parsed configuration with its attribution tables built.
+#[derive(Debug)]
+pub struct Config {
+    pub version: String,
+    /// The leading number of the version ("7-abc…" → 7): policy versions only grow.
+    pub generation: u64,
+    pub protocol: Protocol,
+    pub tenants: Vec<Tenant>,
+    default_tenant: TenantId,
+    nats_users: HashMap<String, TenantId>,
+    kafka_sasl_users: HashMap<String, TenantId>,
+    kafka_prefixes: Vec<(String, TenantId)>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    Json(String),
+    UnknownDefaultTenant(String),
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::Json(e) => write!(f, "filter configuration is not valid JSON for this filter: {e}"),
+            ConfigError::UnknownDefaultTenant(t) => write!(f, "default tenant {t:?} is not among the tenants"),
+        }
+    }
+}
+
+impl Config {
+    pub fn parse(bytes: &[u8]) -> Result<Config, ConfigError> {
+        let doc: Document = serde_json::from_slice(bytes).map_err(|e| ConfigError::Json(e.to_string()))?;
+        let default_tenant = doc
+            .tenants
+            .iter()
+            .position(|t| t.name == doc.default_tenant)
+            .ok_or_else(|| ConfigError::UnknownDefaultTenant(doc.default_tenant.clone()))?;
+        let mut nats_users = HashMap::new();
+        let mut kafka_sasl_users = HashMap::new();
+        let mut kafka_prefixes = Vec::new();
+        for (i, t) in doc.tenants.iter().enumerate() {
+            for u in &t.identify.nats_users {
+                nats_users.insert(u.clone(), i);
+            }
+            for u in &t.identify.kafka_sasl_users {
+                kafka_sasl_users.insert(u.clone(), i);
+            }
+            for p in &t.identify.kafka_client_id_prefixes {
+                kafka_prefixes.push((p.clone(), i));
+            }
+        }
+        // Longest prefix first, so the most specific prefix wins should two ever nest.
+        kafka_prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        let generation = doc.version.split('-').next().and_then(|g| g.parse().ok()).unwrap_or(0);
+        Ok(Config {
+            version: doc.version,
+            generation,
+            protocol: doc.protocol,
+            tenants: doc.tenants,
+            default_tenant,
+            nats_users,
+            kafka_sasl_users,
+            kafka_prefixes,
+        })
+    }
+
+    pub fn default_tenant(&self) -> TenantId {
+        self.default_tenant
+    }
+
+    pub fn tenant(&self, id: TenantId) -> Option<&Tenant> {
+        self.tenants.get(id)
+    }
+
+    pub fn tenant_named(&self, name: &str) -> Option<TenantId> {
+        self.tenants.iter().position(|t| t.name == name)
+    }
+
+    /// The tenant of a NATS connection, from its CONNECT `user` (authenticated by nats-server).
+    pub fn tenant_for_nats_user(&self, user: Option<&str>) -> TenantId {
+        user.and_then(|u| self.nats_users.get(u).copied()).unwrap_or(self.default_tenant)
+    }
+
+    /// The tenant of a Kafka connection: a SASL PLAIN user that a tenant names wins over the
+    /// client.id prefix.
+    pub fn tenant_for_kafka(&self, client_id: Option<&str>, sasl_user: Option<&str>) -> TenantId {
+        if let Some(t) = sasl_user.and_then(|u| self.kafka_sasl_users.get(u)) {
+            return *t;
+        }
+        client_id
+            .and_then(|c| self.kafka_prefixes.iter().find(|(p, _)| c.starts_with(p.as_str())).map(|(_, t)| *t))
+            .unwrap_or(self.default_tenant)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOC: &str = r#"{"version":"7-abcdef","protocol":"kafka","defaultTenant":"anonymous","tenants":[
+        {"name":"acme","identify":{"natsUsers":["acme"],"kafkaClientIdPrefixes":["acme-"],"kafkaSaslUsers":["acme-svc"]},
+         "limits":{"maxMessageBytes":262144}},
+        {"name":"acme-eu","identify":{"kafkaClientIdPrefixes":["acme-eu-"]},"limits":{}},
+        {"name":"anonymous","limits":{"maxMessageBytes":65536}}]}"#;
+
+    fn config() -> Config {
+        match Config::parse(DOC.as_bytes()) {
+            Ok(c) => c,
+            Err(e) => unreachable!("{e}"),
+        }
+    }
+
+    #[test]
+    fn reads_version_generation_and_limits() {
+        let c = config();
+        assert_eq!(c.generation, 7);
+        assert_eq!(c.protocol, Protocol::Kafka);
+        assert_eq!(c.tenants[0].limits.max_message_bytes, Some(262_144));
+        assert_eq!(c.tenants[1].limits.max_message_bytes, None, "absent is unlimited");
+    }
+
+    #[test]
+    fn attributes_nats_users_and_falls_back_to_default() {
+        let c = config();
+        assert_eq!(c.tenant_for_nats_user(Some("acme")), 0);
+        assert_eq!(c.tenant_for_nats_user(Some("stranger")), 2);
+        assert_eq!(c.tenant_for_nats_user(None), 2);
+    }
+
+    #[test]
+    fn attributes_kafka_by_longest_prefix_and_sasl_user_wins() {
+        let c = config();
+        assert_eq!(c.tenant_for_kafka(Some("acme-orders"), None), 0);
+        assert_eq!(c.tenant_for_kafka(Some("acme-eu-billing"), None), 1);
+        assert_eq!(c.tenant_for_kafka(Some("other"), None), 2);
+        assert_eq!(c.tenant_for_kafka(Some("other"), Some("acme-svc")), 0);
+        assert_eq!(c.tenant_for_kafka(None, Some("unknown")), 2);
+    }
+
+    #[test]
+    fn rejects_unknown_default_tenant_and_bad_json() {
+        let bad = DOC.replace("\"defaultTenant\":\"anonymous\"", "\"defaultTenant\":\"nobody\"");
+        assert_eq!(
+            Config::parse(bad.as_bytes()).err(),
+            Some(ConfigError::UnknownDefaultTenant("nobody".into()))
+        );
+        assert!(matches!(Config::parse(b"{"), Err(ConfigError::Json(_))));
+    }
+}

@@ -1,0 +1,272 @@
+//! Walks a client connection's Kafka requests frame by frame, with the same buffer semantics as
+//! the NATS scanner: forwarded bytes are gone, held bytes are presented again with new ones.
+//! Frames whose body the filter must read (Produce, SaslAuthenticate) are held until complete,
+//! up to `hold_limit`; every other frame is passed through after its header, without buffering.
+
+use super::cursor::Cursor;
+use super::API_PRODUCE;
+
+pub const API_SASL_AUTHENTICATE: i16 = 36;
+
+/// Kafka brokers refuse requests above socket.request.max.bytes (100 MiB by default) by closing
+/// the connection; the filter does the same rather than stream an absurd frame.
+pub const MAX_REQUEST_BYTES: usize = 100 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestHeader<'a> {
+    pub api_key: i16,
+    pub api_version: i16,
+    pub correlation_id: i32,
+    pub client_id: Option<&'a [u8]>,
+    /// Frame size, excluding the 4-byte length prefix.
+    pub size: usize,
+}
+
+pub trait RequestHandler {
+    /// Called once per request. `body` (the bytes after the request header) is present for
+    /// Produce and SaslAuthenticate requests that fit the hold limit.
+    fn request(&mut self, header: &RequestHeader<'_>, body: Option<&[u8]>);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamOutcome {
+    Forward,
+    Hold,
+    Close(&'static str),
+}
+
+#[derive(Debug)]
+pub struct RequestStream {
+    consumed: usize,
+    skip_left: usize,
+    hold_limit: usize,
+}
+
+impl RequestStream {
+    pub fn new(hold_limit: usize) -> Self {
+        RequestStream { consumed: 0, skip_left: 0, hold_limit }
+    }
+
+    pub fn process(&mut self, buf: &[u8], handler: &mut impl RequestHandler) -> StreamOutcome {
+        let mut pos = self.consumed.min(buf.len());
+        loop {
+            if self.skip_left > 0 {
+                let n = self.skip_left.min(buf.len() - pos);
+                pos += n;
+                self.skip_left -= n;
+                if self.skip_left > 0 {
+                    break;
+                }
+            }
+            let rest = buf.get(pos..).unwrap_or_default();
+            if rest.is_empty() {
+                break;
+            }
+            match self.frame(rest, handler) {
+                Frame::Incomplete => {
+                    self.consumed = pos;
+                    return StreamOutcome::Hold;
+                }
+                Frame::Bad(why) => return StreamOutcome::Close(why),
+                Frame::Done { total } => {
+                    let available = rest.len().min(total);
+                    pos += available;
+                    self.skip_left = total - available;
+                }
+            }
+        }
+        self.consumed = 0;
+        StreamOutcome::Forward
+    }
+
+    fn frame(&self, rest: &[u8], handler: &mut impl RequestHandler) -> Frame {
+        let Some(len) = rest.get(..4).and_then(|b| <[u8; 4]>::try_from(b).ok()) else {
+            return Frame::Incomplete;
+        };
+        let size = i32::from_be_bytes(len);
+        let Ok(size) = usize::try_from(size) else {
+            return Frame::Bad("negative request size");
+        };
+        if size > MAX_REQUEST_BYTES {
+            return Frame::Bad("request larger than socket.request.max.bytes");
+        }
+        let total = 4 + size;
+        let frame = rest.get(4..total.min(rest.len())).unwrap_or_default();
+        let (header, header_len) = match parse_header(frame, size) {
+            HeaderParse::Ok(h, l) => (h, l),
+            HeaderParse::Incomplete if frame.len() < size => return Frame::Incomplete,
+            HeaderParse::Incomplete | HeaderParse::Bad => return Frame::Bad("malformed request header"),
+        };
+        let wants_body = matches!(header.api_key, API_PRODUCE | API_SASL_AUTHENTICATE) && total <= self.hold_limit;
+        if wants_body {
+            if rest.len() < total {
+                return Frame::Incomplete;
+            }
+            handler.request(&header, frame.get(header_len..));
+        } else {
+            handler.request(&header, None);
+        }
+        Frame::Done { total }
+    }
+}
+
+enum Frame {
+    Incomplete,
+    Bad(&'static str),
+    Done { total: usize },
+}
+
+enum HeaderParse<'a> {
+    Ok(RequestHeader<'a>, usize),
+    Incomplete,
+    Bad,
+}
+
+/// Request header v1 (api key, version, correlation id, client id) plus, for the flexible
+/// versions of the requests whose body is read, v2's tagged fields.
+fn parse_header(frame: &[u8], size: usize) -> HeaderParse<'_> {
+    let mut c = Cursor::new(frame);
+    let (Some(api_key), Some(api_version), Some(correlation_id), Some(client_id)) =
+        (c.i16(), c.i16(), c.i32(), c.nullable_string())
+    else {
+        return HeaderParse::Incomplete;
+    };
+    if api_key < 0 || api_version < 0 {
+        return HeaderParse::Bad;
+    }
+    let flexible = match api_key {
+        API_PRODUCE => api_version >= 9,
+        API_SASL_AUTHENTICATE => api_version >= 2,
+        _ => false,
+    };
+    if flexible && c.skip_tagged_fields().is_none() {
+        return HeaderParse::Incomplete;
+    }
+    if c.position() > size {
+        return HeaderParse::Bad;
+    }
+    HeaderParse::Ok(RequestHeader { api_key, api_version, correlation_id, client_id, size }, c.position())
+}
+
+/// The user of a SASL PLAIN SaslAuthenticate body ("[authzid] NUL authcid NUL password").
+pub fn sasl_plain_user(body: &[u8], api_version: i16) -> Option<&[u8]> {
+    let mut c = Cursor::new(body);
+    let auth = if api_version >= 2 { c.compact_nullable()? } else { c.nullable_bytes()? }?;
+    let mut parts = auth.split(|&b| b == 0);
+    let (_authzid, user, _password) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(user).filter(|u| !u.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kafka::produce::tests::{batch, produce_body};
+    use proptest::prelude::*;
+
+    fn request(api_key: i16, version: i16, corr: i32, client_id: &str, body: &[u8]) -> Vec<u8> {
+        let mut f = Vec::new();
+        f.extend_from_slice(&api_key.to_be_bytes());
+        f.extend_from_slice(&version.to_be_bytes());
+        f.extend_from_slice(&corr.to_be_bytes());
+        f.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
+        f.extend_from_slice(client_id.as_bytes());
+        if (api_key == API_PRODUCE && version >= 9) || (api_key == API_SASL_AUTHENTICATE && version >= 2) {
+            f.push(0);
+        }
+        f.extend_from_slice(body);
+        let mut out = (f.len() as i32).to_be_bytes().to_vec();
+        out.extend(f);
+        out
+    }
+
+    #[derive(Default)]
+    struct Recorder {
+        seen: Vec<(i16, i32, Option<Vec<u8>>, Option<usize>)>,
+    }
+
+    impl RequestHandler for Recorder {
+        fn request(&mut self, h: &RequestHeader<'_>, body: Option<&[u8]>) {
+            self.seen.push((h.api_key, h.correlation_id, h.client_id.map(<[u8]>::to_vec), body.map(<[u8]>::len)));
+        }
+    }
+
+    fn feed(s: &mut RequestStream, chunks: &[&[u8]], h: &mut Recorder) -> (Vec<u8>, Option<&'static str>) {
+        let mut held = Vec::new();
+        let mut fwd = Vec::new();
+        for c in chunks {
+            held.extend_from_slice(c);
+            match s.process(&held, h) {
+                StreamOutcome::Forward => fwd.append(&mut held),
+                StreamOutcome::Hold => {}
+                StreamOutcome::Close(why) => return (fwd, Some(why)),
+            }
+        }
+        (fwd, None)
+    }
+
+    fn sample() -> (Vec<u8>, Vec<(i16, i32, Option<Vec<u8>>, Option<usize>)>) {
+        let produce = produce_body(9, "orders", 1, &[(0, batch(2, 90))]);
+        let mut s = request(18, 3, 1, "acme-1", &[0, 0, 0]);
+        s.extend(request(3, 12, 2, "acme-1", &[1, 2, 3, 4]));
+        s.extend(request(API_PRODUCE, 9, 3, "acme-1", &produce));
+        s.extend(request(1, 13, 4, "acme-1", &[9; 40]));
+        let want = vec![
+            (18, 1, Some(b"acme-1".to_vec()), None),
+            (3, 2, Some(b"acme-1".to_vec()), None),
+            (API_PRODUCE, 3, Some(b"acme-1".to_vec()), Some(produce.len())),
+            (1, 4, Some(b"acme-1".to_vec()), None),
+        ];
+        (s, want)
+    }
+
+    #[test]
+    fn every_split_point_yields_each_request_once() {
+        let (stream, want) = sample();
+        for at in 0..=stream.len() {
+            let mut h = Recorder::default();
+            let (fwd, err) = feed(&mut RequestStream::new(1 << 20), &[&stream[..at], &stream[at..]], &mut h);
+            assert_eq!(err, None, "split at {at}");
+            assert_eq!(fwd, stream, "split at {at}");
+            assert_eq!(h.seen, want, "split at {at}");
+        }
+    }
+
+    #[test]
+    fn produce_over_the_hold_limit_streams_without_a_body() {
+        let (stream, _) = sample();
+        let mut h = Recorder::default();
+        let (fwd, _) = feed(&mut RequestStream::new(64), &[&stream], &mut h);
+        assert_eq!(fwd, stream);
+        assert_eq!(h.seen[2].3, None);
+    }
+
+    #[test]
+    fn hostile_sizes_close_instead_of_buffering() {
+        let mut h = Recorder::default();
+        let huge = [0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0];
+        assert_eq!(feed(&mut RequestStream::new(1 << 20), &[&huge], &mut h).1, Some("request larger than socket.request.max.bytes"));
+        let negative = [0xff, 0xff, 0xff, 0xff];
+        assert_eq!(feed(&mut RequestStream::new(1 << 20), &[&negative], &mut h).1, Some("negative request size"));
+    }
+
+    #[test]
+    fn reads_the_sasl_plain_user() {
+        let auth = b"\0acme-svc\0secret";
+        let mut v0 = (auth.len() as i32).to_be_bytes().to_vec();
+        v0.extend_from_slice(auth);
+        assert_eq!(sasl_plain_user(&v0, 0), Some(&b"acme-svc"[..]));
+        let mut v2 = vec![auth.len() as u8 + 1];
+        v2.extend_from_slice(auth);
+        assert_eq!(sasl_plain_user(&v2, 2), Some(&b"acme-svc"[..]));
+        assert_eq!(sasl_plain_user(b"\0\0\0\x03abc", 0), None);
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..600), split in 0usize..600) {
+            let mut h = Recorder::default();
+            let at = split.min(data.len());
+            let _ = feed(&mut RequestStream::new(256), &[&data[..at], &data[at..]], &mut h);
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! weighstation's filter core. Nothing here depends on proxy-wasm: the policy model, tenant
+//! attribution and the NATS and Kafka protocol scanners are plain Rust, tested natively.
+//! The Envoy glue (`weighstation-filter`) feeds them bytes and turns their verdicts into
+//! host calls.
+
+pub mod config;
+pub mod kafka;
+pub mod metrics;
+pub mod nats;

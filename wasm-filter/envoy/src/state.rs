@@ -1,0 +1,30 @@
+//! VM-wide state. Envoy reuses a worker's VM when only the plugin configuration changes, and
+//! calls on_configure on a new root context; connections opened before the change keep their
+//! stream contexts. Keeping the active configuration here, rather than in the root context,
+//! is what lets those older connections see a new policy on their next read.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use weighstation_core::config::{Config, Protocol};
+
+thread_local! {
+    static CONFIGS: RefCell<[Option<Rc<Config>>; 2]> = const { RefCell::new([None, None]) };
+}
+
+fn slot(p: Protocol) -> usize {
+    match p {
+        Protocol::Nats => 0,
+        Protocol::Kafka => 1,
+    }
+}
+
+/// Makes `config` the one every connection of its protocol in this VM uses from now on.
+pub fn install(config: Config) {
+    let i = slot(config.protocol);
+    CONFIGS.with(|c| c.borrow_mut()[i] = Some(Rc::new(config)));
+}
+
+/// The active configuration of a protocol, if one was installed.
+pub fn active(p: Protocol) -> Option<Rc<Config>> {
+    CONFIGS.with(|c| c.borrow()[slot(p)].clone())
+}
