@@ -109,7 +109,7 @@ func (d *decoder) quantity(n *yaml.Node, path string, parse func(string) (uint64
 	v, err := parse(s)
 	if err != nil {
 		d.c.add(q.Pos, path, "%v", err)
-		return q
+		return Quantity{} // reported once; treated as absent so no rule trips over it again
 	}
 	q.Value = v
 	return q
@@ -128,7 +128,7 @@ func (d *decoder) span(n *yaml.Node, path string) Span {
 	v, err := parseDuration(s)
 	if err != nil {
 		d.c.add(sp.Pos, path, "%v", err)
-		return sp
+		return Span{}
 	}
 	sp.Value = v
 	return sp

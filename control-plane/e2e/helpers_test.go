@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+func addr(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+
+func gatewayNATS(t *testing.T, user, pass string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	return connectNATS(t, ports.NATS, user, pass, opts...)
+}
+
+func directNATS(t *testing.T, user, pass string) *nats.Conn {
+	t.Helper()
+	return connectNATS(t, ports.NATSUpstream, user, pass)
+}
+
+func connectNATS(t *testing.T, port int, user, pass string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	if user != "" {
+		opts = append(opts, nats.UserInfo(user, pass))
+	}
+	opts = append(opts, nats.Timeout(5*time.Second))
+	nc, err := nats.Connect("nats://"+addr(port), opts...)
+	if err != nil {
+		t.Fatalf("connecting to NATS on %d as %q: %v", port, user, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+var promLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$`)
+
+// metric reads one weighstation metric from Envoy's /stats/prometheus; labels must all match.
+// A metric the filter has not defined yet reads as 0.
+func metric(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr(ports.Admin) + "/stats/prometheus")
+	if err != nil {
+		t.Fatalf("reading Envoy stats: %v", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := promLine.FindStringSubmatch(sc.Text())
+		if m == nil || m[1] != name || !labelsMatch(m[2], labels) {
+			continue
+		}
+		v, err := strconv.ParseFloat(m[3], 64)
+		if err != nil {
+			t.Fatalf("metric %s: %v", name, err)
+		}
+		return v
+	}
+	return 0
+}
+
+func labelsMatch(set string, want map[string]string) bool {
+	for k, v := range want {
+		if !strings.Contains(set, fmt.Sprintf("%s=%q", k, v)) {
+			return false
+		}
+	}
+	return true
+}
+
+// eventually polls cond until it holds or timeout passes, and reports how long it took.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < timeout {
+		if cond() {
+			return time.Since(start)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s", what, timeout)
+	return 0
+}
+
+func writePolicy(t *testing.T, name, content string) {
+	t.Helper()
+	path := filepath.Join(policyDir, name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func removePolicy(t *testing.T, name string) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(policyDir, name)); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+}
+
+func activeVersion(t *testing.T) string {
+	t.Helper()
+	st, err := stack.ControlPlaneStatus()
+	if err != nil || st.Active == nil {
+		t.Fatalf("control plane status: %v", err)
+	}
+	return st.Active.Version
+}

@@ -1,0 +1,88 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+func kafkaConfig(clientID string) *sarama.Config {
+	c := sarama.NewConfig()
+	c.ClientID = clientID
+	c.Version = sarama.V3_6_0_0
+	c.Producer.Return.Successes = true
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Producer.Retry.Max = 0
+	c.Consumer.Offsets.Initial = sarama.OffsetOldest
+	c.Metadata.Retry.Backoff = 200 * time.Millisecond
+	return c
+}
+
+var kafkaLabels = func(tenant string) map[string]string {
+	return map[string]string{"protocol": "kafka", "tenant": tenant}
+}
+
+// A record produced through the gateway is read back by a consumer that also goes through the
+// gateway, and is counted for the tenant whose client.id prefix the producer uses.
+func TestKafkaProduceAndConsumeThroughGateway(t *testing.T) {
+	topic := fmt.Sprintf("spine-%d", time.Now().UnixNano())
+	before := metric(t, "weighstation_messages_accepted", kafkaLabels("acme"))
+	beforeGlobex := metric(t, "weighstation_messages_accepted", kafkaLabels("globex"))
+
+	producer, err := sarama.NewSyncProducer([]string{addr(ports.Kafka)}, kafkaConfig("acme-spine-producer"))
+	if err != nil {
+		t.Fatalf("producer through the gateway: %v", err)
+	}
+	defer producer.Close()
+	const n = 5
+	for i := 0; i < n; i++ {
+		if _, _, err := producer.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder(fmt.Sprintf("record-%d", i))}); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+
+	consumer, err := sarama.NewConsumer([]string{addr(ports.Kafka)}, kafkaConfig("globex-spine-consumer"))
+	if err != nil {
+		t.Fatalf("consumer through the gateway: %v", err)
+	}
+	defer consumer.Close()
+	pc, err := consumer.ConsumePartition(topic, 0, sarama.OffsetOldest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	for i := 0; i < n; i++ {
+		select {
+		case m := <-pc.Messages():
+			if want := fmt.Sprintf("record-%d", i); string(m.Value) != want {
+				t.Fatalf("record %d = %q, want %q", i, m.Value, want)
+			}
+		case err := <-pc.Errors():
+			t.Fatal(err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("record %d never arrived", i)
+		}
+	}
+	eventually(t, 5*time.Second, "acme's kafka counter moves by the records produced", func() bool {
+		return metric(t, "weighstation_messages_accepted", kafkaLabels("acme")) == before+n
+	})
+	if got := metric(t, "weighstation_messages_accepted", kafkaLabels("globex")); got != beforeGlobex {
+		t.Errorf("the consumer's tenant counted produced records: %v → %v", beforeGlobex, got)
+	}
+}
+
+// Every broker address a client learns through the gateway is the gateway's.
+func TestKafkaMetadataAdvertisesTheGateway(t *testing.T) {
+	client, err := sarama.NewClient([]string{addr(ports.Kafka)}, kafkaConfig("acme-metadata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	for _, b := range client.Brokers() {
+		if b.Addr() != addr(ports.Kafka) {
+			t.Errorf("broker %d advertised at %s, want the gateway %s", b.ID(), b.Addr(), addr(ports.Kafka))
+		}
+	}
+}

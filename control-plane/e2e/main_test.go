@@ -1,0 +1,103 @@
+// Package e2e drives the real stack — Envoy with the Wasm filter, the control plane, nats-server
+// and Kafka — started once on free loopback ports, with nats.go and sarama as clients.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/weighstation/weighstation/control-plane/internal/localstack"
+)
+
+var (
+	stack     *localstack.Stack
+	ports     localstack.Ports
+	policyDir string
+	root      string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	root = os.Getenv("WEIGHSTATION_ROOT")
+	if root == "" {
+		root, _ = filepath.Abs("../..")
+	}
+	work, err := os.MkdirTemp("", "weighstation-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	policyDir = filepath.Join(work, "policies")
+	if err := copyDir(filepath.Join(root, "policies"), policyDir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ports, err = localstack.FreePorts()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	stack, err = localstack.Start(context.Background(), localstack.Config{
+		ToolsDir:         filepath.Join(root, ".tools"),
+		WasmFile:         filepath.Join(root, "wasm-filter/target/wasm32-wasip1/release/weighstation_filter.wasm"),
+		PolicyDir:        policyDir,
+		WorkDir:          work,
+		Ports:            ports,
+		EnvoyConcurrency: 2,
+		WithKafka:        true,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the stack:", err)
+		dumpLogs(filepath.Join(work, "logs"))
+		return 1
+	}
+	code := m.Run()
+	stack.Stop()
+	if code != 0 {
+		dumpLogs(stack.LogDir())
+	} else {
+		os.RemoveAll(work)
+	}
+	return code
+}
+
+func copyDir(src, dst string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dumpLogs prints the tail of each process log so a CI failure explains itself.
+func dumpLogs(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		if len(b) > 4000 {
+			b = b[len(b)-4000:]
+		}
+		fmt.Fprintf(os.Stderr, "\n===== %s (tail) =====\n%s\n", e.Name(), b)
+	}
+}

@@ -1,0 +1,152 @@
+package e2e
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+const lateTenant = `apiVersion: weighstation.io/v1alpha1
+kind: LimitPolicy
+metadata:
+  name: late
+spec:
+  tenant: late
+  identify:
+    nats: { users: [anon] }
+  limits:
+    maxMessageBytes: 1KiB
+    rate: { bytesPerSecond: 1MiB }
+`
+
+// A valid policy change is acknowledged by Envoy within 2 s and governs connections that were
+// open before it, without closing them: the open connection is attributed to the new tenant
+// and held to the new tenant's size limit.
+func TestPolicyChangeGovernsOpenConnections(t *testing.T) {
+	t.Cleanup(func() {
+		removePolicy(t, "late.yaml")
+		if err := stack.WaitInSync(10 * time.Second); err != nil {
+			t.Error(err)
+		}
+	})
+	reconnects := 0
+	before := gatewayNATS(t, "anon", "", nats.ReconnectHandler(func(*nats.Conn) { reconnects++ }))
+	raw := dialRawNATS(t, `{"verbose":false,"user":"anon","pass":""}`)
+	if err := before.Publish("reload.before", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := before.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	oldVersion := activeVersion(t)
+	oldGeneration := metric(t, "weighstation_policy_generation", map[string]string{"protocol": "nats"})
+
+	start := time.Now()
+	writePolicy(t, "late.yaml", lateTenant)
+	eventually(t, 2*time.Second, "Envoy acknowledges the new version", func() bool {
+		st, err := stack.ControlPlaneStatus()
+		if err != nil || st.Active == nil || st.Active.Version == oldVersion {
+			return false
+		}
+		for _, n := range st.Nodes {
+			if n.Connected && n.AckedVersion != st.Active.Version {
+				return false
+			}
+		}
+		return true
+	})
+	eventually(t, 2*time.Second-time.Since(start), "the filter reports the new generation", func() bool {
+		return metric(t, "weighstation_policy_generation", map[string]string{"protocol": "nats"}) > oldGeneration
+	})
+	t.Logf("policy change in force in the filter after %s", time.Since(start).Round(time.Millisecond))
+
+	lateBefore := metric(t, "weighstation_messages_accepted", natsLabels("late"))
+	for i := 0; i < 4; i++ {
+		if err := before.Publish("reload.after", []byte("governed by the new policy")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := before.Flush(); err != nil {
+		t.Fatalf("the connection opened before the change no longer works: %v", err)
+	}
+	eventually(t, 5*time.Second, "the open connection's messages count for the new tenant", func() bool {
+		return metric(t, "weighstation_messages_accepted", natsLabels("late")) == lateBefore+4
+	})
+	if !before.IsConnected() || reconnects != 0 {
+		t.Fatalf("the open connection was disturbed: connected=%v reconnects=%d", before.IsConnected(), reconnects)
+	}
+
+	// The raw connection, also opened before the change, is now held to late's 1 KiB limit.
+	raw.send("PUB reload.big 2048\r\n" + strings.Repeat("x", 2048) + "\r\n")
+	if got := raw.expect("-ERR"); got != "-ERR 'Maximum Payload Violation'" {
+		t.Fatalf("got %q, want the Maximum Payload Violation error", got)
+	}
+	if !raw.closed(5 * time.Second) {
+		t.Fatal("the connection stayed open after a payload violation")
+	}
+}
+
+// An invalid change is refused whole: the last good version stays in force, /status names the
+// file and line, and /readyz stays ready. Fixing the file recovers.
+func TestInvalidPolicyKeepsTheLastGoodVersion(t *testing.T) {
+	t.Cleanup(func() { removePolicy(t, "broken.yaml") })
+	good := activeVersion(t)
+	writePolicy(t, "broken.yaml", `apiVersion: weighstation.io/v1alpha1
+kind: LimitPolicy
+metadata:
+  name: broken
+spec:
+  tenant: broken
+  identify:
+    nats: { users: [broken] }
+  limits:
+    maxMessageBytes: 12 parsecs
+`)
+	var st struct {
+		file string
+		line int
+		errs []string
+	}
+	eventually(t, 5*time.Second, "/status reports the refused change", func() bool {
+		s, err := stack.ControlPlaneStatus()
+		if err != nil || s.LastError == nil {
+			return false
+		}
+		st.file, st.line, st.errs = s.LastError.File, s.LastError.Line, s.LastError.Errors
+		return true
+	})
+	if !strings.HasSuffix(st.file, "broken.yaml") || st.line != 10 {
+		t.Errorf("lastError at %s:%d, want broken.yaml:10", st.file, st.line)
+	}
+	if len(st.errs) != 1 || !strings.Contains(st.errs[0], "broken.yaml:10:22: spec.limits.maxMessageBytes:") {
+		t.Errorf("errors = %q", st.errs)
+	}
+	if v := activeVersion(t); v != good {
+		t.Errorf("active version changed from %s to %s on an invalid change", good, v)
+	}
+	resp, err := http.Get("http://" + addr(ports.ControlPlane) + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/readyz = %d after an invalid change, want 200", resp.StatusCode)
+	}
+	// Traffic is still governed by the good version.
+	nc := gatewayNATS(t, "acme", "acme-secret")
+	if err := nc.Publish("invalid.still.works", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	removePolicy(t, "broken.yaml")
+	eventually(t, 5*time.Second, "the error clears once the file is fixed", func() bool {
+		s, err := stack.ControlPlaneStatus()
+		return err == nil && s.LastError == nil
+	})
+}
