@@ -102,15 +102,21 @@ pub enum ConfigError {
 impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ConfigError::Json(e) => write!(f, "filter configuration is not valid JSON for this filter: {e}"),
-            ConfigError::UnknownDefaultTenant(t) => write!(f, "default tenant {t:?} is not among the tenants"),
+            ConfigError::Json(e) => write!(
+                f,
+                "filter configuration is not valid JSON for this filter: {e}"
+            ),
+            ConfigError::UnknownDefaultTenant(t) => {
+                write!(f, "default tenant {t:?} is not among the tenants")
+            }
         }
     }
 }
 
 impl Config {
     pub fn parse(bytes: &[u8]) -> Result<Config, ConfigError> {
-        let doc: Document = serde_json::from_slice(bytes).map_err(|e| ConfigError::Json(e.to_string()))?;
+        let doc: Document =
+            serde_json::from_slice(bytes).map_err(|e| ConfigError::Json(e.to_string()))?;
         let default_tenant = doc
             .tenants
             .iter()
@@ -132,7 +138,12 @@ impl Config {
         }
         // Longest prefix first, so the most specific prefix wins should two ever nest.
         kafka_prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
-        let generation = doc.version.split('-').next().and_then(|g| g.parse().ok()).unwrap_or(0);
+        let generation = doc
+            .version
+            .split('-')
+            .next()
+            .and_then(|g| g.parse().ok())
+            .unwrap_or(0);
         Ok(Config {
             version: doc.version,
             generation,
@@ -159,7 +170,8 @@ impl Config {
 
     /// The tenant of a NATS connection, from its CONNECT `user` (authenticated by nats-server).
     pub fn tenant_for_nats_user(&self, user: Option<&str>) -> TenantId {
-        user.and_then(|u| self.nats_users.get(u).copied()).unwrap_or(self.default_tenant)
+        user.and_then(|u| self.nats_users.get(u).copied())
+            .unwrap_or(self.default_tenant)
     }
 
     /// The tenant of a Kafka connection: a SASL PLAIN user that a tenant names wins over the
@@ -169,7 +181,12 @@ impl Config {
             return *t;
         }
         client_id
-            .and_then(|c| self.kafka_prefixes.iter().find(|(p, _)| c.starts_with(p.as_str())).map(|(_, t)| *t))
+            .and_then(|c| {
+                self.kafka_prefixes
+                    .iter()
+                    .find(|(p, _)| c.starts_with(p.as_str()))
+                    .map(|(_, t)| *t)
+            })
             .unwrap_or(self.default_tenant)
     }
 }
@@ -197,7 +214,10 @@ mod tests {
         assert_eq!(c.generation, 7);
         assert_eq!(c.protocol, Protocol::Kafka);
         assert_eq!(c.tenants[0].limits.max_message_bytes, Some(262_144));
-        assert_eq!(c.tenants[1].limits.max_message_bytes, None, "absent is unlimited");
+        assert_eq!(
+            c.tenants[1].limits.max_message_bytes, None,
+            "absent is unlimited"
+        );
     }
 
     #[test]
@@ -220,7 +240,10 @@ mod tests {
 
     #[test]
     fn rejects_unknown_default_tenant_and_bad_json() {
-        let bad = DOC.replace("\"defaultTenant\":\"anonymous\"", "\"defaultTenant\":\"nobody\"");
+        let bad = DOC.replace(
+            "\"defaultTenant\":\"anonymous\"",
+            "\"defaultTenant\":\"nobody\"",
+        );
         assert_eq!(
             Config::parse(bad.as_bytes()).err(),
             Some(ConfigError::UnknownDefaultTenant("nobody".into()))

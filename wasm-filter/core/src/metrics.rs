@@ -25,18 +25,29 @@ impl TenantMetric {
     }
 
     pub fn is_gauge(self) -> bool {
-        matches!(self, TenantMetric::ConnectionsActive | TenantMetric::LimitMaxMessageBytes)
+        matches!(
+            self,
+            TenantMetric::ConnectionsActive | TenantMetric::LimitMaxMessageBytes
+        )
     }
 }
 
 /// The full Envoy stat name of a per-tenant metric.
 pub fn tenant_metric_name(metric: TenantMetric, protocol: Protocol, tenant: &str) -> String {
-    format!("{}.protocol.{}.tenant.{}", metric.name(), protocol.as_str(), tenant)
+    format!(
+        "{}.protocol.{}.tenant.{}",
+        metric.name(),
+        protocol.as_str(),
+        tenant
+    )
 }
 
 /// The stat name of the policy generation a protocol's filter has in force.
 pub fn generation_metric_name(protocol: Protocol) -> String {
-    format!("weighstation_policy_generation.protocol.{}", protocol.as_str())
+    format!(
+        "weighstation_policy_generation.protocol.{}",
+        protocol.as_str()
+    )
 }
 
 #[cfg(test)]
@@ -49,6 +60,9 @@ mod tests {
             tenant_metric_name(TenantMetric::MessagesAccepted, Protocol::Nats, "acme"),
             "weighstation_messages_accepted.protocol.nats.tenant.acme"
         );
-        assert_eq!(generation_metric_name(Protocol::Kafka), "weighstation_policy_generation.protocol.kafka");
+        assert_eq!(
+            generation_metric_name(Protocol::Kafka),
+            "weighstation_policy_generation.protocol.kafka"
+        );
     }
 }

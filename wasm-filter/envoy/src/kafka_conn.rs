@@ -5,8 +5,8 @@ use proxy_wasm::traits::{Context, StreamContext};
 use proxy_wasm::types::{Action, PeerType};
 use weighstation_core::config::Protocol;
 use weighstation_core::kafka::{
-    sasl_plain_user, visit_produce, RequestHandler, RequestHeader, RequestStream, StreamOutcome, API_PRODUCE,
-    API_SASL_AUTHENTICATE,
+    sasl_plain_user, visit_produce, RequestHandler, RequestHeader, RequestStream, StreamOutcome,
+    API_PRODUCE, API_SASL_AUTHENTICATE,
 };
 
 use crate::tenancy::{Attribution, Identity};
@@ -18,7 +18,10 @@ pub struct KafkaConn {
 
 impl KafkaConn {
     pub fn new(hold_limit: usize) -> Self {
-        KafkaConn { stream: RequestStream::new(hold_limit), who: Attribution::new(Protocol::Kafka) }
+        KafkaConn {
+            stream: RequestStream::new(hold_limit),
+            who: Attribution::new(Protocol::Kafka),
+        }
     }
 }
 
@@ -31,7 +34,10 @@ impl Decide<'_> {
     /// comparison avoids allocating on every request.
     fn observe(&mut self, client_id: Option<&[u8]>, sasl_user: Option<&[u8]>) {
         let (known_client, known_sasl) = match self.who.identity() {
-            Identity::Kafka { client_id, sasl_user } => (client_id.as_deref(), sasl_user.as_deref()),
+            Identity::Kafka {
+                client_id,
+                sasl_user,
+            } => (client_id.as_deref(), sasl_user.as_deref()),
             _ => (None, None),
         };
         let client_same = matches!(self.who.identity(), Identity::Kafka { .. })
@@ -41,8 +47,13 @@ impl Decide<'_> {
             return;
         }
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        let sasl = sasl_user.map(text).or_else(|| known_sasl.map(str::to_owned));
-        self.who.identify(Identity::Kafka { client_id: client_id.map(text), sasl_user: sasl });
+        let sasl = sasl_user
+            .map(text)
+            .or_else(|| known_sasl.map(str::to_owned));
+        self.who.identify(Identity::Kafka {
+            client_id: client_id.map(text),
+            sasl_user: sasl,
+        });
     }
 }
 
@@ -56,7 +67,10 @@ impl RequestHandler for Decide<'_> {
         if let (API_PRODUCE, Some(body)) = (h.api_key, body) {
             match visit_produce(body, h.api_version, |_| {}) {
                 Ok(summary) => self.who.metrics().accepted(summary.records, summary.bytes),
-                Err(e) => log::debug!("weighstation: produce v{} not inspected: {e:?}", h.api_version),
+                Err(e) => log::debug!(
+                    "weighstation: produce v{} not inspected: {e:?}",
+                    h.api_version
+                ),
             }
         }
     }
@@ -69,9 +83,14 @@ impl StreamContext for KafkaConn {
         if size == 0 {
             return Action::Continue;
         }
-        let Some(buf) = self.get_downstream_data(0, size) else { return Action::Continue };
+        let Some(buf) = self.get_downstream_data(0, size) else {
+            return Action::Continue;
+        };
         self.who.refresh();
-        match self.stream.process(&buf, &mut Decide { who: &mut self.who }) {
+        match self
+            .stream
+            .process(&buf, &mut Decide { who: &mut self.who })
+        {
             StreamOutcome::Forward => Action::Continue,
             StreamOutcome::Hold => Action::Pause,
             StreamOutcome::Close(why) => {

@@ -39,7 +39,11 @@ pub struct TenantMetrics {
 impl TenantMetrics {
     pub fn for_tenant(protocol: Protocol, tenant: &str) -> Self {
         let m = |metric: TenantMetric| {
-            let kind = if metric.is_gauge() { MetricType::Gauge } else { MetricType::Counter };
+            let kind = if metric.is_gauge() {
+                MetricType::Gauge
+            } else {
+                MetricType::Counter
+            };
             id(tenant_metric_name(metric, protocol, tenant), kind)
         };
         TenantMetrics {
@@ -84,9 +88,15 @@ fn gauge_set(id: Option<u32>, v: u64) {
 /// Publishes a newly installed configuration: its generation and each tenant's size limit.
 /// Every worker's VM sets the same values, so the last writer is as good as any.
 pub fn configuration_installed(config: &weighstation_core::config::Config) {
-    gauge_set(id(generation_metric_name(config.protocol), MetricType::Gauge), config.generation);
+    gauge_set(
+        id(generation_metric_name(config.protocol), MetricType::Gauge),
+        config.generation,
+    );
     for t in &config.tenants {
         let name = tenant_metric_name(TenantMetric::LimitMaxMessageBytes, config.protocol, &t.name);
-        gauge_set(id(name, MetricType::Gauge), t.limits.max_message_bytes.unwrap_or(0));
+        gauge_set(
+            id(name, MetricType::Gauge),
+            t.limits.max_message_bytes.unwrap_or(0),
+        );
     }
 }

@@ -4,7 +4,9 @@
 use proxy_wasm::traits::{Context, StreamContext};
 use proxy_wasm::types::{Action, PeerType};
 use weighstation_core::config::Protocol;
-use weighstation_core::nats::{connect_user, Admission, ClientHandler, ClientStream, Outcome, Publish};
+use weighstation_core::nats::{
+    connect_user, Admission, ClientHandler, ClientStream, Outcome, Publish,
+};
 
 use crate::tenancy::{Attribution, Identity};
 
@@ -26,7 +28,11 @@ pub struct NatsConn {
 
 impl Default for NatsConn {
     fn default() -> Self {
-        NatsConn { stream: ClientStream::default(), who: Attribution::new(Protocol::Nats), closing: false }
+        NatsConn {
+            stream: ClientStream::default(),
+            who: Attribution::new(Protocol::Nats),
+            closing: false,
+        }
     }
 }
 
@@ -36,12 +42,16 @@ struct Decide<'a> {
 
 impl ClientHandler for Decide<'_> {
     fn connect(&mut self, json: &[u8]) {
-        self.who.identify(Identity::Nats { user: connect_user(json) });
+        self.who.identify(Identity::Nats {
+            user: connect_user(json),
+        });
     }
 
     fn publish(&mut self, p: &Publish<'_>) -> Admission {
         self.who.ensure_attributed();
-        let Some(tenant) = self.who.tenant() else { return Admission::Forward };
+        let Some(tenant) = self.who.tenant() else {
+            return Admission::Forward;
+        };
         if let Some(max) = tenant.limits.max_message_bytes {
             if p.total_bytes as u64 > max && !tenant.dry_run {
                 log::info!(
@@ -69,9 +79,14 @@ impl StreamContext for NatsConn {
         if size == 0 {
             return Action::Continue;
         }
-        let Some(buf) = self.get_downstream_data(0, size) else { return Action::Continue };
+        let Some(buf) = self.get_downstream_data(0, size) else {
+            return Action::Continue;
+        };
         self.who.refresh();
-        match self.stream.process(&buf, &mut Decide { who: &mut self.who }) {
+        match self
+            .stream
+            .process(&buf, &mut Decide { who: &mut self.who })
+        {
             Outcome::Forward => Action::Continue,
             Outcome::Hold => Action::Pause,
             Outcome::Close { at, error } => {

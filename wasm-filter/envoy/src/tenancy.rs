@@ -13,8 +13,13 @@ pub enum Identity {
     /// Nothing seen yet (before CONNECT or the first Kafka request).
     #[default]
     Unknown,
-    Nats { user: Option<String> },
-    Kafka { client_id: Option<String>, sasl_user: Option<String> },
+    Nats {
+        user: Option<String>,
+    },
+    Kafka {
+        client_id: Option<String>,
+        sasl_user: Option<String>,
+    },
 }
 
 pub struct Attribution {
@@ -27,7 +32,13 @@ pub struct Attribution {
 
 impl Attribution {
     pub fn new(protocol: Protocol) -> Self {
-        Attribution { protocol, identity: Identity::Unknown, config: None, tenant: None, metrics: TenantMetrics::default() }
+        Attribution {
+            protocol,
+            identity: Identity::Unknown,
+            config: None,
+            tenant: None,
+            metrics: TenantMetrics::default(),
+        }
     }
 
     pub fn identity(&self) -> &Identity {
@@ -62,13 +73,21 @@ impl Attribution {
         if self.config.is_none() {
             self.config = state::active(self.protocol);
         }
-        let Some(config) = self.config.as_ref() else { return };
+        let Some(config) = self.config.as_ref() else {
+            return;
+        };
         let tenant = match &self.identity {
             Identity::Unknown => return,
             Identity::Nats { user } => config.tenant_for_nats_user(user.as_deref()),
-            Identity::Kafka { client_id, sasl_user } => config.tenant_for_kafka(client_id.as_deref(), sasl_user.as_deref()),
+            Identity::Kafka {
+                client_id,
+                sasl_user,
+            } => config.tenant_for_kafka(client_id.as_deref(), sasl_user.as_deref()),
         };
-        let name = config.tenant(tenant).map(|t| t.name.as_str()).unwrap_or_default();
+        let name = config
+            .tenant(tenant)
+            .map(|t| t.name.as_str())
+            .unwrap_or_default();
         let metrics = TenantMetrics::for_tenant(self.protocol, name);
         if self.tenant.is_some() {
             self.metrics.connection_closed();
@@ -95,7 +114,10 @@ impl Attribution {
             self.refresh();
             let default = match self.protocol {
                 Protocol::Nats => Identity::Nats { user: None },
-                Protocol::Kafka => Identity::Kafka { client_id: None, sasl_user: None },
+                Protocol::Kafka => Identity::Kafka {
+                    client_id: None,
+                    sasl_user: None,
+                },
             };
             self.identify(default);
         }

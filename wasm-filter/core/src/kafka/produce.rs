@@ -59,15 +59,30 @@ pub fn visit_produce<'a>(
     } else {
         c.nullable_string().ok_or(t)?;
     }
-    let mut summary = ProduceSummary { acks: c.i16().ok_or(t)?, ..ProduceSummary::default() };
+    let mut summary = ProduceSummary {
+        acks: c.i16().ok_or(t)?,
+        ..ProduceSummary::default()
+    };
     c.i32().ok_or(t)?; // timeout_ms
     let topics = c.array_len(flexible).ok_or(t)?;
     for _ in 0..topics {
-        let topic = if flexible { c.compact_nullable() } else { c.nullable_string() }.ok_or(t)?.unwrap_or_default();
+        let topic = if flexible {
+            c.compact_nullable()
+        } else {
+            c.nullable_string()
+        }
+        .ok_or(t)?
+        .unwrap_or_default();
         let partitions = c.array_len(flexible).ok_or(t)?;
         for _ in 0..partitions {
             let partition = c.i32().ok_or(t)?;
-            let records = if flexible { c.compact_nullable() } else { c.nullable_bytes() }.ok_or(t)?.unwrap_or_default();
+            let records = if flexible {
+                c.compact_nullable()
+            } else {
+                c.nullable_bytes()
+            }
+            .ok_or(t)?
+            .unwrap_or_default();
             let (count, largest) = count_records(records)?;
             if flexible {
                 c.skip_tagged_fields().ok_or(t)?;
@@ -75,7 +90,13 @@ pub fn visit_produce<'a>(
             summary.partitions += 1;
             summary.records += count;
             summary.bytes += records.len() as u64;
-            visit(&PartitionBatch { topic, partition, bytes: records.len(), largest_batch: largest, records: count });
+            visit(&PartitionBatch {
+                topic,
+                partition,
+                bytes: records.len(),
+                largest_batch: largest,
+                records: count,
+            });
         }
         if flexible {
             c.skip_tagged_fields().ok_or(t)?;
@@ -93,7 +114,9 @@ fn count_records(set: &[u8]) -> Result<(u64, usize), ProduceError> {
     let (mut records, mut largest) = (0u64, 0usize);
     while c.position() < set.len() {
         let start = c.position();
-        let header = set.get(start..start + BATCH_HEADER_LEN).ok_or(ProduceError::Truncated)?;
+        let header = set
+            .get(start..start + BATCH_HEADER_LEN)
+            .ok_or(ProduceError::Truncated)?;
         let length = i32::from_be_bytes(array(header, 8)?);
         let total = BATCH_FRAMING + usize::try_from(length).map_err(|_| ProduceError::BadBatch)?;
         if header.get(BATCH_MAGIC_OFFSET) != Some(&2) || total < BATCH_HEADER_LEN {
@@ -108,7 +131,9 @@ fn count_records(set: &[u8]) -> Result<(u64, usize), ProduceError> {
 }
 
 fn array(b: &[u8], at: usize) -> Result<[u8; 4], ProduceError> {
-    b.get(at..at + 4).and_then(|s| s.try_into().ok()).ok_or(ProduceError::Truncated)
+    b.get(at..at + 4)
+        .and_then(|s| s.try_into().ok())
+        .ok_or(ProduceError::Truncated)
 }
 
 #[cfg(test)]
@@ -126,7 +151,12 @@ pub(crate) mod tests {
     }
 
     /// A Produce body for `version` with one topic and the given partitions' record sets.
-    pub(crate) fn produce_body(version: i16, topic: &str, acks: i16, partitions: &[(i32, Vec<u8>)]) -> Vec<u8> {
+    pub(crate) fn produce_body(
+        version: i16,
+        topic: &str,
+        acks: i16,
+        partitions: &[(i32, Vec<u8>)],
+    ) -> Vec<u8> {
         let flexible = version >= FIRST_FLEXIBLE_VERSION;
         let mut b = Vec::new();
         if flexible {
@@ -184,18 +214,42 @@ pub(crate) mod tests {
             two.extend(batch(4, 80));
             let body = produce_body(version, "orders", -1, &[(0, batch(5, 200)), (1, two)]);
             let mut seen = Vec::new();
-            let s = visit_produce(&body, version, |p| seen.push((p.topic.to_vec(), p.partition, p.records, p.largest_batch)));
-            assert_eq!(s, Ok(ProduceSummary { acks: -1, partitions: 2, records: 12, bytes: 380 }), "v{version}");
-            assert_eq!(seen, vec![(b"orders".to_vec(), 0, 5, 200), (b"orders".to_vec(), 1, 7, 100)], "v{version}");
+            let s = visit_produce(&body, version, |p| {
+                seen.push((p.topic.to_vec(), p.partition, p.records, p.largest_batch))
+            });
+            assert_eq!(
+                s,
+                Ok(ProduceSummary {
+                    acks: -1,
+                    partitions: 2,
+                    records: 12,
+                    bytes: 380
+                }),
+                "v{version}"
+            );
+            assert_eq!(
+                seen,
+                vec![
+                    (b"orders".to_vec(), 0, 5, 200),
+                    (b"orders".to_vec(), 1, 7, 100)
+                ],
+                "v{version}"
+            );
         }
     }
 
     #[test]
     fn refuses_unsupported_versions_and_truncation() {
         let body = produce_body(7, "t", 1, &[(0, batch(1, 70))]);
-        assert_eq!(visit_produce(&body, 13, |_| {}), Err(ProduceError::UnsupportedVersion(13)));
+        assert_eq!(
+            visit_produce(&body, 13, |_| {}),
+            Err(ProduceError::UnsupportedVersion(13))
+        );
         for cut in 0..body.len() {
-            assert!(visit_produce(&body[..cut], 7, |_| {}).is_err(), "cut at {cut}");
+            assert!(
+                visit_produce(&body[..cut], 7, |_| {}).is_err(),
+                "cut at {cut}"
+            );
         }
     }
 

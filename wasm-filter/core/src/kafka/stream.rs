@@ -44,7 +44,11 @@ pub struct RequestStream {
 
 impl RequestStream {
     pub fn new(hold_limit: usize) -> Self {
-        RequestStream { consumed: 0, skip_left: 0, hold_limit }
+        RequestStream {
+            consumed: 0,
+            skip_left: 0,
+            hold_limit,
+        }
     }
 
     pub fn process(&mut self, buf: &[u8], handler: &mut impl RequestHandler) -> StreamOutcome {
@@ -95,9 +99,12 @@ impl RequestStream {
         let (header, header_len) = match parse_header(frame, size) {
             HeaderParse::Ok(h, l) => (h, l),
             HeaderParse::Incomplete if frame.len() < size => return Frame::Incomplete,
-            HeaderParse::Incomplete | HeaderParse::Bad => return Frame::Bad("malformed request header"),
+            HeaderParse::Incomplete | HeaderParse::Bad => {
+                return Frame::Bad("malformed request header")
+            }
         };
-        let wants_body = matches!(header.api_key, API_PRODUCE | API_SASL_AUTHENTICATE) && total <= self.hold_limit;
+        let wants_body = matches!(header.api_key, API_PRODUCE | API_SASL_AUTHENTICATE)
+            && total <= self.hold_limit;
         if wants_body {
             if rest.len() < total {
                 return Frame::Incomplete;
@@ -145,13 +152,26 @@ fn parse_header(frame: &[u8], size: usize) -> HeaderParse<'_> {
     if c.position() > size {
         return HeaderParse::Bad;
     }
-    HeaderParse::Ok(RequestHeader { api_key, api_version, correlation_id, client_id, size }, c.position())
+    HeaderParse::Ok(
+        RequestHeader {
+            api_key,
+            api_version,
+            correlation_id,
+            client_id,
+            size,
+        },
+        c.position(),
+    )
 }
 
 /// The user of a SASL PLAIN SaslAuthenticate body ("[authzid] NUL authcid NUL password").
 pub fn sasl_plain_user(body: &[u8], api_version: i16) -> Option<&[u8]> {
     let mut c = Cursor::new(body);
-    let auth = if api_version >= 2 { c.compact_nullable()? } else { c.nullable_bytes()? }?;
+    let auth = if api_version >= 2 {
+        c.compact_nullable()?
+    } else {
+        c.nullable_bytes()?
+    }?;
     let mut parts = auth.split(|&b| b == 0);
     let (_authzid, user, _password) = (parts.next()?, parts.next()?, parts.next()?);
     Some(user).filter(|u| !u.is_empty())
@@ -170,7 +190,9 @@ mod tests {
         f.extend_from_slice(&corr.to_be_bytes());
         f.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
         f.extend_from_slice(client_id.as_bytes());
-        if (api_key == API_PRODUCE && version >= 9) || (api_key == API_SASL_AUTHENTICATE && version >= 2) {
+        if (api_key == API_PRODUCE && version >= 9)
+            || (api_key == API_SASL_AUTHENTICATE && version >= 2)
+        {
             f.push(0);
         }
         f.extend_from_slice(body);
@@ -186,11 +208,20 @@ mod tests {
 
     impl RequestHandler for Recorder {
         fn request(&mut self, h: &RequestHeader<'_>, body: Option<&[u8]>) {
-            self.seen.push((h.api_key, h.correlation_id, h.client_id.map(<[u8]>::to_vec), body.map(<[u8]>::len)));
+            self.seen.push((
+                h.api_key,
+                h.correlation_id,
+                h.client_id.map(<[u8]>::to_vec),
+                body.map(<[u8]>::len),
+            ));
         }
     }
 
-    fn feed(s: &mut RequestStream, chunks: &[&[u8]], h: &mut Recorder) -> (Vec<u8>, Option<&'static str>) {
+    fn feed(
+        s: &mut RequestStream,
+        chunks: &[&[u8]],
+        h: &mut Recorder,
+    ) -> (Vec<u8>, Option<&'static str>) {
         let mut held = Vec::new();
         let mut fwd = Vec::new();
         for c in chunks {
@@ -213,7 +244,12 @@ mod tests {
         let want = vec![
             (18, 1, Some(b"acme-1".to_vec()), None),
             (3, 2, Some(b"acme-1".to_vec()), None),
-            (API_PRODUCE, 3, Some(b"acme-1".to_vec()), Some(produce.len())),
+            (
+                API_PRODUCE,
+                3,
+                Some(b"acme-1".to_vec()),
+                Some(produce.len()),
+            ),
             (1, 4, Some(b"acme-1".to_vec()), None),
         ];
         (s, want)
@@ -224,7 +260,11 @@ mod tests {
         let (stream, want) = sample();
         for at in 0..=stream.len() {
             let mut h = Recorder::default();
-            let (fwd, err) = feed(&mut RequestStream::new(1 << 20), &[&stream[..at], &stream[at..]], &mut h);
+            let (fwd, err) = feed(
+                &mut RequestStream::new(1 << 20),
+                &[&stream[..at], &stream[at..]],
+                &mut h,
+            );
             assert_eq!(err, None, "split at {at}");
             assert_eq!(fwd, stream, "split at {at}");
             assert_eq!(h.seen, want, "split at {at}");
@@ -244,9 +284,15 @@ mod tests {
     fn hostile_sizes_close_instead_of_buffering() {
         let mut h = Recorder::default();
         let huge = [0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0];
-        assert_eq!(feed(&mut RequestStream::new(1 << 20), &[&huge], &mut h).1, Some("request larger than socket.request.max.bytes"));
+        assert_eq!(
+            feed(&mut RequestStream::new(1 << 20), &[&huge], &mut h).1,
+            Some("request larger than socket.request.max.bytes")
+        );
         let negative = [0xff, 0xff, 0xff, 0xff];
-        assert_eq!(feed(&mut RequestStream::new(1 << 20), &[&negative], &mut h).1, Some("negative request size"));
+        assert_eq!(
+            feed(&mut RequestStream::new(1 << 20), &[&negative], &mut h).1,
+            Some("negative request size")
+        );
     }
 
     #[test]

@@ -7,9 +7,16 @@ pub const MAX_CONTROL_LINE: usize = 4096;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClientOp<'a> {
-    Connect { json: &'a [u8] },
+    Connect {
+        json: &'a [u8],
+    },
     /// PUB or HPUB. `header_bytes` is 0 for PUB; `total_bytes` counts headers and payload.
-    Pub { subject: &'a [u8], reply: Option<&'a [u8]>, header_bytes: usize, total_bytes: usize },
+    Pub {
+        subject: &'a [u8],
+        reply: Option<&'a [u8]>,
+        header_bytes: usize,
+        total_bytes: usize,
+    },
     Sub,
     Unsub,
     Ping,
@@ -144,7 +151,12 @@ fn parse_pub(args: &[u8], with_headers: bool) -> Result<ClientOp<'_>, ProtocolEr
     if header_bytes > total_bytes {
         return Err(bad);
     }
-    Ok(ClientOp::Pub { subject, reply, header_bytes, total_bytes })
+    Ok(ClientOp::Pub {
+        subject,
+        reply,
+        header_bytes,
+        total_bytes,
+    })
 }
 
 #[cfg(test)]
@@ -158,44 +170,110 @@ mod tests {
             (b"pong\n", Parsed::Op(ClientOp::Pong, 5)),
             (b"SUB foo 1\r\n", Parsed::Op(ClientOp::Sub, 11)),
             (b"UNSUB 1\r\n", Parsed::Op(ClientOp::Unsub, 9)),
-            (b"CONNECT {\"user\":\"a\"}\r\n", Parsed::Op(ClientOp::Connect { json: b"{\"user\":\"a\"}" }, 22)),
+            (
+                b"CONNECT {\"user\":\"a\"}\r\n",
+                Parsed::Op(
+                    ClientOp::Connect {
+                        json: b"{\"user\":\"a\"}",
+                    },
+                    22,
+                ),
+            ),
             (
                 b"PUB foo 5\r\nhello\r\n",
-                Parsed::Op(ClientOp::Pub { subject: b"foo", reply: None, header_bytes: 0, total_bytes: 5 }, 11),
+                Parsed::Op(
+                    ClientOp::Pub {
+                        subject: b"foo",
+                        reply: None,
+                        header_bytes: 0,
+                        total_bytes: 5,
+                    },
+                    11,
+                ),
             ),
             (
                 b"pub foo\t_INBOX.1   12\r\n",
                 Parsed::Op(
-                    ClientOp::Pub { subject: b"foo", reply: Some(b"_INBOX.1"), header_bytes: 0, total_bytes: 12 },
+                    ClientOp::Pub {
+                        subject: b"foo",
+                        reply: Some(b"_INBOX.1"),
+                        header_bytes: 0,
+                        total_bytes: 12,
+                    },
                     23,
                 ),
             ),
             (
                 b"HPUB foo 22 33\r\n",
-                Parsed::Op(ClientOp::Pub { subject: b"foo", reply: None, header_bytes: 22, total_bytes: 33 }, 16),
+                Parsed::Op(
+                    ClientOp::Pub {
+                        subject: b"foo",
+                        reply: None,
+                        header_bytes: 22,
+                        total_bytes: 33,
+                    },
+                    16,
+                ),
             ),
             (
                 b"HPUB foo r 22 33\r\n",
-                Parsed::Op(ClientOp::Pub { subject: b"foo", reply: Some(b"r"), header_bytes: 22, total_bytes: 33 }, 18),
+                Parsed::Op(
+                    ClientOp::Pub {
+                        subject: b"foo",
+                        reply: Some(b"r"),
+                        header_bytes: 22,
+                        total_bytes: 33,
+                    },
+                    18,
+                ),
             ),
             (b"PUB foo", Parsed::Incomplete),
             (b"", Parsed::Incomplete),
-            (b"FOO bar\r\n", Parsed::Error(ProtocolError::UnknownOperation)),
-            (b"PUB foo x\r\n", Parsed::Error(ProtocolError::BadPublishArguments)),
-            (b"PUB foo\r\n", Parsed::Error(ProtocolError::BadPublishArguments)),
-            (b"PUB a b c d e\r\n", Parsed::Error(ProtocolError::BadPublishArguments)),
-            (b"HPUB foo 34 33\r\n", Parsed::Error(ProtocolError::BadPublishArguments)),
-            (b"PUB foo 99999999999999999999\r\n", Parsed::Error(ProtocolError::BadPublishArguments)),
+            (
+                b"FOO bar\r\n",
+                Parsed::Error(ProtocolError::UnknownOperation),
+            ),
+            (
+                b"PUB foo x\r\n",
+                Parsed::Error(ProtocolError::BadPublishArguments),
+            ),
+            (
+                b"PUB foo\r\n",
+                Parsed::Error(ProtocolError::BadPublishArguments),
+            ),
+            (
+                b"PUB a b c d e\r\n",
+                Parsed::Error(ProtocolError::BadPublishArguments),
+            ),
+            (
+                b"HPUB foo 34 33\r\n",
+                Parsed::Error(ProtocolError::BadPublishArguments),
+            ),
+            (
+                b"PUB foo 99999999999999999999\r\n",
+                Parsed::Error(ProtocolError::BadPublishArguments),
+            ),
         ];
         for (input, want) in cases {
-            assert_eq!(&parse_client_line(input), want, "input {:?}", String::from_utf8_lossy(input));
+            assert_eq!(
+                &parse_client_line(input),
+                want,
+                "input {:?}",
+                String::from_utf8_lossy(input)
+            );
         }
     }
 
     #[test]
     fn control_line_is_bounded_like_nats_server() {
         let long = vec![b'A'; MAX_CONTROL_LINE];
-        assert_eq!(parse_client_line(&long), Parsed::Error(ProtocolError::ControlLineTooLong));
-        assert_eq!(parse_client_line(&long[..MAX_CONTROL_LINE - 1]), Parsed::Incomplete);
+        assert_eq!(
+            parse_client_line(&long),
+            Parsed::Error(ProtocolError::ControlLineTooLong)
+        );
+        assert_eq!(
+            parse_client_line(&long[..MAX_CONTROL_LINE - 1]),
+            Parsed::Incomplete
+        );
     }
 }

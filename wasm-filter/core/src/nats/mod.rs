@@ -14,5 +14,7 @@ pub fn connect_user(json: &[u8]) -> Option<String> {
     struct Connect {
         user: Option<String>,
     }
-    serde_json::from_slice::<Connect>(json).ok().and_then(|c| c.user)
+    serde_json::from_slice::<Connect>(json)
+        .ok()
+        .and_then(|c| c.user)
 }

@@ -69,15 +69,32 @@ impl ClientStream {
                     self.consumed = pos;
                     return Outcome::Hold;
                 }
-                Parsed::Error(e) => return Outcome::Close { at: pos, error: e.nats_error() },
+                Parsed::Error(e) => {
+                    return Outcome::Close {
+                        at: pos,
+                        error: e.nats_error(),
+                    }
+                }
                 Parsed::Op(op, line_len) => {
                     match op {
                         ClientOp::Connect { json } => handler.connect(json),
-                        ClientOp::Pub { subject, reply, header_bytes, total_bytes } => {
-                            let p = Publish { subject, reply, header_bytes, total_bytes };
+                        ClientOp::Pub {
+                            subject,
+                            reply,
+                            header_bytes,
+                            total_bytes,
+                        } => {
+                            let p = Publish {
+                                subject,
+                                reply,
+                                header_bytes,
+                                total_bytes,
+                            };
                             match handler.publish(&p) {
                                 Admission::Forward => self.payload_left = total_bytes + 2,
-                                Admission::Close(error) => return Outcome::Close { at: pos, error },
+                                Admission::Close(error) => {
+                                    return Outcome::Close { at: pos, error }
+                                }
                             }
                         }
                         ClientOp::Sub | ClientOp::Unsub | ClientOp::Ping | ClientOp::Pong => {}
@@ -108,7 +125,12 @@ mod tests {
             self.users.push(json.to_vec());
         }
         fn publish(&mut self, p: &Publish<'_>) -> Admission {
-            self.pubs.push((p.subject.to_vec(), p.reply.map(<[u8]>::to_vec), p.header_bytes, p.total_bytes));
+            self.pubs.push((
+                p.subject.to_vec(),
+                p.reply.map(<[u8]>::to_vec),
+                p.header_bytes,
+                p.total_bytes,
+            ));
             match self.max_payload {
                 Some(max) if p.total_bytes > max => Admission::Close("Maximum Payload Violation"),
                 _ => Admission::Forward,
@@ -156,7 +178,10 @@ PUB e 0\r\n\r\nPUB crlf.inside 4\r\n\r\n\r\n\r\nUNSUB 1\r\nPONG\r\n";
         assert_eq!(err, None);
         assert_eq!(fwd, STREAM);
         assert_eq!(h.pubs, expected_pubs());
-        assert_eq!(h.users, vec![b"{\"user\":\"acme\",\"headers\":true}".to_vec()]);
+        assert_eq!(
+            h.users,
+            vec![b"{\"user\":\"acme\",\"headers\":true}".to_vec()]
+        );
     }
 
     #[test]
@@ -169,16 +194,31 @@ PUB e 0\r\n\r\nPUB crlf.inside 4\r\n\r\n\r\n\r\nUNSUB 1\r\nPONG\r\n";
 
     #[test]
     fn oversize_publish_closes_before_anything_of_it_is_forwarded() {
-        let mut h = Recorder { max_payload: Some(4), ..Recorder::default() };
-        let (fwd, err) = feed(&[b"PUB a 2\r\nhi\r\n", b"PUB b 1\r\n!\r\nPUB big 5\r\nhello\r\n"], &mut h);
+        let mut h = Recorder {
+            max_payload: Some(4),
+            ..Recorder::default()
+        };
+        let (fwd, err) = feed(
+            &[
+                b"PUB a 2\r\nhi\r\n",
+                b"PUB b 1\r\n!\r\nPUB big 5\r\nhello\r\n",
+            ],
+            &mut h,
+        );
         assert_eq!(err, Some("Maximum Payload Violation"));
-        assert_eq!(fwd, b"PUB a 2\r\nhi\r\nPUB b 1\r\n!\r\n", "messages before it pass; the oversized one never does");
+        assert_eq!(
+            fwd, b"PUB a 2\r\nhi\r\nPUB b 1\r\n!\r\n",
+            "messages before it pass; the oversized one never does"
+        );
     }
 
     #[test]
     fn garbage_closes_with_the_servers_error() {
         let mut h = Recorder::default();
-        assert_eq!(feed(&[b"HELLO\r\n"], &mut h).1, Some("Unknown Protocol Operation"));
+        assert_eq!(
+            feed(&[b"HELLO\r\n"], &mut h).1,
+            Some("Unknown Protocol Operation")
+        );
     }
 
     proptest! {
