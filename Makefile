@@ -33,6 +33,8 @@ validate: control-plane
 	$(BIN)/weighstation validate $${POLICY_DIR:-policies}
 
 lint:
+	@test -z "$$(gofmt -l control-plane)" || { gofmt -l control-plane; echo "gofmt: files above need formatting"; exit 1; }
+	cd wasm-filter && cargo fmt --check
 	cd wasm-filter && cargo clippy --locked --target wasm32-wasip1 -p weighstation-filter -p weighstation-core -- -D warnings
 	cd control-plane && go vet ./...
 

@@ -20,7 +20,7 @@ type Effective struct {
 // They are documented in docs/policy-reference.md; a test keeps the two in step.
 var BuiltinDefaults = struct {
 	MaxMessageBytes, MessagesPerSecond, BytesPerSecond, InFlight, QueueMaxMessages, Connections uint64
-	QueueMaxWait                                                                             time.Duration
+	QueueMaxWait                                                                                time.Duration
 }{
 	MaxMessageBytes:   1 << 20,
 	MessagesPerSecond: 10000,

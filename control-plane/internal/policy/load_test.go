@@ -88,7 +88,7 @@ func TestLoadReportsEachErrorClassWithPosition(t *testing.T) {
 			want:  []string{"dir:1:1: GatewayDefaults: no GatewayDefaults document: one must name spec.defaultTenant"},
 		},
 		{
-			name: "default tenant without a policy",
+			name:  "default tenant without a policy",
 			files: map[string]string{"a.yaml": strings.Replace(defaultsDoc, "defaultTenant: anonymous", "defaultTenant: nobody", 1)},
 			want: []string{
 				`a.yaml:6:18: spec.defaultTenant: tenant "nobody" has no LimitPolicy`,

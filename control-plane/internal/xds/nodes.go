@@ -101,7 +101,9 @@ func (t *nodeTracker) OnStreamResponse(_ context.Context, id int64, _ *discovery
 	m[resp.GetNonce()] = resp.GetVersionInfo()
 }
 
-func (t *nodeTracker) OnFetchRequest(context.Context, *discoveryv3.DiscoveryRequest) error { return nil }
+func (t *nodeTracker) OnFetchRequest(context.Context, *discoveryv3.DiscoveryRequest) error {
+	return nil
+}
 func (t *nodeTracker) OnFetchResponse(*discoveryv3.DiscoveryRequest, *discoveryv3.DiscoveryResponse) {
 }
 func (t *nodeTracker) OnDeltaStreamOpen(context.Context, int64, string) error { return nil }

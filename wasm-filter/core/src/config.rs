@@ -102,10 +102,7 @@ pub enum ConfigError {
 impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ConfigError::Json(e) => write!(
-                f,
-                "filter configuration is not valid JSON for this filter: {e}"
-            ),
+            ConfigError::Json(e) => write!(f, "filter configuration is not valid JSON for this filter: {e}"),
             ConfigError::UnknownDefaultTenant(t) => {
                 write!(f, "default tenant {t:?} is not among the tenants")
             }
@@ -115,8 +112,7 @@ impl std::fmt::Display for ConfigError {
 
 impl Config {
     pub fn parse(bytes: &[u8]) -> Result<Config, ConfigError> {
-        let doc: Document =
-            serde_json::from_slice(bytes).map_err(|e| ConfigError::Json(e.to_string()))?;
+        let doc: Document = serde_json::from_slice(bytes).map_err(|e| ConfigError::Json(e.to_string()))?;
         let default_tenant = doc
             .tenants
             .iter()
@@ -138,12 +134,7 @@ impl Config {
         }
         // Longest prefix first, so the most specific prefix wins should two ever nest.
         kafka_prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
-        let generation = doc
-            .version
-            .split('-')
-            .next()
-            .and_then(|g| g.parse().ok())
-            .unwrap_or(0);
+        let generation = doc.version.split('-').next().and_then(|g| g.parse().ok()).unwrap_or(0);
         Ok(Config {
             version: doc.version,
             generation,
@@ -214,10 +205,7 @@ mod tests {
         assert_eq!(c.generation, 7);
         assert_eq!(c.protocol, Protocol::Kafka);
         assert_eq!(c.tenants[0].limits.max_message_bytes, Some(262_144));
-        assert_eq!(
-            c.tenants[1].limits.max_message_bytes, None,
-            "absent is unlimited"
-        );
+        assert_eq!(c.tenants[1].limits.max_message_bytes, None, "absent is unlimited");
     }
 
     #[test]
@@ -240,10 +228,7 @@ mod tests {
 
     #[test]
     fn rejects_unknown_default_tenant_and_bad_json() {
-        let bad = DOC.replace(
-            "\"defaultTenant\":\"anonymous\"",
-            "\"defaultTenant\":\"nobody\"",
-        );
+        let bad = DOC.replace("\"defaultTenant\":\"anonymous\"", "\"defaultTenant\":\"nobody\"");
         assert_eq!(
             Config::parse(bad.as_bytes()).err(),
             Some(ConfigError::UnknownDefaultTenant("nobody".into()))

@@ -34,20 +34,12 @@ impl TenantMetric {
 
 /// The full Envoy stat name of a per-tenant metric.
 pub fn tenant_metric_name(metric: TenantMetric, protocol: Protocol, tenant: &str) -> String {
-    format!(
-        "{}.protocol.{}.tenant.{}",
-        metric.name(),
-        protocol.as_str(),
-        tenant
-    )
+    format!("{}.protocol.{}.tenant.{}", metric.name(), protocol.as_str(), tenant)
 }
 
 /// The stat name of the policy generation a protocol's filter has in force.
 pub fn generation_metric_name(protocol: Protocol) -> String {
-    format!(
-        "weighstation_policy_generation.protocol.{}",
-        protocol.as_str()
-    )
+    format!("weighstation_policy_generation.protocol.{}", protocol.as_str())
 }
 
 #[cfg(test)]

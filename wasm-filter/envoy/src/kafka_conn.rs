@@ -5,8 +5,8 @@ use proxy_wasm::traits::{Context, StreamContext};
 use proxy_wasm::types::{Action, PeerType};
 use weighstation_core::config::Protocol;
 use weighstation_core::kafka::{
-    sasl_plain_user, visit_produce, RequestHandler, RequestHeader, RequestStream, StreamOutcome,
-    API_PRODUCE, API_SASL_AUTHENTICATE,
+    sasl_plain_user, visit_produce, RequestHandler, RequestHeader, RequestStream, StreamOutcome, API_PRODUCE,
+    API_SASL_AUTHENTICATE,
 };
 
 use crate::tenancy::{Attribution, Identity};
@@ -34,22 +34,17 @@ impl Decide<'_> {
     /// comparison avoids allocating on every request.
     fn observe(&mut self, client_id: Option<&[u8]>, sasl_user: Option<&[u8]>) {
         let (known_client, known_sasl) = match self.who.identity() {
-            Identity::Kafka {
-                client_id,
-                sasl_user,
-            } => (client_id.as_deref(), sasl_user.as_deref()),
+            Identity::Kafka { client_id, sasl_user } => (client_id.as_deref(), sasl_user.as_deref()),
             _ => (None, None),
         };
-        let client_same = matches!(self.who.identity(), Identity::Kafka { .. })
-            && known_client.map(str::as_bytes) == client_id;
+        let client_same =
+            matches!(self.who.identity(), Identity::Kafka { .. }) && known_client.map(str::as_bytes) == client_id;
         let sasl_same = sasl_user.is_none() || known_sasl.map(str::as_bytes) == sasl_user;
         if client_same && sasl_same {
             return;
         }
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        let sasl = sasl_user
-            .map(text)
-            .or_else(|| known_sasl.map(str::to_owned));
+        let sasl = sasl_user.map(text).or_else(|| known_sasl.map(str::to_owned));
         self.who.identify(Identity::Kafka {
             client_id: client_id.map(text),
             sasl_user: sasl,
@@ -67,10 +62,7 @@ impl RequestHandler for Decide<'_> {
         if let (API_PRODUCE, Some(body)) = (h.api_key, body) {
             match visit_produce(body, h.api_version, |_| {}) {
                 Ok(summary) => self.who.metrics().accepted(summary.records, summary.bytes),
-                Err(e) => log::debug!(
-                    "weighstation: produce v{} not inspected: {e:?}",
-                    h.api_version
-                ),
+                Err(e) => log::debug!("weighstation: produce v{} not inspected: {e:?}", h.api_version),
             }
         }
     }
@@ -87,10 +79,7 @@ impl StreamContext for KafkaConn {
             return Action::Continue;
         };
         self.who.refresh();
-        match self
-            .stream
-            .process(&buf, &mut Decide { who: &mut self.who })
-        {
+        match self.stream.process(&buf, &mut Decide { who: &mut self.who }) {
             StreamOutcome::Forward => Action::Continue,
             StreamOutcome::Hold => Action::Pause,
             StreamOutcome::Close(why) => {

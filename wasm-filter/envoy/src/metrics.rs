@@ -94,9 +94,6 @@ pub fn configuration_installed(config: &weighstation_core::config::Config) {
     );
     for t in &config.tenants {
         let name = tenant_metric_name(TenantMetric::LimitMaxMessageBytes, config.protocol, &t.name);
-        gauge_set(
-            id(name, MetricType::Gauge),
-            t.limits.max_message_bytes.unwrap_or(0),
-        );
+        gauge_set(id(name, MetricType::Gauge), t.limits.max_message_bytes.unwrap_or(0));
     }
 }

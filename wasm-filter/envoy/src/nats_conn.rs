@@ -4,9 +4,7 @@
 use proxy_wasm::traits::{Context, StreamContext};
 use proxy_wasm::types::{Action, PeerType};
 use weighstation_core::config::Protocol;
-use weighstation_core::nats::{
-    connect_user, Admission, ClientHandler, ClientStream, Outcome, Publish,
-};
+use weighstation_core::nats::{connect_user, Admission, ClientHandler, ClientStream, Outcome, Publish};
 
 use crate::tenancy::{Attribution, Identity};
 
@@ -83,10 +81,7 @@ impl StreamContext for NatsConn {
             return Action::Continue;
         };
         self.who.refresh();
-        match self
-            .stream
-            .process(&buf, &mut Decide { who: &mut self.who })
-        {
+        match self.stream.process(&buf, &mut Decide { who: &mut self.who }) {
             Outcome::Forward => Action::Continue,
             Outcome::Hold => Action::Pause,
             Outcome::Close { at, error } => {

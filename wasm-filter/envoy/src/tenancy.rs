@@ -79,15 +79,11 @@ impl Attribution {
         let tenant = match &self.identity {
             Identity::Unknown => return,
             Identity::Nats { user } => config.tenant_for_nats_user(user.as_deref()),
-            Identity::Kafka {
-                client_id,
-                sasl_user,
-            } => config.tenant_for_kafka(client_id.as_deref(), sasl_user.as_deref()),
+            Identity::Kafka { client_id, sasl_user } => {
+                config.tenant_for_kafka(client_id.as_deref(), sasl_user.as_deref())
+            }
         };
-        let name = config
-            .tenant(tenant)
-            .map(|t| t.name.as_str())
-            .unwrap_or_default();
+        let name = config.tenant(tenant).map(|t| t.name.as_str()).unwrap_or_default();
         let metrics = TenantMetrics::for_tenant(self.protocol, name);
         if self.tenant.is_some() {
             self.metrics.connection_closed();

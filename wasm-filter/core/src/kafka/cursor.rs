@@ -104,10 +104,7 @@ mod tests {
     fn reads_varints_and_rejects_overlong_ones() {
         assert_eq!(Cursor::new(&[0x00]).uvarint(), Some(0));
         assert_eq!(Cursor::new(&[0xac, 0x02]).uvarint(), Some(300));
-        assert_eq!(
-            Cursor::new(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01]).uvarint(),
-            None
-        );
+        assert_eq!(Cursor::new(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01]).uvarint(), None);
         assert_eq!(Cursor::new(&[0x80]).uvarint(), None, "truncated");
     }
 

@@ -151,12 +151,7 @@ pub(crate) mod tests {
     }
 
     /// A Produce body for `version` with one topic and the given partitions' record sets.
-    pub(crate) fn produce_body(
-        version: i16,
-        topic: &str,
-        acks: i16,
-        partitions: &[(i32, Vec<u8>)],
-    ) -> Vec<u8> {
+    pub(crate) fn produce_body(version: i16, topic: &str, acks: i16, partitions: &[(i32, Vec<u8>)]) -> Vec<u8> {
         let flexible = version >= FIRST_FLEXIBLE_VERSION;
         let mut b = Vec::new();
         if flexible {
@@ -229,10 +224,7 @@ pub(crate) mod tests {
             );
             assert_eq!(
                 seen,
-                vec![
-                    (b"orders".to_vec(), 0, 5, 200),
-                    (b"orders".to_vec(), 1, 7, 100)
-                ],
+                vec![(b"orders".to_vec(), 0, 5, 200), (b"orders".to_vec(), 1, 7, 100)],
                 "v{version}"
             );
         }
@@ -246,10 +238,7 @@ pub(crate) mod tests {
             Err(ProduceError::UnsupportedVersion(13))
         );
         for cut in 0..body.len() {
-            assert!(
-                visit_produce(&body[..cut], 7, |_| {}).is_err(),
-                "cut at {cut}"
-            );
+            assert!(visit_produce(&body[..cut], 7, |_| {}).is_err(), "cut at {cut}");
         }
     }
 

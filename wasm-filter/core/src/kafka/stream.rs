@@ -99,12 +99,9 @@ impl RequestStream {
         let (header, header_len) = match parse_header(frame, size) {
             HeaderParse::Ok(h, l) => (h, l),
             HeaderParse::Incomplete if frame.len() < size => return Frame::Incomplete,
-            HeaderParse::Incomplete | HeaderParse::Bad => {
-                return Frame::Bad("malformed request header")
-            }
+            HeaderParse::Incomplete | HeaderParse::Bad => return Frame::Bad("malformed request header"),
         };
-        let wants_body = matches!(header.api_key, API_PRODUCE | API_SASL_AUTHENTICATE)
-            && total <= self.hold_limit;
+        let wants_body = matches!(header.api_key, API_PRODUCE | API_SASL_AUTHENTICATE) && total <= self.hold_limit;
         if wants_body {
             if rest.len() < total {
                 return Frame::Incomplete;
@@ -190,9 +187,7 @@ mod tests {
         f.extend_from_slice(&corr.to_be_bytes());
         f.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
         f.extend_from_slice(client_id.as_bytes());
-        if (api_key == API_PRODUCE && version >= 9)
-            || (api_key == API_SASL_AUTHENTICATE && version >= 2)
-        {
+        if (api_key == API_PRODUCE && version >= 9) || (api_key == API_SASL_AUTHENTICATE && version >= 2) {
             f.push(0);
         }
         f.extend_from_slice(body);
@@ -217,11 +212,7 @@ mod tests {
         }
     }
 
-    fn feed(
-        s: &mut RequestStream,
-        chunks: &[&[u8]],
-        h: &mut Recorder,
-    ) -> (Vec<u8>, Option<&'static str>) {
+    fn feed(s: &mut RequestStream, chunks: &[&[u8]], h: &mut Recorder) -> (Vec<u8>, Option<&'static str>) {
         let mut held = Vec::new();
         let mut fwd = Vec::new();
         for c in chunks {
@@ -244,12 +235,7 @@ mod tests {
         let want = vec![
             (18, 1, Some(b"acme-1".to_vec()), None),
             (3, 2, Some(b"acme-1".to_vec()), None),
-            (
-                API_PRODUCE,
-                3,
-                Some(b"acme-1".to_vec()),
-                Some(produce.len()),
-            ),
+            (API_PRODUCE, 3, Some(b"acme-1".to_vec()), Some(produce.len())),
             (1, 4, Some(b"acme-1".to_vec()), None),
         ];
         (s, want)

@@ -229,26 +229,11 @@ mod tests {
             ),
             (b"PUB foo", Parsed::Incomplete),
             (b"", Parsed::Incomplete),
-            (
-                b"FOO bar\r\n",
-                Parsed::Error(ProtocolError::UnknownOperation),
-            ),
-            (
-                b"PUB foo x\r\n",
-                Parsed::Error(ProtocolError::BadPublishArguments),
-            ),
-            (
-                b"PUB foo\r\n",
-                Parsed::Error(ProtocolError::BadPublishArguments),
-            ),
-            (
-                b"PUB a b c d e\r\n",
-                Parsed::Error(ProtocolError::BadPublishArguments),
-            ),
-            (
-                b"HPUB foo 34 33\r\n",
-                Parsed::Error(ProtocolError::BadPublishArguments),
-            ),
+            (b"FOO bar\r\n", Parsed::Error(ProtocolError::UnknownOperation)),
+            (b"PUB foo x\r\n", Parsed::Error(ProtocolError::BadPublishArguments)),
+            (b"PUB foo\r\n", Parsed::Error(ProtocolError::BadPublishArguments)),
+            (b"PUB a b c d e\r\n", Parsed::Error(ProtocolError::BadPublishArguments)),
+            (b"HPUB foo 34 33\r\n", Parsed::Error(ProtocolError::BadPublishArguments)),
             (
                 b"PUB foo 99999999999999999999\r\n",
                 Parsed::Error(ProtocolError::BadPublishArguments),
@@ -271,9 +256,6 @@ mod tests {
             parse_client_line(&long),
             Parsed::Error(ProtocolError::ControlLineTooLong)
         );
-        assert_eq!(
-            parse_client_line(&long[..MAX_CONTROL_LINE - 1]),
-            Parsed::Incomplete
-        );
+        assert_eq!(parse_client_line(&long[..MAX_CONTROL_LINE - 1]), Parsed::Incomplete);
     }
 }

@@ -14,7 +14,5 @@ pub fn connect_user(json: &[u8]) -> Option<String> {
     struct Connect {
         user: Option<String>,
     }
-    serde_json::from_slice::<Connect>(json)
-        .ok()
-        .and_then(|c| c.user)
+    serde_json::from_slice::<Connect>(json).ok().and_then(|c| c.user)
 }

@@ -92,9 +92,7 @@ impl ClientStream {
                             };
                             match handler.publish(&p) {
                                 Admission::Forward => self.payload_left = total_bytes + 2,
-                                Admission::Close(error) => {
-                                    return Outcome::Close { at: pos, error }
-                                }
+                                Admission::Close(error) => return Outcome::Close { at: pos, error },
                             }
                         }
                         ClientOp::Sub | ClientOp::Unsub | ClientOp::Ping | ClientOp::Pong => {}
@@ -178,10 +176,7 @@ PUB e 0\r\n\r\nPUB crlf.inside 4\r\n\r\n\r\n\r\nUNSUB 1\r\nPONG\r\n";
         assert_eq!(err, None);
         assert_eq!(fwd, STREAM);
         assert_eq!(h.pubs, expected_pubs());
-        assert_eq!(
-            h.users,
-            vec![b"{\"user\":\"acme\",\"headers\":true}".to_vec()]
-        );
+        assert_eq!(h.users, vec![b"{\"user\":\"acme\",\"headers\":true}".to_vec()]);
     }
 
     #[test]
@@ -199,10 +194,7 @@ PUB e 0\r\n\r\nPUB crlf.inside 4\r\n\r\n\r\n\r\nUNSUB 1\r\nPONG\r\n";
             ..Recorder::default()
         };
         let (fwd, err) = feed(
-            &[
-                b"PUB a 2\r\nhi\r\n",
-                b"PUB b 1\r\n!\r\nPUB big 5\r\nhello\r\n",
-            ],
+            &[b"PUB a 2\r\nhi\r\n", b"PUB b 1\r\n!\r\nPUB big 5\r\nhello\r\n"],
             &mut h,
         );
         assert_eq!(err, Some("Maximum Payload Violation"));
@@ -215,10 +207,7 @@ PUB e 0\r\n\r\nPUB crlf.inside 4\r\n\r\n\r\n\r\nUNSUB 1\r\nPONG\r\n";
     #[test]
     fn garbage_closes_with_the_servers_error() {
         let mut h = Recorder::default();
-        assert_eq!(
-            feed(&[b"HELLO\r\n"], &mut h).1,
-            Some("Unknown Protocol Operation")
-        );
+        assert_eq!(feed(&[b"HELLO\r\n"], &mut h).1, Some("Unknown Protocol Operation"));
     }
 
     proptest! {
