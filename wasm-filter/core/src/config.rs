@@ -133,7 +133,7 @@ impl Config {
             }
         }
         // Longest prefix first, so the most specific prefix wins should two ever nest.
-        kafka_prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        kafka_prefixes.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
         let generation = doc.version.split('-').next().and_then(|g| g.parse().ok()).unwrap_or(0);
         Ok(Config {
             version: doc.version,

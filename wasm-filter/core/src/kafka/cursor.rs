@@ -78,10 +78,10 @@ impl<'a> Cursor<'a> {
     pub(crate) fn array_len(&mut self, compact: bool) -> Option<usize> {
         if compact {
             let n = self.uvarint()?;
-            return Some(usize::try_from(n.saturating_sub(1)).ok()?);
+            return usize::try_from(n.saturating_sub(1)).ok();
         }
         let n = self.i32()?;
-        Some(usize::try_from(n.max(0)).ok()?)
+        usize::try_from(n.max(0)).ok()
     }
 
     /// Skips a tagged-field section of a flexible version.
