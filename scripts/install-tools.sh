@@ -50,6 +50,86 @@ install_rust_target() {
   stamp_set rust-wasm32-wasip1 "1"
 }
 
+# --- Helm chart tests (helm/helm.mk): not in the default list; installed by `make test-helm`.
+HELM_VERSION=v3.22.0
+KUBECONFORM_VERSION=v0.8.0
+KUBERNETES_VALIDATE_VERSION=1.37.0   # PyPI; ships the Kubernetes JSON schemas
+K8S_SCHEMA_VERSIONS="1.29.0 1.37.0"  # the oldest and newest Kubernetes the chart supports
+PROMTOOL_DEBIAN_VERSION=2.42.0+ds-5+deb12u1
+
+install_helm() {
+  stamp_ok helm "$HELM_VERSION" && [ -x "$TOOLS/bin/helm" ] && return
+  say "helm $HELM_VERSION (go install)"
+  GOBIN="$TOOLS/bin" go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  stamp_set helm "$HELM_VERSION"
+}
+
+install_kubeconform() {
+  stamp_ok kubeconform "$KUBECONFORM_VERSION" && [ -x "$TOOLS/bin/kubeconform" ] && return
+  say "kubeconform $KUBECONFORM_VERSION (go install)"
+  GOBIN="$TOOLS/bin" go install "github.com/yannh/kubeconform/cmd/kubeconform@$KUBECONFORM_VERSION"
+  stamp_set kubeconform "$KUBECONFORM_VERSION"
+}
+
+# The strict schemas of kubernetes-validate, made loadable from disk: each schema names itself
+# https://kubernetes.io/api/... ($id) and refers to "/api/_definitions.json#/$defs/...", which only
+# the package's own resolver maps to its files. Dropping $id and making the refs relative lets
+# kubeconform resolve them to the sibling _definitions.json. Layout: k8s-schemas/v<ver>-local-strict/.
+install_k8s_schemas() {
+  local want="$KUBERNETES_VALIDATE_VERSION:$K8S_SCHEMA_VERSIONS"
+  stamp_ok k8s-schemas "$want" && [ -d "$TOOLS/k8s-schemas" ] && return
+  say "kubernetes JSON schemas $K8S_SCHEMA_VERSIONS (PyPI kubernetes-validate $KUBERNETES_VALIDATE_VERSION)"
+  [ -x "$TOOLS/venv/bin/pip" ] || python3 -m venv "$TOOLS/venv"
+  local tmp
+  tmp=$(mktemp -d)
+  "$TOOLS/venv/bin/pip" download --quiet --no-deps -d "$tmp" "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
+  rm -rf "$TOOLS/k8s-schemas"
+  python3 - "$tmp"/kubernetes_validate-*.whl "$TOOLS/k8s-schemas" $K8S_SCHEMA_VERSIONS <<'EOF'
+import json, os, sys, zipfile
+whl, out, versions = sys.argv[1], sys.argv[2], sys.argv[3:]
+prefix = "kubernetes_validate/kubernetes-json-schema/"
+dirs = {"v%s-local-strict" % v for v in versions}
+found = set()
+with zipfile.ZipFile(whl) as z:
+    for name in z.namelist():
+        if not name.startswith(prefix) or not name.endswith(".json"):
+            continue
+        rel = name[len(prefix):]
+        if rel.split("/")[0] not in dirs:
+            continue
+        found.add(rel.split("/")[0])
+        doc = json.loads(z.read(name).decode().replace('"/api/_definitions.json#', '"_definitions.json#'))
+        doc.pop("$id", None)
+        os.makedirs(os.path.dirname(os.path.join(out, rel)), exist_ok=True)
+        with open(os.path.join(out, rel), "w") as f:
+            json.dump(doc, f)
+missing = dirs - found
+if missing:
+    sys.exit("kubernetes-validate has no schemas for %s" % ", ".join(sorted(missing)))
+EOF
+  rm -rf "$tmp"
+  stamp_set k8s-schemas "$want"
+}
+
+# promtool from Debian's prometheus package, unpacked into .tools (no system install, no daemon).
+# The Go module proxy cannot build it: every cmd/promtool release either has replace directives
+# (go install refuses) or needs modules the proxy does not hold.
+install_promtool() {
+  stamp_ok promtool "$PROMTOOL_DEBIAN_VERSION" && [ -x "$TOOLS/bin/promtool" ] && return
+  say "promtool $PROMTOOL_DEBIAN_VERSION (Debian package prometheus)"
+  if ! apt-cache show "prometheus=$PROMTOOL_DEBIAN_VERSION" >/dev/null 2>&1; then
+    [ "$(id -u)" = 0 ] || { say "apt lists lack prometheus=$PROMTOOL_DEBIAN_VERSION; run apt-get update as root"; exit 1; }
+    apt-get update -qq
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download -qq "prometheus=$PROMTOOL_DEBIAN_VERSION" 2>/dev/null)
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
+  install -m 0755 "$tmp/x/usr/bin/promtool" "$TOOLS/bin/promtool"
+  rm -rf "$tmp"
+  stamp_set promtool "$PROMTOOL_DEBIAN_VERSION"
+}
+
 for tool in "${@:-envoy nats-server kafka rust-target}"; do
   for t in $tool; do
     case "$t" in
@@ -57,6 +137,10 @@ for tool in "${@:-envoy nats-server kafka rust-target}"; do
       nats-server) install_nats_server ;;
       kafka) install_kafka ;;
       rust-target) install_rust_target ;;
+      helm) install_helm ;;
+      kubeconform) install_kubeconform ;;
+      k8s-schemas) install_k8s_schemas ;;
+      promtool) install_promtool ;;
       *) say "unknown tool $t"; exit 2 ;;
     esac
   done
