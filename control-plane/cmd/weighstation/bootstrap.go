@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/weighstation/weighstation/control-plane/internal/bootstrap"
 )
@@ -16,6 +17,8 @@ func bootstrapCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.XDS, "xds", "127.0.0.1:18000", "host:port of the control plane's ADS server")
 	fs.StringVar(&o.Admin, "admin", "127.0.0.1:9901", "host:port of Envoy's admin listener")
 	fs.StringVar(&o.WasmHost, "wasm-host", "", "host:port serving the filter module over HTTP (for --wasm-url)")
+	fs.StringVar(&o.Metrics, "metrics", "", "host:port of a listener exposing only the admin's /stats/prometheus and /ready (empty: none)")
+	output := fs.String("output", "", "write the bootstrap to this file instead of stdout (for images without a shell)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -24,6 +27,14 @@ func bootstrapCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "weighstation bootstrap: %v\n", err)
 		return 1
 	}
-	_, _ = stdout.Write(append(out, '\n'))
+	out = append(out, '\n')
+	if *output != "" {
+		if err := os.WriteFile(*output, out, 0o644); err != nil {
+			fmt.Fprintf(stderr, "weighstation bootstrap: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	_, _ = stdout.Write(out)
 	return 0
 }

@@ -12,8 +12,13 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -25,9 +30,20 @@ type Options struct {
 	XDS      string // host:port of the control plane's ADS server
 	Admin    string // host:port of Envoy's admin listener
 	WasmHost string // optional host:port serving the .wasm (for a remote code source)
+	// Metrics is an optional host:port for a listener that exposes only the admin's
+	// /stats/prometheus and /ready, so the admin itself can stay on localhost (as in the chart).
+	Metrics string
 }
 
-const xdsCluster = "weighstation_xds"
+const (
+	xdsCluster    = "weighstation_xds"
+	adminCluster  = "weighstation_admin"
+	metricsName   = "weighstation_metrics"
+	MetricsPath   = "/stats/prometheus"
+	ReadinessPath = "/ready"
+	routerFilter  = "envoy.filters.http.router"
+	hcmFilter     = "envoy.filters.network.http_connection_manager"
+)
 
 // StatsTags turn the filter's metric names into Prometheus labels: the filter defines
 // `weighstation_<metric>.protocol.<p>[.reason.<r>].tenant.<t>` (under Envoy's `wasmcustom.`
@@ -107,6 +123,19 @@ func Render(o Options) ([]byte, error) {
 		}
 		clusters = append(clusters, wasm)
 	}
+	var listeners []*listenerv3.Listener
+	if o.Metrics != "" {
+		admin, err := staticCluster(adminCluster, o.Admin, false)
+		if err != nil {
+			return nil, err
+		}
+		clusters = append(clusters, admin)
+		l, err := metricsListener(o.Metrics)
+		if err != nil {
+			return nil, err
+		}
+		listeners = append(listeners, l)
+	}
 	ads := &corev3.ConfigSource{
 		ResourceApiVersion:    corev3.ApiVersion_V3,
 		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
@@ -116,7 +145,7 @@ func Render(o Options) ([]byte, error) {
 		Admin: &bootstrapv3.Admin{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
 			Address: adminHost, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(adminPort)},
 		}}}},
-		StaticResources: &bootstrapv3.Bootstrap_StaticResources{Clusters: clusters},
+		StaticResources: &bootstrapv3.Bootstrap_StaticResources{Clusters: clusters, Listeners: listeners},
 		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
 			AdsConfig: &corev3.ApiConfigSource{
 				ApiType:             corev3.ApiConfigSource_GRPC,
@@ -132,4 +161,66 @@ func Render(o Options) ([]byte, error) {
 		StatsConfig: &metricsv3.StatsConfig{StatsTags: StatsTags},
 	}
 	return protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(b)
+}
+
+// metricsListener serves GET /stats/prometheus and /ready from the admin (through the
+// weighstation_admin cluster) and answers 404 to everything else: scrapers and kubelet probes
+// reach it, while the admin's mutating endpoints stay on localhost.
+func metricsListener(hostPort string) (*listenerv3.Listener, error) {
+	host, portStr, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return nil, fmt.Errorf("metrics address %q: %w", hostPort, err)
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("metrics address %q: bad port", hostPort)
+	}
+	toAdmin := func(path string) *routev3.Route {
+		return &routev3.Route{
+			Match: &routev3.RouteMatch{
+				PathSpecifier: &routev3.RouteMatch_Path{Path: path},
+				Headers: []*routev3.HeaderMatcher{{Name: ":method", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{
+					StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "GET"}},
+				}}},
+			},
+			Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+				ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: adminCluster},
+			}},
+		}
+	}
+	router, err := anypb.New(&routerv3.Router{})
+	if err != nil {
+		return nil, err
+	}
+	hcm, err := anypb.New(&hcmv3.HttpConnectionManager{
+		StatPrefix: metricsName,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
+			Name: metricsName,
+			VirtualHosts: []*routev3.VirtualHost{{
+				Name:    metricsName,
+				Domains: []string{"*"},
+				Routes: []*routev3.Route{
+					toAdmin(MetricsPath),
+					toAdmin(ReadinessPath),
+					{
+						Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+						Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 404}},
+					},
+				},
+			}},
+		}},
+		HttpFilters: []*hcmv3.HttpFilter{{Name: routerFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router}}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &listenerv3.Listener{
+		Name: metricsName,
+		Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+			Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(port)},
+		}}},
+		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{
+			Name: hcmFilter, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcm},
+		}}}},
+	}, nil
 }

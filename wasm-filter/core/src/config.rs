@@ -4,6 +4,9 @@
 use serde::Deserialize;
 use std::collections::HashMap;
 
+use crate::limits::RateLimit;
+use crate::patterns;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
@@ -91,6 +94,70 @@ pub struct Config {
     nats_users: HashMap<String, TenantId>,
     kafka_sasl_users: HashMap<String, TenantId>,
     kafka_prefixes: Vec<(String, TenantId)>,
+    plans: Vec<TenantPlan>,
+}
+
+/// What the data path needs of a tenant, computed once per configuration.
+#[derive(Debug)]
+pub struct TenantPlan {
+    pub rate: RateLimit,
+    pub overrides: Vec<OverridePlan>,
+    /// (pattern, override index), most specific first.
+    order: Vec<(String, usize)>,
+}
+
+/// An override's narrower limits; `None` does not narrow.
+#[derive(Debug)]
+pub struct OverridePlan {
+    pub rate: RateLimit,
+    pub max_message_bytes: Option<u64>,
+    pub in_flight: Option<u64>,
+    /// Identifies the override's patterns and limits, to key its shared state.
+    pub fingerprint: u64,
+}
+
+impl TenantPlan {
+    fn new(protocol: Protocol, t: &Tenant) -> TenantPlan {
+        let overrides = t
+            .overrides
+            .iter()
+            .map(|o| {
+                let rate = RateLimit::from_limits(&o.limits);
+                let mut fingerprint = rate.fingerprint();
+                for p in &o.patterns {
+                    for b in p.bytes().chain([0]) {
+                        fingerprint = (fingerprint ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+                    }
+                }
+                OverridePlan {
+                    rate,
+                    max_message_bytes: o.limits.max_message_bytes,
+                    in_flight: o.limits.in_flight,
+                    fingerprint,
+                }
+            })
+            .collect();
+        let mut order: Vec<(String, usize)> = t
+            .overrides
+            .iter()
+            .enumerate()
+            .flat_map(|(i, o)| o.patterns.iter().map(move |p| (p.clone(), i)))
+            .collect();
+        order.sort_by_key(|(p, _)| std::cmp::Reverse(patterns::specificity(protocol, p)));
+        TenantPlan {
+            rate: RateLimit::from_limits(&t.limits),
+            overrides,
+            order,
+        }
+    }
+
+    /// The most specific override matching a subject (NATS) or topic (Kafka).
+    pub fn override_for(&self, protocol: Protocol, name: &[u8]) -> Option<usize> {
+        self.order
+            .iter()
+            .find(|(p, _)| patterns::matches(protocol, p, name))
+            .map(|(_, i)| *i)
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -135,7 +202,9 @@ impl Config {
         // Longest prefix first, so the most specific prefix wins should two ever nest.
         kafka_prefixes.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
         let generation = doc.version.split('-').next().and_then(|g| g.parse().ok()).unwrap_or(0);
+        let plans = doc.tenants.iter().map(|t| TenantPlan::new(doc.protocol, t)).collect();
         Ok(Config {
+            plans,
             version: doc.version,
             generation,
             protocol: doc.protocol,
@@ -153,6 +222,10 @@ impl Config {
 
     pub fn tenant(&self, id: TenantId) -> Option<&Tenant> {
         self.tenants.get(id)
+    }
+
+    pub fn plan(&self, id: TenantId) -> Option<&TenantPlan> {
+        self.plans.get(id)
     }
 
     pub fn tenant_named(&self, name: &str) -> Option<TenantId> {
@@ -224,6 +297,20 @@ mod tests {
         assert_eq!(c.tenant_for_kafka(Some("other"), None), 2);
         assert_eq!(c.tenant_for_kafka(Some("other"), Some("acme-svc")), 0);
         assert_eq!(c.tenant_for_kafka(None, Some("unknown")), 2);
+    }
+
+    #[test]
+    fn the_most_specific_override_wins() {
+        let doc = r#"{"version":"1-a","protocol":"nats","defaultTenant":"t","tenants":[{"name":"t","limits":{},
+            "overrides":[{"patterns":["orders.>"],"limits":{"maxMessageBytes":100}},
+                         {"patterns":["orders.eu.*","audit"],"limits":{"maxMessageBytes":50}}]}]}"#;
+        let c = Config::parse(doc.as_bytes()).unwrap();
+        let plan = c.plan(0).unwrap();
+        assert_eq!(plan.override_for(Protocol::Nats, b"orders.eu.new"), Some(1));
+        assert_eq!(plan.override_for(Protocol::Nats, b"orders.us.new"), Some(0));
+        assert_eq!(plan.override_for(Protocol::Nats, b"audit"), Some(1));
+        assert_eq!(plan.override_for(Protocol::Nats, b"billing"), None);
+        assert_ne!(plan.overrides[0].fingerprint, plan.overrides[1].fingerprint);
     }
 
     #[test]

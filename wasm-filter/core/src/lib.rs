@@ -5,5 +5,7 @@
 
 pub mod config;
 pub mod kafka;
+pub mod limits;
 pub mod metrics;
 pub mod nats;
+pub mod patterns;

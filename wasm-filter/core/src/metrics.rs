@@ -4,37 +4,96 @@
 //! `weighstation_messages_accepted{protocol="nats",tenant="acme"}`.
 
 use crate::config::Protocol;
+use crate::limits::Reason;
 
-/// Per-tenant counters and gauges the filter keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Per-tenant metrics (contract §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TenantMetric {
     MessagesAccepted,
     BytesAccepted,
+    /// Messages admitted after being held (onLimit: delay).
+    MessagesDelayed,
     ConnectionsActive,
+    InFlight,
+    QueueDepth,
+    /// Time a delayed message was held, in milliseconds.
+    DelayMs,
     LimitMaxMessageBytes,
 }
 
 impl TenantMetric {
+    pub const ALL: [TenantMetric; 8] = [
+        TenantMetric::MessagesAccepted,
+        TenantMetric::BytesAccepted,
+        TenantMetric::MessagesDelayed,
+        TenantMetric::ConnectionsActive,
+        TenantMetric::InFlight,
+        TenantMetric::QueueDepth,
+        TenantMetric::DelayMs,
+        TenantMetric::LimitMaxMessageBytes,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             TenantMetric::MessagesAccepted => "weighstation_messages_accepted",
             TenantMetric::BytesAccepted => "weighstation_bytes_accepted",
+            TenantMetric::MessagesDelayed => "weighstation_messages_delayed",
             TenantMetric::ConnectionsActive => "weighstation_connections_active",
+            TenantMetric::InFlight => "weighstation_in_flight",
+            TenantMetric::QueueDepth => "weighstation_queue_depth",
+            TenantMetric::DelayMs => "weighstation_delay_ms",
             TenantMetric::LimitMaxMessageBytes => "weighstation_limit_max_message_bytes",
         }
     }
 
-    pub fn is_gauge(self) -> bool {
-        matches!(
-            self,
-            TenantMetric::ConnectionsActive | TenantMetric::LimitMaxMessageBytes
-        )
+    pub fn kind(self) -> Kind {
+        match self {
+            TenantMetric::MessagesAccepted | TenantMetric::BytesAccepted | TenantMetric::MessagesDelayed => {
+                Kind::Counter
+            }
+            TenantMetric::DelayMs => Kind::Histogram,
+            _ => Kind::Gauge,
+        }
+    }
+}
+
+/// Per-tenant, per-reason counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReasonMetric {
+    Refused,
+    /// dryRun: what enforce would have refused.
+    WouldRefuse,
+}
+
+impl ReasonMetric {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReasonMetric::Refused => "weighstation_messages_refused",
+            ReasonMetric::WouldRefuse => "weighstation_dryrun_would_refuse",
+        }
     }
 }
 
 /// The full Envoy stat name of a per-tenant metric.
 pub fn tenant_metric_name(metric: TenantMetric, protocol: Protocol, tenant: &str) -> String {
     format!("{}.protocol.{}.tenant.{}", metric.name(), protocol.as_str(), tenant)
+}
+
+pub fn reason_metric_name(metric: ReasonMetric, protocol: Protocol, reason: Reason, tenant: &str) -> String {
+    format!(
+        "{}.protocol.{}.reason.{}.tenant.{}",
+        metric.name(),
+        protocol.as_str(),
+        reason.as_str(),
+        tenant
+    )
 }
 
 /// The stat name of the policy generation a protocol's filter has in force.
@@ -51,6 +110,10 @@ mod tests {
         assert_eq!(
             tenant_metric_name(TenantMetric::MessagesAccepted, Protocol::Nats, "acme"),
             "weighstation_messages_accepted.protocol.nats.tenant.acme"
+        );
+        assert_eq!(
+            reason_metric_name(ReasonMetric::Refused, Protocol::Kafka, Reason::InFlight, "acme"),
+            "weighstation_messages_refused.protocol.kafka.reason.inflight.tenant.acme"
         );
         assert_eq!(
             generation_metric_name(Protocol::Kafka),

@@ -27,6 +27,7 @@ impl KafkaConn {
 
 struct Decide<'a> {
     who: &'a mut Attribution,
+    refused: bool,
 }
 
 impl Decide<'_> {
@@ -45,10 +46,13 @@ impl Decide<'_> {
         }
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         let sasl = sasl_user.map(text).or_else(|| known_sasl.map(str::to_owned));
-        self.who.identify(Identity::Kafka {
+        if let Err(why) = self.who.connect(Identity::Kafka {
             client_id: client_id.map(text),
             sasl_user: sasl,
-        });
+        }) {
+            log::info!("weighstation: kafka connection refused: {why}");
+            self.refused = true;
+        }
     }
 }
 
@@ -61,7 +65,11 @@ impl RequestHandler for Decide<'_> {
         self.observe(h.client_id, sasl);
         if let (API_PRODUCE, Some(body)) = (h.api_key, body) {
             match visit_produce(body, h.api_version, |_| {}) {
-                Ok(summary) => self.who.metrics().accepted(summary.records, summary.bytes),
+                Ok(summary) => {
+                    if let Some(who) = self.who.current() {
+                        who.metrics.accepted(summary.records, summary.bytes);
+                    }
+                }
                 Err(e) => log::debug!("weighstation: produce v{} not inspected: {e:?}", h.api_version),
             }
         }
@@ -79,7 +87,17 @@ impl StreamContext for KafkaConn {
             return Action::Continue;
         };
         self.who.refresh();
-        match self.stream.process(&buf, &mut Decide { who: &mut self.who }) {
+        let mut decide = Decide {
+            who: &mut self.who,
+            refused: false,
+        };
+        let outcome = self.stream.process(&buf, &mut decide);
+        if decide.refused {
+            // Kafka has no way to say "too many connections": the broker's own answer is to close.
+            self.close_downstream();
+            return Action::Pause;
+        }
+        match outcome {
             StreamOutcome::Forward => Action::Continue,
             StreamOutcome::Hold => Action::Pause,
             StreamOutcome::Close(why) => {

@@ -1,22 +1,30 @@
-//! Envoy metrics by name, defined once per VM and cached by id. Per-connection code keeps the
-//! ids of its tenant's metrics, so counting a message is one host call and no allocation.
+//! Envoy metrics by name, defined once per VM and cached by id. A connection keeps the ids of
+//! its tenant's metrics, so counting a message is one host call and no allocation.
 
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use weighstation_core::config::Protocol;
-use weighstation_core::metrics::{generation_metric_name, tenant_metric_name, TenantMetric};
+use weighstation_core::config::{Config, Protocol};
+use weighstation_core::limits::Reason;
+use weighstation_core::metrics::{
+    generation_metric_name, reason_metric_name, tenant_metric_name, Kind, ReasonMetric, TenantMetric,
+};
 
 thread_local! {
     static IDS: RefCell<HashMap<String, u32>> = RefCell::new(HashMap::new());
 }
 
-fn id(name: String, kind: MetricType) -> Option<u32> {
+fn id(name: String, kind: Kind) -> Option<u32> {
     if let Some(id) = IDS.with(|m| m.borrow().get(&name).copied()) {
         return Some(id);
     }
-    match hostcalls::define_metric(kind, &name) {
+    let t = match kind {
+        Kind::Counter => MetricType::Counter,
+        Kind::Gauge => MetricType::Gauge,
+        Kind::Histogram => MetricType::Histogram,
+    };
+    match hostcalls::define_metric(t, &name) {
         Ok(id) => {
             IDS.with(|m| m.borrow_mut().insert(name, id));
             Some(id)
@@ -33,23 +41,31 @@ fn id(name: String, kind: MetricType) -> Option<u32> {
 pub struct TenantMetrics {
     messages: Option<u32>,
     bytes: Option<u32>,
+    delayed: Option<u32>,
     connections: Option<u32>,
+    in_flight: Option<u32>,
+    queue_depth: Option<u32>,
+    delay_ms: Option<u32>,
+    refused: [Option<u32>; 5],
+    would_refuse: [Option<u32>; 5],
 }
 
 impl TenantMetrics {
     pub fn for_tenant(protocol: Protocol, tenant: &str) -> Self {
-        let m = |metric: TenantMetric| {
-            let kind = if metric.is_gauge() {
-                MetricType::Gauge
-            } else {
-                MetricType::Counter
-            };
-            id(tenant_metric_name(metric, protocol, tenant), kind)
+        let m = |metric: TenantMetric| id(tenant_metric_name(metric, protocol, tenant), metric.kind());
+        let r = |metric: ReasonMetric| {
+            Reason::ALL.map(|reason| id(reason_metric_name(metric, protocol, reason, tenant), Kind::Counter))
         };
         TenantMetrics {
             messages: m(TenantMetric::MessagesAccepted),
             bytes: m(TenantMetric::BytesAccepted),
+            delayed: m(TenantMetric::MessagesDelayed),
             connections: m(TenantMetric::ConnectionsActive),
+            in_flight: m(TenantMetric::InFlight),
+            queue_depth: m(TenantMetric::QueueDepth),
+            delay_ms: m(TenantMetric::DelayMs),
+            refused: r(ReasonMetric::Refused),
+            would_refuse: r(ReasonMetric::WouldRefuse),
         }
     }
 
@@ -58,12 +74,31 @@ impl TenantMetrics {
         add(self.bytes, bytes);
     }
 
-    pub fn connection_opened(&self) {
-        gauge_add(self.connections, 1);
+    pub fn delayed(&self, held_ns: u64) {
+        add(self.delayed, 1);
+        if let Some(id) = self.delay_ms {
+            let _ = hostcalls::record_metric(id, held_ns / 1_000_000);
+        }
     }
 
-    pub fn connection_closed(&self) {
-        gauge_add(self.connections, -1);
+    pub fn refused(&self, reason: Reason, n: u64) {
+        add(self.refused.get(reason.index()).copied().flatten(), n);
+    }
+
+    pub fn would_refuse(&self, reason: Reason, n: u64) {
+        add(self.would_refuse.get(reason.index()).copied().flatten(), n);
+    }
+
+    pub fn connections(&self, delta: i64) {
+        gauge_add(self.connections, delta);
+    }
+
+    pub fn in_flight(&self, delta: i64) {
+        gauge_add(self.in_flight, delta);
+    }
+
+    pub fn queue_depth(&self, delta: i64) {
+        gauge_add(self.queue_depth, delta);
     }
 }
 
@@ -73,6 +108,7 @@ fn add(id: Option<u32>, n: u64) {
     }
 }
 
+/// Gauges count up and down from every worker, so each VM adds its own changes.
 fn gauge_add(id: Option<u32>, n: i64) {
     if let Some(id) = id {
         let _ = hostcalls::increment_metric(id, n);
@@ -87,13 +123,13 @@ fn gauge_set(id: Option<u32>, v: u64) {
 
 /// Publishes a newly installed configuration: its generation and each tenant's size limit.
 /// Every worker's VM sets the same values, so the last writer is as good as any.
-pub fn configuration_installed(config: &weighstation_core::config::Config) {
+pub fn configuration_installed(config: &Config) {
     gauge_set(
-        id(generation_metric_name(config.protocol), MetricType::Gauge),
+        id(generation_metric_name(config.protocol), Kind::Gauge),
         config.generation,
     );
     for t in &config.tenants {
         let name = tenant_metric_name(TenantMetric::LimitMaxMessageBytes, config.protocol, &t.name);
-        gauge_set(id(name, MetricType::Gauge), t.limits.max_message_bytes.unwrap_or(0));
+        gauge_set(id(name, Kind::Gauge), t.limits.max_message_bytes.unwrap_or(0));
     }
 }

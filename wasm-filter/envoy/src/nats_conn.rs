@@ -1,68 +1,164 @@
-//! One NATS client connection: feeds client bytes to the core scanner, attributes the
-//! connection from CONNECT and applies the tenant's limits to each PUB/HPUB.
+//! One NATS client connection: the core [`Session`] does the protocol, this [`Gate`] decides with
+//! the tenant's limits (shared across workers) and keeps the connection's in-flight requests.
 
 use proxy_wasm::traits::{Context, StreamContext};
 use proxy_wasm::types::{Action, PeerType};
+use std::collections::HashMap;
 use weighstation_core::config::Protocol;
-use weighstation_core::nats::{connect_user, Admission, ClientHandler, ClientStream, Outcome, Publish};
+use weighstation_core::limits::Reason;
+use weighstation_core::nats::{Gate, Publish, Session, Verdict};
 
+use crate::clock::now_ns;
+use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot};
 use crate::tenancy::{Attribution, Identity};
+use crate::waiters;
 
-/// nats-server's text for a PUB over max_payload; its clients recognise it.
-const MAX_PAYLOAD_VIOLATION: &str = "Maximum Payload Violation";
+/// A request whose reply never passes this connection (sent elsewhere, or lost) gives its
+/// in-flight slot back after this long.
+const IN_FLIGHT_TIMEOUT_NS: u64 = 10_000_000_000;
 
-/// Sent to nats-server in place of an oversized message: a PUB whose declared size exceeds any
-/// server's max_payload (64 MiB at most) makes nats-server itself answer
-/// `-ERR 'Maximum Payload Violation'` and close the connection — the client sees exactly what it
-/// would have seen without the gateway, and none of the payload is forwarded.
-const SERVER_REFUSES_PAYLOAD: &[u8] = b"PUB _WEIGHSTATION.MAX_PAYLOAD 999999999\r\n";
+struct Pending {
+    slot: InFlightSlot,
+    deadline: u64,
+}
 
-pub struct NatsConn {
-    stream: ClientStream,
+struct Conn {
+    id: u32,
     who: Attribution,
-    /// Set once the connection is being closed: nothing more from the client is forwarded.
-    closing: bool,
+    held: Held,
+    /// In-flight requests by reply subject.
+    pending: HashMap<Box<[u8]>, Pending>,
+    next_expiry: u64,
 }
 
-impl Default for NatsConn {
-    fn default() -> Self {
-        NatsConn {
-            stream: ClientStream::default(),
-            who: Attribution::new(Protocol::Nats),
-            closing: false,
-        }
-    }
-}
-
-struct Decide<'a> {
-    who: &'a mut Attribution,
-}
-
-impl ClientHandler for Decide<'_> {
-    fn connect(&mut self, json: &[u8]) {
-        self.who.identify(Identity::Nats {
-            user: connect_user(json),
-        });
-    }
-
-    fn publish(&mut self, p: &Publish<'_>) -> Admission {
-        self.who.ensure_attributed();
-        let Some(tenant) = self.who.tenant() else {
-            return Admission::Forward;
-        };
-        if let Some(max) = tenant.limits.max_message_bytes {
-            if p.total_bytes as u64 > max && !tenant.dry_run {
-                log::info!(
-                    "weighstation: nats tenant {} sent {} bytes to {}, over maxMessageBytes {max}: closing",
-                    tenant.name,
-                    p.total_bytes,
-                    String::from_utf8_lossy(p.subject)
-                );
-                return Admission::Close(MAX_PAYLOAD_VIOLATION);
+impl Conn {
+    fn release_pending(&mut self, reply: &[u8]) {
+        if let Some(p) = self.pending.remove(reply) {
+            p.slot.release();
+            if let Some(who) = self.who.current() {
+                who.metrics.in_flight(-1);
+                waiters::wake_tenant(self.id, who.name());
             }
         }
-        self.who.metrics().accepted(1, p.total_bytes as u64);
-        Admission::Forward
+    }
+
+    fn expire_pending(&mut self, now: u64) {
+        if self.pending.is_empty() || now < self.next_expiry {
+            return;
+        }
+        let expired: Vec<Box<[u8]>> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for reply in expired {
+            self.release_pending(&reply);
+        }
+        self.next_expiry = now + 1_000_000_000;
+    }
+}
+
+struct NatsGate<'a> {
+    conn: &'a mut Conn,
+    now: u64,
+}
+
+impl Gate for NatsGate<'_> {
+    fn connect(&mut self, user: Option<&str>) -> Result<(), String> {
+        self.conn.who.connect(Identity::Nats {
+            user: user.map(str::to_owned),
+        })
+    }
+
+    fn publish(&mut self, p: &Publish<'_>) -> Verdict {
+        let conn = &mut *self.conn;
+        conn.who.ensure_attributed();
+        let Some(who) = conn.who.current() else {
+            return Verdict::Forward;
+        };
+        let over = who.plan().and_then(|plan| plan.override_for(Protocol::Nats, p.subject));
+        let ask = Ask {
+            who,
+            over,
+            bytes: p.total_bytes as u64,
+            messages: 1,
+            awaits_reply: p.reply.is_some(),
+            now: self.now,
+            me: conn.id,
+        };
+        match gatekeeper::admit(&ask, &mut conn.held) {
+            Admit::Forward(slot) => {
+                if let (Some(slot), Some(reply)) = (slot, p.reply) {
+                    who.metrics.in_flight(1);
+                    let deadline = self.now + IN_FLIGHT_TIMEOUT_NS;
+                    if let Some(old) = conn.pending.insert(reply.into(), Pending { slot, deadline }) {
+                        // The same reply subject twice: the earlier request's slot goes back now.
+                        old.slot.release();
+                        who.metrics.in_flight(-1);
+                    }
+                }
+                Verdict::Forward
+            }
+            Admit::Hold => Verdict::Hold,
+            Admit::Refuse(Reason::Size, detail) => {
+                log::info!("weighstation: nats {detail}: closing as nats-server would");
+                Verdict::Close
+            }
+            Admit::Refuse(_, detail) => {
+                let subject = String::from_utf8_lossy(p.subject);
+                Verdict::Refuse(format!("Permissions Violation for Publish to \"{subject}\" ({detail})"))
+            }
+        }
+    }
+
+    fn delivered(&mut self, subject: &[u8]) {
+        if !self.conn.pending.is_empty() {
+            self.conn.release_pending(subject);
+        }
+    }
+
+    fn max_payload(&self) -> Option<u64> {
+        self.conn.who.current()?.tenant()?.limits.max_message_bytes
+    }
+}
+
+pub struct NatsConn {
+    session: Session,
+    conn: Conn,
+}
+
+impl NatsConn {
+    pub fn new(context_id: u32) -> Self {
+        NatsConn {
+            session: Session::default(),
+            conn: Conn {
+                id: context_id,
+                who: Attribution::new(Protocol::Nats),
+                held: Held::default(),
+                pending: HashMap::new(),
+                next_expiry: 0,
+            },
+        }
+    }
+
+    fn gate(&mut self) -> (&mut Session, NatsGate<'_>) {
+        let now = now_ns();
+        self.conn.expire_pending(now);
+        if self.conn.who.refresh() {
+            let gate = NatsGate {
+                conn: &mut self.conn,
+                now,
+            };
+            self.session.limit_changed(&gate);
+        }
+        (
+            &mut self.session,
+            NatsGate {
+                conn: &mut self.conn,
+                now,
+            },
+        )
     }
 }
 
@@ -70,36 +166,60 @@ impl Context for NatsConn {}
 
 impl StreamContext for NatsConn {
     fn on_downstream_data(&mut self, size: usize, _end_of_stream: bool) -> Action {
-        if self.closing {
-            self.set_downstream_data(0, size, &[]);
-            return Action::Continue;
-        }
         if size == 0 {
             return Action::Continue;
         }
         let Some(buf) = self.get_downstream_data(0, size) else {
             return Action::Continue;
         };
-        self.who.refresh();
-        match self.stream.process(&buf, &mut Decide { who: &mut self.who }) {
-            Outcome::Forward => Action::Continue,
-            Outcome::Hold => Action::Pause,
-            Outcome::Close { at, error } => {
-                self.closing = true;
-                let mut out = buf.get(..at).unwrap_or_default().to_vec();
-                if error == MAX_PAYLOAD_VIOLATION {
-                    out.extend_from_slice(SERVER_REFUSES_PAYLOAD);
-                } else {
-                    // A protocol error: let nats-server see it and answer in its own words.
-                    out.extend_from_slice(buf.get(at..).unwrap_or_default());
-                }
-                self.set_downstream_data(0, size, &out);
-                Action::Continue
-            }
+        let (session, mut gate) = self.gate();
+        let outcome = session.client_data(&buf, &mut gate);
+        if let Some(replacement) = outcome.replace {
+            self.set_downstream_data(0, size, &replacement);
+        }
+        if outcome.hold {
+            Action::Pause
+        } else {
+            Action::Continue
         }
     }
 
+    fn on_upstream_data(&mut self, size: usize, _end_of_stream: bool) -> Action {
+        if size == 0 {
+            return Action::Continue;
+        }
+        let Some(buf) = self.get_upstream_data(0, size) else {
+            return Action::Continue;
+        };
+        let (session, mut gate) = self.gate();
+        if let Some(replacement) = session.server_data(&buf, &mut gate) {
+            self.set_upstream_data(0, size, &replacement);
+        }
+        Action::Continue
+    }
+
     fn on_downstream_close(&mut self, _peer: PeerType) {
-        self.who.closed();
+        self.close();
+    }
+
+    fn on_upstream_close(&mut self, _peer: PeerType) {
+        self.close();
+    }
+}
+
+impl NatsConn {
+    /// Gives back everything the connection holds: in-flight slots, its queue place, its place
+    /// in the tenant's connection count. Safe to call twice.
+    fn close(&mut self) {
+        let c = &mut self.conn;
+        let replies: Vec<Box<[u8]>> = c.pending.keys().cloned().collect();
+        for r in replies {
+            c.release_pending(&r);
+        }
+        if let Some(who) = c.who.current() {
+            c.held.end(who, c.id);
+        }
+        waiters::release(c.id);
+        c.who.closed();
     }
 }

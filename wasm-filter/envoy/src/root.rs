@@ -2,16 +2,22 @@ use proxy_wasm::traits::{Context, RootContext, StreamContext};
 use proxy_wasm::types::ContextType;
 use weighstation_core::config::{Config, Protocol};
 
-use crate::{kafka_conn::KafkaConn, metrics, nats_conn::NatsConn, state};
+use crate::{clock, kafka_conn::KafkaConn, metrics, nats_conn::NatsConn, state, waiters};
 
 /// Envoy's per-connection buffer is the hold limit for a Kafka request the filter must read
 /// whole; a larger request is passed through after its header.
 const KAFKA_HOLD_LIMIT: usize = 4 << 20;
 
 /// One per listener filter configuration (and per reconfiguration).
-#[derive(Default)]
 pub struct Root {
+    id: u32,
     protocol: Option<Protocol>,
+}
+
+impl Root {
+    pub fn new(id: u32) -> Self {
+        Root { id, protocol: None }
+    }
 }
 
 impl Context for Root {}
@@ -33,6 +39,7 @@ impl RootContext for Root {
                 self.protocol = Some(config.protocol);
                 metrics::configuration_installed(&config);
                 state::install(config);
+                waiters::set_driver(self.id);
                 true
             }
             Err(e) => {
@@ -42,13 +49,17 @@ impl RootContext for Root {
         }
     }
 
+    fn on_tick(&mut self) {
+        waiters::tick(self.id, clock::now_ns());
+    }
+
     fn get_type(&self) -> Option<ContextType> {
         Some(ContextType::StreamContext)
     }
 
-    fn create_stream_context(&self, _context_id: u32) -> Option<Box<dyn StreamContext>> {
+    fn create_stream_context(&self, context_id: u32) -> Option<Box<dyn StreamContext>> {
         match self.protocol? {
-            Protocol::Nats => Some(Box::new(NatsConn::default())),
+            Protocol::Nats => Some(Box::new(NatsConn::new(context_id))),
             Protocol::Kafka => Some(Box::new(KafkaConn::new(KAFKA_HOLD_LIMIT))),
         }
     }

@@ -1,12 +1,15 @@
 //! Which tenant a connection belongs to, kept current across policy reloads: the connection
 //! remembers who it is (NATS user, Kafka client id / SASL user) and is attributed again whenever
-//! the VM's configuration generation changes.
+//! the VM's configuration changes. It also holds the connection's place in its tenant's
+//! connection count.
 
 use std::rc::Rc;
-use weighstation_core::config::{Config, Protocol, Tenant, TenantId};
+use weighstation_core::config::{Config, Protocol, Tenant, TenantId, TenantPlan};
+use weighstation_core::limits::Reason;
 
+use crate::keys::TenantKeys;
 use crate::metrics::TenantMetrics;
-use crate::state;
+use crate::{shared, state};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Identity {
@@ -22,12 +25,32 @@ pub enum Identity {
     },
 }
 
+/// The tenant a connection is attributed to, with what deciding for it needs.
+pub struct Attributed {
+    pub config: Rc<Config>,
+    pub id: TenantId,
+    pub keys: Rc<TenantKeys>,
+    pub metrics: TenantMetrics,
+}
+
+impl Attributed {
+    pub fn tenant(&self) -> Option<&Tenant> {
+        self.config.tenant(self.id)
+    }
+
+    pub fn plan(&self) -> Option<&TenantPlan> {
+        self.config.plan(self.id)
+    }
+
+    pub fn name(&self) -> &str {
+        self.tenant().map(|t| t.name.as_str()).unwrap_or_default()
+    }
+}
+
 pub struct Attribution {
     protocol: Protocol,
     identity: Identity,
-    config: Option<Rc<Config>>,
-    tenant: Option<TenantId>,
-    metrics: TenantMetrics,
+    current: Option<Attributed>,
 }
 
 impl Attribution {
@@ -35,9 +58,7 @@ impl Attribution {
         Attribution {
             protocol,
             identity: Identity::Unknown,
-            config: None,
-            tenant: None,
-            metrics: TenantMetrics::default(),
+            current: None,
         }
     }
 
@@ -45,69 +66,34 @@ impl Attribution {
         &self.identity
     }
 
-    /// Records who the client is and attributes it.
-    pub fn identify(&mut self, identity: Identity) {
-        if self.identity != identity {
-            self.identity = identity;
-            self.attribute();
-        }
+    pub fn current(&self) -> Option<&Attributed> {
+        self.current.as_ref()
     }
 
-    /// Picks up a newer configuration, if any; call before each decision.
-    pub fn refresh(&mut self) {
+    /// A new client identifies itself: attribute it and take a place in its tenant's connection
+    /// count, or say why the tenant's connection limit refuses it.
+    pub fn connect(&mut self, identity: Identity) -> Result<(), String> {
+        self.identity = identity;
+        self.attribute(true)
+    }
+
+    /// Picks up a newer configuration, if any; true if the connection was attributed again.
+    pub fn refresh(&mut self) -> bool {
         let active = state::active(self.protocol);
-        let changed = match (&self.config, &active) {
-            (Some(mine), Some(now)) => !Rc::ptr_eq(mine, now),
-            (None, Some(_)) => true,
+        let changed = match (&self.current, &active) {
+            (Some(cur), Some(now)) => !Rc::ptr_eq(&cur.config, now),
             _ => false,
         };
         if changed {
-            self.config = active;
-            if self.identity != Identity::Unknown {
-                self.attribute();
-            }
+            // An open connection is never closed by a reload: it moves without a limit check.
+            let _ = self.attribute(false);
         }
+        changed
     }
 
-    fn attribute(&mut self) {
-        if self.config.is_none() {
-            self.config = state::active(self.protocol);
-        }
-        let Some(config) = self.config.as_ref() else {
-            return;
-        };
-        let tenant = match &self.identity {
-            Identity::Unknown => return,
-            Identity::Nats { user } => config.tenant_for_nats_user(user.as_deref()),
-            Identity::Kafka { client_id, sasl_user } => {
-                config.tenant_for_kafka(client_id.as_deref(), sasl_user.as_deref())
-            }
-        };
-        let name = config.tenant(tenant).map(|t| t.name.as_str()).unwrap_or_default();
-        let metrics = TenantMetrics::for_tenant(self.protocol, name);
-        if self.tenant.is_some() {
-            self.metrics.connection_closed();
-        }
-        metrics.connection_opened();
-        self.tenant = Some(tenant);
-        self.metrics = metrics;
-    }
-
-    /// The connection's tenant under the active configuration, or the default tenant's if the
-    /// client has not identified itself yet.
-    pub fn tenant(&self) -> Option<&Tenant> {
-        let config = self.config.as_ref()?;
-        config.tenant(self.tenant.unwrap_or_else(|| config.default_tenant()))
-    }
-
-    pub fn metrics(&self) -> &TenantMetrics {
-        &self.metrics
-    }
-
-    /// Ensures a client that never identified itself is counted under the default tenant.
+    /// Ensures a client that never identified itself is attributed to the default tenant.
     pub fn ensure_attributed(&mut self) {
-        if self.tenant.is_none() {
-            self.refresh();
+        if self.current.is_none() {
             let default = match self.protocol {
                 Protocol::Nats => Identity::Nats { user: None },
                 Protocol::Kafka => Identity::Kafka {
@@ -115,13 +101,66 @@ impl Attribution {
                     sasl_user: None,
                 },
             };
-            self.identify(default);
+            if self.identity == Identity::Unknown {
+                self.identity = default;
+            }
+            let _ = self.attribute(false);
         }
     }
 
+    fn attribute(&mut self, check_limit: bool) -> Result<(), String> {
+        let Some(config) = state::active(self.protocol) else {
+            return Ok(());
+        };
+        let id = match &self.identity {
+            Identity::Unknown => return Ok(()),
+            Identity::Nats { user } => config.tenant_for_nats_user(user.as_deref()),
+            Identity::Kafka { client_id, sasl_user } => {
+                config.tenant_for_kafka(client_id.as_deref(), sasl_user.as_deref())
+            }
+        };
+        let (Some(tenant), Some(plan)) = (config.tenant(id), config.plan(id)) else {
+            return Ok(());
+        };
+        let keys = Rc::new(TenantKeys::new(self.protocol, &tenant.name, plan));
+        let metrics = TenantMetrics::for_tenant(self.protocol, &tenant.name);
+        let enforce = check_limit && !tenant.dry_run;
+        let limit = tenant.limits.connections.filter(|_| enforce);
+        if let Some(old) = self.current.take() {
+            shared::release(&old.keys.connections);
+            old.metrics.connections(-1);
+        }
+        if !shared::acquire(&keys.connections, limit) {
+            metrics.refused(Reason::Connections, 1);
+            return Err(format!(
+                "maximum connections exceeded (connections limit of tenant {}: {})",
+                tenant.name,
+                limit.unwrap_or_default()
+            ));
+        }
+        if check_limit
+            && tenant.dry_run
+            && tenant
+                .limits
+                .connections
+                .is_some_and(|m| shared::read(&keys.connections) > m)
+        {
+            metrics.would_refuse(Reason::Connections, 1);
+        }
+        metrics.connections(1);
+        self.current = Some(Attributed {
+            config,
+            id,
+            keys,
+            metrics,
+        });
+        Ok(())
+    }
+
     pub fn closed(&mut self) {
-        if self.tenant.take().is_some() {
-            self.metrics.connection_closed();
+        if let Some(cur) = self.current.take() {
+            shared::release(&cur.keys.connections);
+            cur.metrics.connections(-1);
         }
     }
 }

@@ -4,6 +4,7 @@
 //! far into a held buffer it got, so nothing is parsed twice, and how much of a message payload
 //! is still to come, so payloads are skipped without being copied or scanned.
 
+use super::edit::Editor;
 use super::line::{parse_client_line, ClientOp, Parsed};
 
 /// A PUB or HPUB, as the handler sees it.
@@ -15,46 +16,65 @@ pub struct Publish<'a> {
     pub total_bytes: usize,
 }
 
-/// What the handler decides for one message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the handler decides for one operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admission {
     Forward,
-    /// Refuse it and end the connection with this -ERR text (as nats-server does for a
-    /// payload over max_payload).
-    Close(&'static str),
+    /// Not now: hold this message (and everything after it) until the next attempt.
+    Hold,
+    /// Drop the message and send these bytes to the server in its place.
+    Replace(Vec<u8>),
+    /// Send these bytes in place of the operation, then nothing more from this client.
+    Close(Vec<u8>),
 }
 
 /// The filter's side of the scan: attribution and limit decisions.
 pub trait ClientHandler {
-    fn connect(&mut self, json: &[u8]);
+    fn connect(&mut self, json: &[u8]) -> Admission;
+    fn ping(&mut self);
     fn publish(&mut self, publish: &Publish<'_>) -> Admission;
 }
 
 /// What the glue does with the buffer it passed in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Let the whole buffer through.
-    Forward,
-    /// Keep the buffer and present it again with the next bytes (a control line is incomplete).
-    Hold,
-    /// Forward only the first `at` bytes, then end the connection with `-ERR '<error>'`.
-    Close { at: usize, error: &'static str },
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// Keep the buffer and present it again with the next bytes.
+    pub hold: bool,
+    /// Replace the buffer with this before forwarding or holding it.
+    pub replace: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Default)]
 pub struct ClientStream {
     /// Bytes at the start of a held buffer that were already scanned.
     consumed: usize,
-    /// Payload bytes (plus CRLF) of the current message not seen yet.
+    /// Payload bytes (plus CRLF) of the current message not seen yet, and whether they are dropped.
     payload_left: usize,
+    dropping: bool,
+    /// Nothing more from this client is forwarded.
+    closed: bool,
 }
 
 impl ClientStream {
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
     pub fn process(&mut self, buf: &[u8], handler: &mut impl ClientHandler) -> Outcome {
+        if self.closed {
+            return Outcome {
+                hold: false,
+                replace: Some(Vec::new()),
+            };
+        }
+        let mut edit = Editor::default();
         let mut pos = self.consumed.min(buf.len());
         loop {
             if self.payload_left > 0 {
                 let n = self.payload_left.min(buf.len() - pos);
+                if self.dropping {
+                    edit.replace(buf, pos, pos + n, &[]);
+                }
                 pos += n;
                 self.payload_left -= n;
                 if self.payload_left > 0 {
@@ -64,45 +84,72 @@ impl ClientStream {
             let Some(rest) = buf.get(pos..).filter(|r| !r.is_empty()) else {
                 break;
             };
-            match parse_client_line(rest) {
-                Parsed::Incomplete => {
-                    self.consumed = pos;
-                    return Outcome::Hold;
+            let (op, line_len) = match parse_client_line(rest) {
+                Parsed::Incomplete => return self.hold_at(pos, edit, buf),
+                Parsed::Error(_) => {
+                    // Let nats-server see the fault and answer in its own words; forward nothing after.
+                    self.closed = true;
+                    return Outcome {
+                        hold: false,
+                        replace: edit.finish(buf, buf.len()),
+                    };
                 }
-                Parsed::Error(e) => {
-                    return Outcome::Close {
-                        at: pos,
-                        error: e.nats_error(),
-                    }
+                Parsed::Op(op, line_len) => (op, line_len),
+            };
+            let (admission, payload) = match op {
+                ClientOp::Connect { json } => (handler.connect(json), 0),
+                ClientOp::Ping => {
+                    handler.ping();
+                    (Admission::Forward, 0)
                 }
-                Parsed::Op(op, line_len) => {
-                    match op {
-                        ClientOp::Connect { json } => handler.connect(json),
-                        ClientOp::Pub {
-                            subject,
-                            reply,
-                            header_bytes,
-                            total_bytes,
-                        } => {
-                            let p = Publish {
-                                subject,
-                                reply,
-                                header_bytes,
-                                total_bytes,
-                            };
-                            match handler.publish(&p) {
-                                Admission::Forward => self.payload_left = total_bytes + 2,
-                                Admission::Close(error) => return Outcome::Close { at: pos, error },
-                            }
-                        }
-                        ClientOp::Sub | ClientOp::Unsub | ClientOp::Ping | ClientOp::Pong => {}
-                    }
-                    pos += line_len;
+                ClientOp::Pub {
+                    subject,
+                    reply,
+                    header_bytes,
+                    total_bytes,
+                } => {
+                    let p = Publish {
+                        subject,
+                        reply,
+                        header_bytes,
+                        total_bytes,
+                    };
+                    (handler.publish(&p), total_bytes + 2)
+                }
+                ClientOp::Sub | ClientOp::Unsub | ClientOp::Pong => (Admission::Forward, 0),
+            };
+            let end = pos + line_len + payload;
+            let forwarded = admission == Admission::Forward;
+            match admission {
+                Admission::Forward => {}
+                Admission::Hold => return self.hold_at(pos, edit, buf),
+                Admission::Replace(with) => edit.replace(buf, pos, end, &with),
+                Admission::Close(with) => {
+                    self.closed = true;
+                    edit.replace(buf, pos, buf.len(), &with);
+                    return Outcome {
+                        hold: false,
+                        replace: edit.finish(buf, buf.len()),
+                    };
                 }
             }
+            self.dropping = end > buf.len() && !forwarded;
+            self.payload_left = end.saturating_sub(buf.len());
+            pos = end.min(buf.len());
         }
         self.consumed = 0;
-        Outcome::Forward
+        Outcome {
+            hold: false,
+            replace: edit.finish(buf, buf.len()),
+        }
+    }
+
+    fn hold_at(&mut self, pos: usize, edit: Editor, buf: &[u8]) -> Outcome {
+        self.consumed = edit.output_offset(pos);
+        Outcome {
+            hold: true,
+            replace: edit.finish(buf, buf.len()),
+        }
     }
 }
 
@@ -114,46 +161,68 @@ mod tests {
     #[derive(Default)]
     struct Recorder {
         users: Vec<Vec<u8>>,
+        pings: usize,
         pubs: Vec<(Vec<u8>, Option<Vec<u8>>, usize, usize)>,
         max_payload: Option<usize>,
+        refuse_subject: Option<&'static [u8]>,
+        hold_times: usize,
     }
 
     impl ClientHandler for Recorder {
-        fn connect(&mut self, json: &[u8]) {
+        fn connect(&mut self, json: &[u8]) -> Admission {
             self.users.push(json.to_vec());
+            Admission::Forward
+        }
+        fn ping(&mut self) {
+            self.pings += 1;
         }
         fn publish(&mut self, p: &Publish<'_>) -> Admission {
+            if self.hold_times > 0 {
+                self.hold_times -= 1;
+                return Admission::Hold;
+            }
             self.pubs.push((
                 p.subject.to_vec(),
                 p.reply.map(<[u8]>::to_vec),
                 p.header_bytes,
                 p.total_bytes,
             ));
+            if Some(p.subject) == self.refuse_subject {
+                return Admission::Replace(b"PING\r\n".to_vec());
+            }
             match self.max_payload {
-                Some(max) if p.total_bytes > max => Admission::Close("Maximum Payload Violation"),
+                Some(max) if p.total_bytes > max => Admission::Close(b"BAD\r\n".to_vec()),
                 _ => Admission::Forward,
             }
         }
     }
 
-    /// Feeds `chunks` the way Envoy does: a held buffer is presented again with new bytes.
-    /// Returns what was forwarded (a closing buffer's first `at` bytes included) and the error.
-    fn feed(chunks: &[&[u8]], h: &mut Recorder) -> (Vec<u8>, Option<&'static str>) {
+    /// Feeds `chunks` the way Envoy does and returns what reaches the server.
+    fn feed(chunks: &[&[u8]], h: &mut Recorder) -> Vec<u8> {
         let mut s = ClientStream::default();
         let mut held: Vec<u8> = Vec::new();
         let mut forwarded = Vec::new();
         for c in chunks {
             held.extend_from_slice(c);
-            match s.process(&held, h) {
-                Outcome::Forward => forwarded.append(&mut held),
-                Outcome::Hold => {}
-                Outcome::Close { at, error } => {
-                    forwarded.extend_from_slice(&held[..at]);
-                    return (forwarded, Some(error));
-                }
+            let o = s.process(&held, h);
+            if let Some(r) = o.replace {
+                held = r;
+            }
+            if !o.hold {
+                forwarded.append(&mut held);
             }
         }
-        (forwarded, None)
+        // Any hold is retried once more, as a tick would.
+        if !held.is_empty() {
+            let o = s.process(&held, h);
+            if let Some(r) = o.replace {
+                held = r;
+            }
+            if !o.hold {
+                forwarded.append(&mut held);
+            }
+        }
+        forwarded
     }
 
     const STREAM: &[u8] = b"CONNECT {\"user\":\"acme\",\"headers\":true}\r\nPING\r\nSUB a.> 1\r\n\
@@ -172,42 +241,114 @@ PUB e 0\r\n\r\nPUB crlf.inside 4\r\n\r\n\r\n\r\nUNSUB 1\r\nPONG\r\n";
     #[test]
     fn whole_stream_yields_every_message_once() {
         let mut h = Recorder::default();
-        let (fwd, err) = feed(&[STREAM], &mut h);
-        assert_eq!(err, None);
-        assert_eq!(fwd, STREAM);
+        assert_eq!(feed(&[STREAM], &mut h), STREAM);
         assert_eq!(h.pubs, expected_pubs());
         assert_eq!(h.users, vec![b"{\"user\":\"acme\",\"headers\":true}".to_vec()]);
+        assert_eq!(h.pings, 1);
     }
 
     #[test]
     fn payloads_that_look_like_operations_are_skipped() {
         let mut h = Recorder::default();
-        let stream = b"PUB a 6\r\nPUB b \r\nPING\r\n";
-        feed(&[stream], &mut h);
+        feed(&[b"PUB a 6\r\nPUB b \r\nPING\r\n"], &mut h);
         assert_eq!(h.pubs.len(), 1);
+        assert_eq!(h.pings, 1);
     }
 
     #[test]
-    fn oversize_publish_closes_before_anything_of_it_is_forwarded() {
+    fn close_forwards_what_came_before_then_the_replacement_and_nothing_after() {
         let mut h = Recorder {
             max_payload: Some(4),
             ..Recorder::default()
         };
-        let (fwd, err) = feed(
-            &[b"PUB a 2\r\nhi\r\n", b"PUB b 1\r\n!\r\nPUB big 5\r\nhello\r\n"],
+        let fwd = feed(
+            &[
+                b"PUB a 2\r\nhi\r\n",
+                b"PUB b 1\r\n!\r\nPUB big 5\r\nhello\r\nPUB c 1\r\n!\r\n",
+                b"PING\r\n",
+            ],
             &mut h,
         );
-        assert_eq!(err, Some("Maximum Payload Violation"));
+        assert_eq!(fwd, b"PUB a 2\r\nhi\r\nPUB b 1\r\n!\r\nBAD\r\n");
+    }
+
+    #[test]
+    fn a_refused_message_is_replaced_even_when_its_payload_spans_reads() {
+        let mut h = Recorder {
+            refuse_subject: Some(b"no"),
+            ..Recorder::default()
+        };
+        let fwd = feed(
+            &[b"PUB a 1\r\n!\r\nPUB no 10\r\n01234", b"56789\r\nPUB b 1\r\n?\r\n"],
+            &mut h,
+        );
+        assert_eq!(fwd, b"PUB a 1\r\n!\r\nPING\r\nPUB b 1\r\n?\r\n");
+    }
+
+    /// Refuses the first message and holds the second once.
+    struct RefuseThenHold {
+        calls: usize,
+        decided: Vec<Vec<u8>>,
+    }
+
+    impl ClientHandler for RefuseThenHold {
+        fn connect(&mut self, _: &[u8]) -> Admission {
+            Admission::Forward
+        }
+        fn ping(&mut self) {}
+        fn publish(&mut self, p: &Publish<'_>) -> Admission {
+            self.calls += 1;
+            match self.calls {
+                1 => Admission::Replace(b"PING\r\n".to_vec()),
+                2 => Admission::Hold,
+                _ => {
+                    self.decided.push(p.subject.to_vec());
+                    Admission::Forward
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_held_message_is_decided_again_and_what_was_edited_before_it_stays_edited() {
+        let mut h = RefuseThenHold {
+            calls: 0,
+            decided: Vec::new(),
+        };
+        let mut s = ClientStream::default();
+        let first = s.process(b"PUB no 3\r\nabc\r\nPUB later 1\r\nx\r\n", &mut h);
+        assert!(first.hold);
+        let held = first.replace.unwrap_or_default();
+        assert_eq!(held, b"PING\r\nPUB later 1\r\nx\r\n");
+        let second = s.process(&held, &mut h);
         assert_eq!(
-            fwd, b"PUB a 2\r\nhi\r\nPUB b 1\r\n!\r\n",
-            "messages before it pass; the oversized one never does"
+            second,
+            Outcome {
+                hold: false,
+                replace: None
+            }
+        );
+        assert_eq!(
+            h.decided,
+            vec![b"later".to_vec()],
+            "the held message was decided again, once"
         );
     }
 
     #[test]
-    fn garbage_closes_with_the_servers_error() {
+    fn garbage_is_forwarded_for_the_server_to_refuse_and_nothing_after_it() {
         let mut h = Recorder::default();
-        assert_eq!(feed(&[b"HELLO\r\n"], &mut h).1, Some("Unknown Protocol Operation"));
+        let mut s = ClientStream::default();
+        let o = s.process(b"PING\r\nHELLO\r\n", &mut h);
+        assert_eq!(
+            o,
+            Outcome {
+                hold: false,
+                replace: None
+            }
+        );
+        assert!(s.is_closed());
+        assert_eq!(s.process(b"PUB a 1\r\n!\r\n", &mut h).replace, Some(Vec::new()));
     }
 
     proptest! {
@@ -220,15 +361,26 @@ PUB e 0\r\n\r\nPUB crlf.inside 4\r\n\r\n\r\n\r\nUNSUB 1\r\nPONG\r\n";
                 last = c;
             }
             let mut h = Recorder::default();
-            let (fwd, err) = feed(&chunks, &mut h);
-            prop_assert_eq!(err, None);
-            prop_assert_eq!(fwd, STREAM.to_vec());
+            prop_assert_eq!(feed(&chunks, &mut h), STREAM.to_vec());
             prop_assert_eq!(h.pubs, expected_pubs());
         }
 
         #[test]
+        fn refusals_are_exact_at_any_split(cuts in proptest::collection::btree_set(1..60usize, 0..8)) {
+            let stream: &[u8] = b"PUB a 2\r\nok\r\nPUB no 7\r\nrefused\r\nPING\r\nPUB b 2\r\nok\r\n";
+            let mut chunks = Vec::new();
+            let mut last = 0;
+            for c in cuts.iter().copied().filter(|&c| c < stream.len()).chain(std::iter::once(stream.len())) {
+                chunks.push(&stream[last..c]);
+                last = c;
+            }
+            let mut h = Recorder { refuse_subject: Some(b"no"), ..Recorder::default() };
+            prop_assert_eq!(feed(&chunks, &mut h), b"PUB a 2\r\nok\r\nPING\r\nPING\r\nPUB b 2\r\nok\r\n".to_vec());
+        }
+
+        #[test]
         fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512), split in 0usize..512) {
-            let mut h = Recorder::default();
+            let mut h = Recorder { refuse_subject: Some(b"a"), max_payload: Some(3), ..Recorder::default() };
             let at = split.min(data.len());
             let _ = feed(&[&data[..at], &data[at..]], &mut h);
         }
@@ -238,8 +390,7 @@ PUB e 0\r\n\r\nPUB crlf.inside 4\r\n\r\n\r\n\r\nUNSUB 1\r\nPONG\r\n";
     fn every_single_split_point_yields_the_same_messages() {
         for at in 0..=STREAM.len() {
             let mut h = Recorder::default();
-            let (fwd, _) = feed(&[&STREAM[..at], &STREAM[at..]], &mut h);
-            assert_eq!(fwd, STREAM, "split at {at}");
+            assert_eq!(feed(&[&STREAM[..at], &STREAM[at..]], &mut h), STREAM, "split at {at}");
             assert_eq!(h.pubs, expected_pubs(), "split at {at}");
         }
     }

@@ -1,0 +1,252 @@
+//! The server → client direction: INFO, MSG/HMSG, PING, PONG, +OK, -ERR. The filter reads it to
+//! release in-flight requests when their reply passes, to swap the PONGs that answer its own
+//! PINGs for the errors it owes the client, and to advertise the tenant's max_payload in INFO.
+//!
+//! Unlike the client direction this one is never paused: a control line split across reads is
+//! cut from the forwarded bytes and carried (bounded) into the next read.
+
+use super::edit::Editor;
+
+/// nats-server's INFO can outgrow the client's 4 KiB control line (cluster URLs); past this the
+/// scanner stops interpreting and forwards everything unchanged.
+pub const MAX_SERVER_LINE: usize = 64 << 10;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerOp<'a> {
+    Info {
+        json: &'a [u8],
+    },
+    /// MSG or HMSG, delivered on `subject`.
+    Msg {
+        subject: &'a [u8],
+    },
+    Ping,
+    Pong,
+    /// +OK, -ERR and anything this filter does not interpret.
+    Other,
+}
+
+/// What to do with one server operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerEdit {
+    Keep,
+    /// Keep the operation and insert these bytes after its control line (never inside a payload:
+    /// only used for operations without one).
+    KeepThenInsert(Vec<u8>),
+    Replace(Vec<u8>),
+    /// Replace the operation and forward nothing more from the server.
+    ReplaceThenEnd(Vec<u8>),
+}
+
+pub trait ServerHandler {
+    fn op(&mut self, op: &ServerOp<'_>) -> ServerEdit;
+}
+
+enum Line<'a> {
+    Incomplete,
+    TooLong,
+    Op {
+        op: ServerOp<'a>,
+        line_len: usize,
+        payload: usize,
+    },
+}
+
+fn parse_server_line(buf: &[u8]) -> Line<'_> {
+    let window = &buf[..buf.len().min(MAX_SERVER_LINE)];
+    let Some(lf) = window.iter().position(|&b| b == b'\n') else {
+        return if buf.len() >= MAX_SERVER_LINE {
+            Line::TooLong
+        } else {
+            Line::Incomplete
+        };
+    };
+    let mut line = &window[..lf];
+    if let [rest @ .., b'\r'] = line {
+        line = rest;
+    }
+    let mut parts = line.split(|&b| b == b' ' || b == b'\t').filter(|p| !p.is_empty());
+    let op = parts.next().unwrap_or_default();
+    let (op, payload) = if op.eq_ignore_ascii_case(b"MSG") || op.eq_ignore_ascii_case(b"HMSG") {
+        // subject sid [reply] [#header] #total: the subject is first and the size is last.
+        let subject = parts.next();
+        let size = parts
+            .next_back()
+            .and_then(|s| std::str::from_utf8(s).ok())
+            .and_then(|s| s.parse::<usize>().ok());
+        match (subject, size) {
+            (Some(subject), Some(size)) => (ServerOp::Msg { subject }, size + 2),
+            _ => (ServerOp::Other, 0),
+        }
+    } else if op.eq_ignore_ascii_case(b"INFO") {
+        let json = line.get(4..).unwrap_or_default();
+        let start = json.iter().position(|&b| b != b' ' && b != b'\t').unwrap_or(json.len());
+        (ServerOp::Info { json: &json[start..] }, 0)
+    } else if op.eq_ignore_ascii_case(b"PING") {
+        (ServerOp::Ping, 0)
+    } else if op.eq_ignore_ascii_case(b"PONG") {
+        (ServerOp::Pong, 0)
+    } else {
+        (ServerOp::Other, 0)
+    };
+    Line::Op {
+        op,
+        line_len: lf + 1,
+        payload,
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct ServerStream {
+    carry: Vec<u8>,
+    payload_left: usize,
+    passthrough: bool,
+    ended: bool,
+}
+
+impl ServerStream {
+    /// Scans one read; returns the bytes to forward instead, if they differ.
+    pub fn process(&mut self, chunk: &[u8], handler: &mut impl ServerHandler) -> Option<Vec<u8>> {
+        if self.ended {
+            return Some(Vec::new());
+        }
+        if self.passthrough {
+            return None;
+        }
+        let carried = !self.carry.is_empty();
+        let owned;
+        let data: &[u8] = if carried {
+            let mut d = std::mem::take(&mut self.carry);
+            d.extend_from_slice(chunk);
+            owned = d;
+            &owned
+        } else {
+            chunk
+        };
+        let mut edit = Editor::default();
+        let mut pos = 0;
+        let mut cut = data.len();
+        loop {
+            if self.payload_left > 0 {
+                let n = self.payload_left.min(data.len() - pos);
+                pos += n;
+                self.payload_left -= n;
+                if self.payload_left > 0 {
+                    break;
+                }
+            }
+            let Some(rest) = data.get(pos..).filter(|r| !r.is_empty()) else {
+                break;
+            };
+            match parse_server_line(rest) {
+                Line::Incomplete => {
+                    self.carry = rest.to_vec();
+                    cut = pos;
+                    break;
+                }
+                Line::TooLong => {
+                    self.passthrough = true;
+                    break;
+                }
+                Line::Op { op, line_len, payload } => {
+                    let line_end = pos + line_len;
+                    match handler.op(&op) {
+                        ServerEdit::Keep => {}
+                        ServerEdit::KeepThenInsert(with) => edit.replace(data, line_end, line_end, &with),
+                        ServerEdit::Replace(with) => edit.replace(data, pos, line_end, &with),
+                        ServerEdit::ReplaceThenEnd(with) => {
+                            edit.replace(data, pos, data.len(), &with);
+                            self.ended = true;
+                            return edit.finish(data, data.len());
+                        }
+                    }
+                    self.payload_left = payload;
+                    pos = line_end;
+                }
+            }
+        }
+        match edit.finish(data, cut) {
+            Some(out) => Some(out),
+            None if carried || cut < data.len() => Some(data.get(..cut).unwrap_or_default().to_vec()),
+            None => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Replaces every PONG with -ERR and records message subjects.
+    #[derive(Default)]
+    struct Swap {
+        subjects: Vec<Vec<u8>>,
+        infos: usize,
+    }
+
+    impl ServerHandler for Swap {
+        fn op(&mut self, op: &ServerOp<'_>) -> ServerEdit {
+            match op {
+                ServerOp::Msg { subject } => {
+                    self.subjects.push(subject.to_vec());
+                    ServerEdit::Keep
+                }
+                ServerOp::Pong => ServerEdit::Replace(b"-ERR 'x'\r\n".to_vec()),
+                ServerOp::Info { .. } => {
+                    self.infos += 1;
+                    ServerEdit::KeepThenInsert(b"+OK\r\n".to_vec())
+                }
+                _ => ServerEdit::Keep,
+            }
+        }
+    }
+
+    const STREAM: &[u8] = b"INFO {\"max_payload\":1048576}\r\nPONG\r\nMSG a.b 1 5\r\nPONG!\r\n\
+HMSG _INBOX.x.1 2 _INBOX.r 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPING\r\nPONG\r\n";
+    const WANT: &[u8] = b"INFO {\"max_payload\":1048576}\r\n+OK\r\n-ERR 'x'\r\nMSG a.b 1 5\r\nPONG!\r\n\
+HMSG _INBOX.x.1 2 _INBOX.r 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPING\r\n-ERR 'x'\r\n";
+
+    fn feed(chunks: &[&[u8]], h: &mut Swap) -> Vec<u8> {
+        let mut s = ServerStream::default();
+        let mut out = Vec::new();
+        for c in chunks {
+            match s.process(c, h) {
+                Some(r) => out.extend(r),
+                None => out.extend_from_slice(c),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn edits_only_control_lines_never_payloads() {
+        let mut h = Swap::default();
+        assert_eq!(feed(&[STREAM], &mut h), WANT);
+        assert_eq!(h.subjects, vec![b"a.b".to_vec(), b"_INBOX.x.1".to_vec()]);
+        assert_eq!(h.infos, 1);
+    }
+
+    #[test]
+    fn unedited_reads_are_forwarded_as_they_are() {
+        let mut s = ServerStream::default();
+        assert_eq!(s.process(b"MSG a 1 2\r\nhi\r\nPING\r\n", &mut Swap::default()), None);
+    }
+
+    #[test]
+    fn every_split_point_gives_the_same_output() {
+        for at in 0..=STREAM.len() {
+            let mut h = Swap::default();
+            assert_eq!(feed(&[&STREAM[..at], &STREAM[at..]], &mut h), WANT, "split at {at}");
+            assert_eq!(h.subjects.len(), 2, "split at {at}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512), split in 0usize..512) {
+            let at = split.min(data.len());
+            let _ = feed(&[&data[..at], &data[at..]], &mut Swap::default());
+        }
+    }
+}

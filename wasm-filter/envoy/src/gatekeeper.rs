@@ -1,0 +1,261 @@
+//! Admission of one message for a tenant, the same for every protocol: size, then in-flight,
+//! then rate (in-flight first because taking a slot can be undone and spending rate cannot);
+//! then what the tenant's mode says to do when a limit is exhausted — count it (dryRun), refuse
+//! it (reject), or hold the connection (delay) within the queue's bounds.
+
+use std::rc::Rc;
+use weighstation_core::limits::{RateLimit, Reason};
+
+use crate::tenancy::Attributed;
+use crate::{shared, waiters};
+
+/// How often a message held for in-flight capacity is retried when nothing wakes it sooner.
+const INFLIGHT_POLL_NS: u64 = 5_000_000;
+
+/// In-flight counters a request holds until its reply (or timeout, or the connection's close).
+#[derive(Debug, Clone)]
+pub struct InFlightSlot {
+    tenant_key: Rc<str>,
+    override_key: Option<Rc<str>>,
+}
+
+impl InFlightSlot {
+    pub fn release(&self) {
+        shared::release(&self.tenant_key);
+        if let Some(k) = &self.override_key {
+            shared::release(k);
+        }
+    }
+}
+
+/// One message to decide.
+pub struct Ask<'a> {
+    pub who: &'a Attributed,
+    /// The most specific override for the message's subject or topic.
+    pub over: Option<usize>,
+    pub bytes: u64,
+    /// Messages in the batch (Kafka); 1 for NATS.
+    pub messages: u64,
+    /// The message awaits a reply and counts against inFlight.
+    pub awaits_reply: bool,
+    pub now: u64,
+    /// The stream context deciding, for hold registration.
+    pub me: u32,
+}
+
+#[derive(Debug)]
+pub enum Admit {
+    Forward(Option<InFlightSlot>),
+    Hold,
+    /// Refused for this reason; the detail reads "<limit> limit of tenant <t>: …".
+    Refuse(Reason, String),
+}
+
+/// Per connection: when its held message started waiting.
+#[derive(Debug, Default)]
+pub struct Held {
+    since: Option<u64>,
+}
+
+impl Held {
+    /// Gives back the queue place of a held message (it was admitted, refused or its connection
+    /// closed).
+    pub fn end(&mut self, who: &Attributed, me: u32) -> Option<u64> {
+        let since = self.since.take()?;
+        shared::release(&who.keys.queue);
+        who.metrics.queue_depth(-1);
+        waiters::release(me);
+        Some(since)
+    }
+}
+
+enum Check {
+    Admit(Option<InFlightSlot>),
+    TooLarge(String),
+    Exhausted {
+        reason: Reason,
+        retry_ns: Option<u64>,
+        detail: String,
+    },
+}
+
+fn rate_detail(tenant: &str, limit: &RateLimit, mps: Option<u64>, bps: Option<u64>) -> String {
+    let mut parts = Vec::new();
+    if let (Some(_), Some(m)) = (limit.messages, mps) {
+        parts.push(format!("{m} messages/s"));
+    }
+    if let (Some(_), Some(b)) = (limit.bytes, bps) {
+        parts.push(format!("{b} bytes/s"));
+    }
+    format!("rate limit of tenant {tenant}: {}", parts.join(" and "))
+}
+
+fn check(ask: &Ask<'_>) -> Check {
+    let who = ask.who;
+    let (Some(tenant), Some(plan)) = (who.tenant(), who.plan()) else {
+        return Check::Admit(None);
+    };
+    let name = &tenant.name;
+    let over = ask.over.and_then(|i| {
+        Some((
+            plan.overrides.get(i)?,
+            who.keys.overrides.get(i)?,
+            tenant.overrides.get(i)?,
+        ))
+    });
+
+    let max = over
+        .and_then(|(o, _, _)| o.max_message_bytes)
+        .or(tenant.limits.max_message_bytes);
+    if let Some(max) = max.filter(|m| ask.bytes > *m) {
+        return Check::TooLarge(format!(
+            "maxMessageBytes limit of tenant {name}: {} bytes is over {max}",
+            ask.bytes
+        ));
+    }
+
+    let mut slot = None;
+    if ask.awaits_reply {
+        let inflight_exhausted = |limit: u64| Check::Exhausted {
+            reason: Reason::InFlight,
+            retry_ns: None,
+            detail: format!("inFlight limit of tenant {name}: {limit} requests awaiting a reply"),
+        };
+        if !shared::acquire(&who.keys.in_flight, tenant.limits.in_flight) {
+            return inflight_exhausted(tenant.limits.in_flight.unwrap_or_default());
+        }
+        let mut override_key = None;
+        if let Some((o, keys, _)) = over.filter(|(o, _, _)| o.in_flight.is_some()) {
+            if !shared::acquire(&keys.in_flight, o.in_flight) {
+                shared::release(&who.keys.in_flight);
+                return inflight_exhausted(o.in_flight.unwrap_or_default());
+            }
+            override_key = Some(keys.in_flight.clone());
+        }
+        slot = Some(InFlightSlot {
+            tenant_key: who.keys.in_flight.clone(),
+            override_key,
+        });
+    }
+
+    let rate_checks = over
+        .filter(|(o, _, _)| !o.rate.is_unlimited())
+        .map(|(o, k, raw)| {
+            (
+                &o.rate,
+                k.rate.as_str(),
+                raw.limits.messages_per_second,
+                raw.limits.bytes_per_second,
+            )
+        })
+        .into_iter()
+        .chain((!plan.rate.is_unlimited()).then_some((
+            &plan.rate,
+            who.keys.rate.as_str(),
+            tenant.limits.messages_per_second,
+            tenant.limits.bytes_per_second,
+        )));
+    for (limit, key, mps, bps) in rate_checks {
+        let wait = std::cell::Cell::new(0);
+        let (_, admitted) = shared::update::<2>(key, |state| {
+            match limit.check_batch(state, ask.now, ask.messages, ask.bytes) {
+                Ok(next) => Some(next),
+                Err(w) => {
+                    wait.set(w);
+                    None
+                }
+            }
+        });
+        if !admitted {
+            if let Some(s) = &slot {
+                s.release();
+            }
+            return Check::Exhausted {
+                reason: Reason::Rate,
+                retry_ns: Some(wait.get()),
+                detail: rate_detail(name, limit, mps, bps),
+            };
+        }
+    }
+    Check::Admit(slot)
+}
+
+/// Decides one message, applying the tenant's mode and onLimit.
+pub fn admit(ask: &Ask<'_>, held: &mut Held) -> Admit {
+    let who = ask.who;
+    let Some(tenant) = who.tenant() else {
+        return Admit::Forward(None);
+    };
+    let m = &who.metrics;
+    match check(ask) {
+        Check::Admit(slot) => {
+            if let Some(since) = held.end(who, ask.me) {
+                m.delayed(ask.now.saturating_sub(since));
+            }
+            m.accepted(ask.messages, ask.bytes);
+            Admit::Forward(slot)
+        }
+        Check::TooLarge(_) if tenant.dry_run => {
+            m.would_refuse(Reason::Size, ask.messages);
+            m.accepted(ask.messages, ask.bytes);
+            Admit::Forward(None)
+        }
+        Check::TooLarge(detail) => {
+            m.refused(Reason::Size, ask.messages);
+            Admit::Refuse(Reason::Size, detail)
+        }
+        Check::Exhausted { reason, .. } if tenant.dry_run => {
+            m.would_refuse(reason, ask.messages);
+            m.accepted(ask.messages, ask.bytes);
+            Admit::Forward(None)
+        }
+        Check::Exhausted { reason, detail, .. } if tenant.reject => {
+            m.refused(reason, ask.messages);
+            Admit::Refuse(reason, detail)
+        }
+        Check::Exhausted { retry_ns, detail, .. } => hold(ask, held, retry_ns, detail),
+    }
+}
+
+/// onLimit: delay. The first held message of a connection takes a place in the tenant's queue;
+/// it is refused when the queue is full or when it could not be admitted within maxWait.
+fn hold(ask: &Ask<'_>, held: &mut Held, retry_ns: Option<u64>, detail: String) -> Admit {
+    let who = ask.who;
+    let Some(tenant) = who.tenant() else {
+        return Admit::Forward(None);
+    };
+    let name = &tenant.name;
+    let since = match held.since {
+        Some(s) => s,
+        None => {
+            if !shared::acquire(&who.keys.queue, tenant.limits.queue_max_messages) {
+                who.metrics.refused(Reason::Queue, ask.messages);
+                let max = tenant.limits.queue_max_messages.unwrap_or_default();
+                return Admit::Refuse(
+                    Reason::Queue,
+                    format!("queue limit of tenant {name}: {max} messages already held ({detail})"),
+                );
+            }
+            who.metrics.queue_depth(1);
+            held.since = Some(ask.now);
+            ask.now
+        }
+    };
+    let max_wait_ns = tenant
+        .limits
+        .queue_max_wait_ms
+        .map_or(u64::MAX, |ms| ms.saturating_mul(1_000_000));
+    let deadline = since.saturating_add(max_wait_ns);
+    let wake_at = ask.now.saturating_add(retry_ns.unwrap_or(INFLIGHT_POLL_NS));
+    if ask.now >= deadline || (retry_ns.is_some() && wake_at > deadline) {
+        held.end(who, ask.me);
+        who.metrics.refused(Reason::Queue, ask.messages);
+        let ms = tenant.limits.queue_max_wait_ms.unwrap_or_default();
+        return Admit::Refuse(
+            Reason::Queue,
+            format!("queue limit of tenant {name}: not admitted within maxWait {ms}ms ({detail})"),
+        );
+    }
+    waiters::hold(ask.me, name, wake_at.min(deadline));
+    Admit::Hold
+}

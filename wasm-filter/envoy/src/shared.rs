@@ -1,0 +1,70 @@
+//! Limiter state in Envoy shared data: one entry per key, visible to every worker's VM with the
+//! same vm_id, updated by compare-and-swap. Keys name the protocol, tenant and limit, so state
+//! survives reloads that do not change the limit (rate keys include the limit's fingerprint).
+
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::Status;
+
+const CAS_ATTEMPTS: usize = 32;
+
+fn decode<const N: usize>(bytes: Option<Vec<u8>>) -> [u64; N] {
+    let mut out = [0u64; N];
+    if let Some(b) = bytes {
+        for (slot, chunk) in out.iter_mut().zip(b.chunks_exact(8)) {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(chunk);
+            *slot = u64::from_le_bytes(a);
+        }
+    }
+    out
+}
+
+fn encode<const N: usize>(v: [u64; N]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Applies `f` to the value at `key` atomically. `f` returns the new value, or None to leave it
+/// (a refusal). Returns what `f` saw and whether it was stored. If the host refuses shared data
+/// altogether the update fails open: a broken store must not stop traffic.
+pub fn update<const N: usize>(key: &str, f: impl Fn([u64; N]) -> Option<[u64; N]>) -> ([u64; N], bool) {
+    for _ in 0..CAS_ATTEMPTS {
+        let (bytes, cas) = match hostcalls::get_shared_data(key) {
+            Ok(v) => v,
+            Err(e) => {
+                log::warn!("weighstation: shared data {key} unreadable: {e:?}");
+                return ([0; N], true);
+            }
+        };
+        let current = decode::<N>(bytes);
+        let Some(next) = f(current) else {
+            return (current, false);
+        };
+        match hostcalls::set_shared_data(key, Some(&encode(next)), cas) {
+            Ok(()) => return (current, true),
+            Err(Status::CasMismatch) => continue,
+            Err(e) => {
+                log::warn!("weighstation: shared data {key} unwritable: {e:?}");
+                return (current, true);
+            }
+        }
+    }
+    log::warn!("weighstation: shared data {key} contended past {CAS_ATTEMPTS} attempts; admitting");
+    ([0; N], true)
+}
+
+pub fn read(key: &str) -> u64 {
+    decode::<1>(hostcalls::get_shared_data(key).ok().and_then(|(b, _)| b))[0]
+}
+
+/// Increments the counter if it is below `max` (None: no bound). True if incremented.
+pub fn acquire(key: &str, max: Option<u64>) -> bool {
+    update::<1>(key, |[n]| match max {
+        Some(m) if n >= m => None,
+        _ => Some([n + 1]),
+    })
+    .1
+}
+
+pub fn release(key: &str) {
+    update::<1>(key, |[n]| Some([n.saturating_sub(1)]));
+}
