@@ -34,6 +34,7 @@ func serve(args []string) int {
 	fs.StringVar(&g.Wasm.File, "wasm-file", "", "path of the filter module Envoy loads")
 	fs.StringVar(&g.Wasm.URL, "wasm-url", "", "URL Envoy fetches the filter module from (with --wasm-sha256)")
 	fs.StringVar(&g.Wasm.SHA256, "wasm-sha256", "", "sha256 of the module at --wasm-url")
+	serveWasm := fs.String("serve-wasm", "", "serve this filter module at "+WasmPath+" on the HTTP listener; Envoy fetches it (through `weighstation bootstrap --wasm-host`) pinned by its sha256, from --wasm-url if given")
 	debounce := fs.Duration("debounce", 200*time.Millisecond, "quiet time after a policy file change before reloading")
 	poll := fs.Duration("poll", 5*time.Second, "re-read interval backing up the file watcher")
 	if err := fs.Parse(args); err != nil {
@@ -41,9 +42,14 @@ func serve(args []string) int {
 	}
 	g.BufferLimitBytes = uint32(*bufferLimit)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	module, err := resolveServedWasm(&g.Wasm, *serveWasm, *httpListen)
+	if err != nil {
+		log.Error(err.Error())
+		return 2
+	}
 	if g.Wasm.URL == "" {
 		if g.Wasm.File == "" {
-			log.Error("one of --wasm-file or --wasm-url is required")
+			log.Error("one of --wasm-file, --wasm-url or --serve-wasm is required")
 			return 2
 		}
 		abs, err := filepath.Abs(g.Wasm.File)
@@ -74,8 +80,13 @@ func serve(args []string) int {
 		log.Error("http listen", "err", err)
 		return 1
 	}
+	handler := status.Handler(status.Sources{State: ctrl.State, Nodes: server.Nodes})
+	if module != nil {
+		handler = withWasm(handler, module)
+		log.Info("serving the filter module", "path", WasmPath, "url", g.Wasm.URL, "sha256", module.sha256)
+	}
 	httpSrv := &http.Server{
-		Handler:           status.Handler(status.Sources{State: ctrl.State, Nodes: server.Nodes}),
+		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	errs := make(chan error, 3)

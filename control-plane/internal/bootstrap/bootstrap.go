@@ -33,6 +33,10 @@ type Options struct {
 	// Metrics is an optional host:port for a listener that exposes only the admin's
 	// /stats/prometheus and /ready, so the admin itself can stay on localhost (as in the chart).
 	Metrics string
+	// WaitForXDS keeps Envoy initializing (and /ready failing) until the control plane has sent
+	// its clusters and listeners, instead of going live without them after Envoy's default 15s
+	// initial fetch timeout: a pod must not become ready with no client listeners.
+	WaitForXDS bool
 }
 
 const (
@@ -139,6 +143,9 @@ func Render(o Options) ([]byte, error) {
 	ads := &corev3.ConfigSource{
 		ResourceApiVersion:    corev3.ApiVersion_V3,
 		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+	}
+	if o.WaitForXDS {
+		ads.InitialFetchTimeout = durationpb.New(0)
 	}
 	b := &bootstrapv3.Bootstrap{
 		Node: &corev3.Node{Id: o.NodeID, Cluster: "weighstation"},
