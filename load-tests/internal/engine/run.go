@@ -42,6 +42,7 @@ type TargetResult struct {
 // Progress is a snapshot for the live progress line.
 type Progress struct {
 	Elapsed, Total time.Duration
+	Warmup         bool
 	Active         string        // the target holding the load now
 	Rate           float64       // completions per second since the last snapshot
 	P99            time.Duration // of the completions since the last snapshot
@@ -134,6 +135,7 @@ func (e *Engine) reportProgress(progress func(Progress)) (stop func()) {
 					Rate:     float64(h.TotalCount()) / now.Sub(last).Seconds(),
 					P99:      time.Duration(h.ValueAtQuantile(99)) * time.Microsecond,
 					InFlight: e.inFlight.Load(),
+					Warmup:   elapsed < e.plan.Warmup,
 				}
 				if elapsed < total {
 					p.Active = e.targets[e.activeAt(elapsed)].name

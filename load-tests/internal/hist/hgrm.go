@@ -21,7 +21,7 @@ const ticksPerHalfDistance = 5
 func WriteHgrm(w io.Writer, h *hdrhistogram.Histogram) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "%12s %14s %10s %14s\n\n", "Value", "Percentile", "TotalCount", "1/(1-Percentile)")
-	for _, p := range percentileListing(h) {
+	for _, p := range Listing(h) {
 		if p.Quantile >= 1 {
 			fmt.Fprintf(bw, "%12.3f %2.12f %10d\n", p.ValueMs, 1.0, p.TotalCount)
 			continue
@@ -34,11 +34,12 @@ func WriteHgrm(w io.Writer, h *hdrhistogram.Histogram) error {
 	return bw.Flush()
 }
 
-// percentileListing walks h's buckets the way Java's PercentileIterator does: reporting levels
-// start at 0% and step by 100/(ticks·2^k), where 2^k halves the remaining distance to 100%, so
-// the tail gets ever finer lines; each level is reported at the first bucket whose cumulative
-// count reaches it. (The Go library's own iterator reports some tail levels one bucket late.)
-func percentileListing(h *hdrhistogram.Histogram) []Point {
+// Listing is h's percentile distribution: the lines of its .hgrm file, and the points of its
+// plot. Like Java's PercentileIterator, reporting levels start at 0% and step by
+// 100/(ticks·2^k), where 2^k halves the remaining distance to 100%, so the tail gets ever finer
+// lines; each level is reported at the first bucket whose cumulative count reaches it. (The Go
+// library's own iterator reports some tail levels one bucket late.)
+func Listing(h *hdrhistogram.Histogram) []Point {
 	total := h.TotalCount()
 	if total == 0 {
 		return nil

@@ -1,0 +1,21 @@
+package machine
+
+import (
+	"testing"
+	"time"
+)
+
+// Spinning a core shows as busy CPU.
+func TestSeesBusyCPU(t *testing.T) {
+	m := Start()
+	end := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(end) {
+	}
+	l := m.Stop()
+	if l.Cores < 1 || l.CPUBusyPercent < 100/float64(l.Cores)*0.5 || l.CPUBusyPercent > 100 {
+		t.Fatalf("%+v: one spinning core of %d should show as at least half of its share", l, l.Cores)
+	}
+	if l.LoadAvgAfter == [3]float64{} {
+		t.Errorf("no load average read")
+	}
+}

@@ -1,0 +1,62 @@
+package scenario
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// natsConn connects to ep's NATS address with the run's credentials. Refusals the server or
+// gateway reports asynchronously (-ERR 'Permissions Violation …') are counted in refused.
+func natsConn(cfg Config, addr, role string, refused *atomic.Int64) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name("weighstation-bench-" + role),
+		nats.Timeout(5 * time.Second),
+		// Keep the whole run's messages buffered rather than lose them if the client reconnects.
+		nats.ReconnectBufSize(64 << 20),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if isRefusalText(err.Error()) {
+				refused.Add(1)
+			}
+		}),
+	}
+	if cfg.NATSUser != "" {
+		opts = append(opts, nats.UserInfo(cfg.NATSUser, cfg.NATSPassword))
+	}
+	nc, err := nats.Connect("nats://"+addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", addr, err)
+	}
+	return nc, nil
+}
+
+// natsPool is a target's publishing connections.
+type natsPool struct {
+	conns   []*nats.Conn
+	refused atomic.Int64
+}
+
+func openPool(cfg Config, addr, role string) (*natsPool, error) {
+	p := &natsPool{}
+	for i := range cfg.Connections {
+		nc, err := natsConn(cfg, addr, fmt.Sprintf("%s-%d", role, i), &p.refused)
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		p.conns = append(p.conns, nc)
+	}
+	return p, nil
+}
+
+func (p *natsPool) close() {
+	for _, nc := range p.conns {
+		nc.Close()
+	}
+}
+
+func subjectPrefix(cfg Config, ep Endpoint) string {
+	return "weighstation.bench." + cfg.RunID + "." + ep.Name
+}
