@@ -57,11 +57,18 @@ KUBERNETES_VALIDATE_VERSION=1.37.0   # PyPI; ships the Kubernetes JSON schemas
 K8S_SCHEMA_VERSIONS="1.29.0 1.37.0"  # the oldest and newest Kubernetes the chart supports
 PROMTOOL_DEBIAN_VERSION=2.42.0+ds-5+deb12u1
 
+# With the -X flags of helm's own release build: otherwise it reports no version and assumes
+# Kubernetes 1.20 (for kubeVersion checks, lint deprecations and install --dry-run).
+HELM_K8S_MINOR=37  # the k8s.io/client-go minor version helm $HELM_VERSION is built with
 install_helm() {
-  stamp_ok helm "$HELM_VERSION" && [ -x "$TOOLS/bin/helm" ] && return
+  stamp_ok helm "$HELM_VERSION-k8s1.$HELM_K8S_MINOR" && [ -x "$TOOLS/bin/helm" ] && return
   say "helm $HELM_VERSION (go install)"
-  GOBIN="$TOOLS/bin" go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-  stamp_set helm "$HELM_VERSION"
+  local x=""
+  x+=" -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  x+=" -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$HELM_K8S_MINOR"
+  x+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$HELM_K8S_MINOR"
+  GOBIN="$TOOLS/bin" go install -ldflags="$x" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  stamp_set helm "$HELM_VERSION-k8s1.$HELM_K8S_MINOR"
 }
 
 install_kubeconform() {

@@ -1,0 +1,127 @@
+{{/* Names */}}
+{{- define "weighstation.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "weighstation.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "weighstation.controlPlane.fullname" -}}{{ include "weighstation.fullname" . }}-control-plane{{- end -}}
+{{- define "weighstation.envoy.fullname" -}}{{ include "weighstation.fullname" . }}-envoy{{- end -}}
+{{- define "weighstation.policies.name" -}}
+{{- .Values.policies.existingConfigMap | default (printf "%s-policies" (include "weighstation.fullname" .)) -}}
+{{- end -}}
+
+{{/* Labels; call with (dict "root" $ "component" "envoy") */}}
+{{- define "weighstation.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "weighstation.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "weighstation.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "weighstation.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: weighstation
+{{- end -}}
+
+{{/* image reference; call with (dict "image" .Values.x.image "default" tag) */}}
+{{- define "weighstation.image" -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" .image.repository .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .image.repository (.image.tag | default .default) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Addresses the Envoy pods use to reach the control plane. */}}
+{{- define "weighstation.controlPlane.host" -}}
+{{- printf "%s.%s.svc.%s" (include "weighstation.controlPlane.fullname" .) .Release.Namespace .Values.clusterDomain -}}
+{{- end -}}
+{{- define "weighstation.controlPlane.xds" -}}
+{{- printf "%s:%d" (include "weighstation.controlPlane.host" .) (int .Values.controlPlane.xdsPort) -}}
+{{- end -}}
+{{- define "weighstation.controlPlane.http" -}}
+{{- printf "%s:%d" (include "weighstation.controlPlane.host" .) (int .Values.controlPlane.httpPort) -}}
+{{- end -}}
+
+{{/* Upstreams the control plane supports today: the first NATS seed URL and the first broker. */}}
+{{- define "weighstation.nats.upstream" -}}
+{{- first .Values.nats.servers | trimPrefix "nats://" -}}
+{{- end -}}
+{{- define "weighstation.kafka.upstream" -}}
+{{- first .Values.kafka.brokers -}}
+{{- end -}}
+
+{{/* Checks values.schema.json cannot express. */}}
+{{- define "weighstation.validate" -}}
+{{- if not (or .Values.nats.enabled .Values.kafka.enabled) -}}
+{{- fail "weighstation: enable at least one of nats.enabled and kafka.enabled: with neither, the gateway has nothing to forward" -}}
+{{- end -}}
+{{- if and .Values.nats.enabled .Values.kafka.enabled (eq (int .Values.nats.port) (int .Values.kafka.port)) -}}
+{{- fail (printf "weighstation: nats.port and kafka.port are both %d: each listener needs its own port" (int .Values.nats.port)) -}}
+{{- end -}}
+{{- $envoyPorts := list (int .Values.envoy.adminPort) (int .Values.envoy.metricsPort) -}}
+{{- if eq (index $envoyPorts 0) (index $envoyPorts 1) -}}
+{{- fail "weighstation: envoy.adminPort and envoy.metricsPort must differ" -}}
+{{- end -}}
+{{- range $p := list (list "nats" .Values.nats) (list "kafka" .Values.kafka) -}}
+{{- $v := index $p 1 -}}
+{{- if and $v.enabled (has (int $v.port) $envoyPorts) -}}
+{{- fail (printf "weighstation: %s.port %d collides with Envoy's admin or metrics port" (index $p 0) (int $v.port)) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (not .Values.policies.existingConfigMap) (not .Values.policies.files) -}}
+{{- fail "weighstation: set policies.files or policies.existingConfigMap: the control plane needs a policy directory (one GatewayDefaults and a LimitPolicy for its default tenant)" -}}
+{{- end -}}
+{{- if and .Values.envoy.autoscaling.enabled (lt (int .Values.envoy.autoscaling.maxReplicas) (int .Values.envoy.autoscaling.minReplicas)) -}}
+{{- fail "weighstation: envoy.autoscaling.maxReplicas is below minReplicas" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Default topology spread: across zones, then nodes, best effort. */}}
+{{- define "weighstation.topologySpread" -}}
+{{- if .constraints -}}
+{{ toYaml .constraints }}
+{{- else -}}
+- maxSkew: 1
+  topologyKey: topology.kubernetes.io/zone
+  whenUnsatisfiable: ScheduleAnyway
+  labelSelector:
+    matchLabels:
+      {{- include "weighstation.selectorLabels" (dict "root" .root "component" .component) | nindent 6 }}
+- maxSkew: 1
+  topologyKey: kubernetes.io/hostname
+  whenUnsatisfiable: ScheduleAnyway
+  labelSelector:
+    matchLabels:
+      {{- include "weighstation.selectorLabels" (dict "root" .root "component" .component) | nindent 6 }}
+{{- end -}}
+{{- end -}}
+
+{{- define "weighstation.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: [ALL]
+{{- end -}}
+
+{{/* A bash command sending one HTTP request to Envoy's admin on localhost and failing unless
+it answers 200 (the official image has bash but no curl). */}}
+{{- define "weighstation.envoy.adminRequest" -}}
+{{- $crlf := "\\r\\n" -}}
+{{- printf "exec 3<>/dev/tcp/127.0.0.1/%d && printf '%s %s HTTP/1.1%sHost: localhost%sConnection: close%s%s' >&3 && head -n1 <&3 | grep -q ' 200 '" (int .port) .method .path $crlf $crlf $crlf $crlf -}}
+{{- end -}}
