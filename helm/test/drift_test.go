@@ -1,0 +1,284 @@
+package charttest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The chart holds no Envoy configuration of its own. The Envoy pod's init container runs
+// `weighstation bootstrap` from the control-plane image (the code the local stack and `make
+// test` use), and listeners and clusters arrive over xDS from the same control plane. This test
+// runs the init container's exact arguments through the real binary and checks the result
+// against the rendered objects: if a flag is renamed, a port or Service name drifts, or the
+// bootstrap stops pointing at the control plane, it fails.
+func TestEnvoyBootstrapIsRenderedByTheControlPlaneBinary(t *testing.T) {
+	for name, file := range valueSets(t) {
+		t.Run(name, func(t *testing.T) {
+			ms := mustRender(t, []string{file})
+			cpDeploy := ms.find(t, "Deployment", "-control-plane")
+			cpSvc := ms.find(t, "Service", "-control-plane")
+			envoyDeploy := ms.find(t, "Deployment", "-envoy")
+			cp := container(t, cpDeploy, "containers", "control-plane")
+			initC := container(t, envoyDeploy, "initContainers", "bootstrap")
+			envoy := container(t, envoyDeploy, "containers", "envoy")
+
+			if initC["image"] != cp["image"] {
+				t.Errorf("bootstrap runs %v, the control plane %v: one image must render both", initC["image"], cp["image"])
+			}
+			args := expandDownwardAPI(t, initC)
+			if args[0] != "bootstrap" {
+				t.Fatalf("init container runs %v, not `weighstation bootstrap`", args)
+			}
+			out, ok := flagValue(args, "output")
+			if !ok || out != "/etc/envoy/bootstrap.json" {
+				t.Errorf("bootstrap --output=%q", out)
+			}
+			if cfg, _ := flagValue(strings_(envoy["args"]), "config-path"); cfg != out {
+				t.Errorf("Envoy reads %q, the init container writes %q", cfg, out)
+			}
+			if mountPath(t, initC, "bootstrap") != "/etc/envoy" || mountPath(t, envoy, "bootstrap") != "/etc/envoy" {
+				t.Error("the init container and Envoy do not share /etc/envoy")
+			}
+			path := filepath.Join(t.TempDir(), "bootstrap.json")
+			if stdout, stderr, code := run(t, nil, weighBin, setFlag(args, "output", path)...); code != 0 {
+				t.Fatalf("weighstation %s: exit %d\n%s%s", strings.Join(args, " "), code, stdout, stderr)
+			}
+			b := readBootstrap(t, path)
+
+			if b.Node.ID != "ws-weighstation-envoy-7d9f8-x2x4q" {
+				t.Errorf("node id %q, want the pod name", b.Node.ID)
+			}
+			svcHost := fmt.Sprintf("%s.%s.svc.cluster.local", cpSvc.name(), namespace)
+			if got, want := b.cluster(t, "weighstation_xds"), net.JoinHostPort(svcHost, strconv.Itoa(servicePort(t, cpSvc, "xds"))); got != want {
+				t.Errorf("Envoy's ADS cluster points at %s, the control plane Service is %s", got, want)
+			}
+			if got, want := b.cluster(t, "weighstation_wasm"), net.JoinHostPort(svcHost, strconv.Itoa(servicePort(t, cpSvc, "http"))); got != want {
+				t.Errorf("Envoy fetches the module from %s, the control plane serves it at %s", got, want)
+			}
+			if b.DynamicResources.LDS.InitialFetchTimeout != "0s" || b.DynamicResources.CDS.InitialFetchTimeout != "0s" {
+				t.Error("Envoy may go ready without listeners: the bootstrap does not wait for xDS")
+			}
+
+			// The control plane listens where its Service sends Envoy, and serves the module
+			// under the URL it pins in xDS.
+			cpArgs := strings_(cp["args"])
+			for flag, port := range map[string]string{"xds-listen": "xds", "http-listen": "http"} {
+				v, _ := flagValue(cpArgs, flag)
+				if v != ":"+strconv.Itoa(containerPort(t, cp, port)) {
+					t.Errorf("--%s=%s, container port %s is %d", flag, v, port, containerPort(t, cp, port))
+				}
+			}
+			if u, _ := flagValue(cpArgs, "wasm-url"); u != "http://"+b.cluster(t, "weighstation_wasm")+"/wasm/weighstation_filter.wasm" {
+				t.Errorf("--wasm-url=%s does not name the module on the control plane Service", u)
+			}
+
+			// Admin on localhost only; the metrics listener on the port probes and scrapes use.
+			adminPort := strconv.Itoa(b.Admin.Address.SocketAddress.PortValue)
+			if b.Admin.Address.SocketAddress.Address != "127.0.0.1" {
+				t.Errorf("Envoy admin bound to %s", b.Admin.Address.SocketAddress.Address)
+			}
+			for _, hook := range [][]string{strings_(get(envoy, "livenessProbe", "exec", "command")), strings_(get(envoy, "lifecycle", "preStop", "exec", "command"))} {
+				if len(hook) != 3 || !strings.Contains(hook[2], "/dev/tcp/127.0.0.1/"+adminPort+" ") {
+					t.Errorf("hook %q does not talk to the admin on 127.0.0.1:%s", hook, adminPort)
+				}
+			}
+			metrics := b.listener(t, "weighstation_metrics")
+			if metrics.Address != "0.0.0.0" || metrics.PortValue != containerPort(t, envoy, "metrics") {
+				t.Errorf("metrics listener on %s:%d, container port metrics is %d", metrics.Address, metrics.PortValue, containerPort(t, envoy, "metrics"))
+			}
+			if get(envoy, "readinessProbe", "httpGet", "port") != "metrics" || get(envoy, "readinessProbe", "httpGet", "path") != "/ready" {
+				t.Errorf("readiness probe %v", get(envoy, "readinessProbe"))
+			}
+
+			// Envoy's client listeners (from xDS) are where the Deployment and Service expect them.
+			for _, proto := range []string{"nats", "kafka"} {
+				listen, _ := flagValue(cpArgs, proto+"-listen")
+				if listen == "" {
+					if hasContainerPort(envoy, proto) {
+						t.Errorf("%s disabled in the control plane but Envoy exposes port %s", proto, proto)
+					}
+					continue
+				}
+				if listen != "0.0.0.0:"+strconv.Itoa(containerPort(t, envoy, proto)) {
+					t.Errorf("--%s-listen=%s, Envoy container port %s is %d", proto, listen, proto, containerPort(t, envoy, proto))
+				}
+			}
+
+			if out, stderr, code := run(t, nil, envoyBin, "--mode", "validate", "-c", path); code != 0 || !strings.Contains(out+stderr, "OK") {
+				t.Errorf("envoy --mode validate: exit %d\n%s%s", code, out, stderr)
+			}
+		})
+	}
+}
+
+// The image the chart runs carries what the chart names: the binary as entrypoint, the module
+// at --serve-wasm, the user the pod runs as, and a module built the way `make wasm` builds it.
+func TestControlPlaneImageCarriesWhatTheChartRuns(t *testing.T) {
+	dockerfile := readFile(t, filepath.Join(root, "control-plane", "Dockerfile"))
+	stages := strings.Split(dockerfile, "\nFROM ")
+	final := stages[len(stages)-1]
+	ms := mustRender(t, nil)
+	cpDeploy := ms.find(t, "Deployment", "-control-plane")
+	cp := container(t, cpDeploy, "containers", "control-plane")
+
+	if !strings.Contains(final, `ENTRYPOINT ["/usr/local/bin/weighstation"]`) || !regexp.MustCompile(`(?m)^COPY --from=go /out/weighstation /usr/local/bin/weighstation$`).MatchString(final) {
+		t.Error("the final stage does not install /usr/local/bin/weighstation as its entrypoint")
+	}
+	if _, ok := cp["command"]; ok {
+		t.Error("the chart overrides the image's entrypoint")
+	}
+	serveWasm, _ := flagValue(strings_(cp["args"]), "serve-wasm")
+	if !regexp.MustCompile(`(?m)^COPY --from=wasm \S+ ` + regexp.QuoteMeta(serveWasm) + `$`).MatchString(final) {
+		t.Errorf("the chart serves %s, which the image's final stage does not install", serveWasm)
+	}
+	user := regexp.MustCompile(`(?m)^USER (\d+):(\d+)$`).FindStringSubmatch(final)
+	if user == nil || fmt.Sprint(get(cpDeploy, "spec", "template", "spec", "securityContext", "runAsUser")) != user[1] {
+		t.Errorf("image USER %v, chart runAsUser %v", user, get(cpDeploy, "spec", "template", "spec", "securityContext", "runAsUser"))
+	}
+	makefile := readFile(t, filepath.Join(root, "Makefile"))
+	m := regexp.MustCompile(`(?m)^\t(?:cd wasm-filter && )?(cargo build [^\n]*)$`).FindStringSubmatch(makefile)
+	if m == nil || !strings.Contains(dockerfile, m[1]) {
+		t.Errorf("the image builds the module differently from `make wasm` (%v)", m)
+	}
+}
+
+func expandDownwardAPI(t *testing.T, c map[string]any) []string {
+	t.Helper()
+	vals := map[string]string{}
+	for _, e := range get(c, "env").([]any) {
+		m := e.(map[string]any)
+		if get(m, "valueFrom", "fieldRef", "fieldPath") == "metadata.name" {
+			vals[m["name"].(string)] = "ws-weighstation-envoy-7d9f8-x2x4q"
+		}
+	}
+	var out []string
+	for _, a := range strings_(c["args"]) {
+		for k, v := range vals {
+			a = strings.ReplaceAll(a, "$("+k+")", v)
+		}
+		if strings.Contains(a, "$(") {
+			t.Fatalf("argument %q references an undefined variable", a)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func mountPath(t *testing.T, c map[string]any, volume string) string {
+	t.Helper()
+	for _, m := range c["volumeMounts"].([]any) {
+		if mm := m.(map[string]any); mm["name"] == volume {
+			return mm["mountPath"].(string)
+		}
+	}
+	return ""
+}
+
+func hasContainerPort(c map[string]any, name string) bool {
+	for _, p := range c["ports"].([]any) {
+		if p.(map[string]any)["name"] == name {
+			return true
+		}
+	}
+	return false
+}
+
+func containerPort(t *testing.T, c map[string]any, name string) int {
+	t.Helper()
+	for _, p := range c["ports"].([]any) {
+		if m := p.(map[string]any); m["name"] == name {
+			return m["containerPort"].(int)
+		}
+	}
+	t.Fatalf("container %v has no port %q", c["name"], name)
+	return 0
+}
+
+// bootstrap is the part of Envoy's bootstrap JSON the tests read.
+type socketAddress struct {
+	Address   string `json:"address"`
+	PortValue int    `json:"portValue"`
+}
+
+type bootstrap struct {
+	Node  struct{ ID string }
+	Admin struct {
+		Address struct {
+			SocketAddress socketAddress `json:"socketAddress"`
+		} `json:"address"`
+	} `json:"admin"`
+	StaticResources struct {
+		Clusters []struct {
+			Name           string
+			LoadAssignment struct {
+				Endpoints []struct {
+					LbEndpoints []struct {
+						Endpoint struct {
+							Address struct {
+								SocketAddress socketAddress `json:"socketAddress"`
+							} `json:"address"`
+						} `json:"endpoint"`
+					} `json:"lbEndpoints"`
+				} `json:"endpoints"`
+			} `json:"loadAssignment"`
+		} `json:"clusters"`
+		Listeners []struct {
+			Name    string
+			Address struct {
+				SocketAddress socketAddress `json:"socketAddress"`
+			} `json:"address"`
+		} `json:"listeners"`
+	} `json:"staticResources"`
+	DynamicResources struct {
+		LDS struct {
+			InitialFetchTimeout string `json:"initialFetchTimeout"`
+		} `json:"ldsConfig"`
+		CDS struct {
+			InitialFetchTimeout string `json:"initialFetchTimeout"`
+		} `json:"cdsConfig"`
+	} `json:"dynamicResources"`
+}
+
+func readBootstrap(t *testing.T, path string) *bootstrap {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bootstrap
+	if err := json.Unmarshal(raw, &b); err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	return &b
+}
+
+// cluster returns a static cluster's single endpoint as host:port.
+func (b *bootstrap) cluster(t *testing.T, name string) string {
+	t.Helper()
+	for _, c := range b.StaticResources.Clusters {
+		if c.Name == name && len(c.LoadAssignment.Endpoints) == 1 && len(c.LoadAssignment.Endpoints[0].LbEndpoints) == 1 {
+			sa := c.LoadAssignment.Endpoints[0].LbEndpoints[0].Endpoint.Address.SocketAddress
+			return net.JoinHostPort(sa.Address, strconv.Itoa(sa.PortValue))
+		}
+	}
+	t.Fatalf("bootstrap has no static cluster %s with one endpoint", name)
+	return ""
+}
+
+func (b *bootstrap) listener(t *testing.T, name string) socketAddress {
+	t.Helper()
+	for _, l := range b.StaticResources.Listeners {
+		if l.Name == name {
+			return l.Address.SocketAddress
+		}
+	}
+	t.Fatalf("bootstrap has no static listener %s", name)
+	return socketAddress{}
+}

@@ -1,0 +1,73 @@
+package charttest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A bad values file is refused before anything reaches the cluster, with a message naming the
+// value and what is wrong with it (values.schema.json, and the chart's own checks for what a
+// schema cannot say).
+func TestBadValuesAreRejectedWithClearMessages(t *testing.T) {
+	cases := []struct {
+		name, values string
+		want         []string
+	}{
+		{"negative replicas", "envoy:\n  replicas: -1\n",
+			[]string{"at '/envoy/replicas': minimum: got -1, want 0"}},
+		{"unknown key (typo)", "envoy:\n  replica: 3\n",
+			[]string{"at '/envoy': additional properties 'replica' not allowed"}},
+		{"unknown top-level key", "kafkaa:\n  enabled: true\n",
+			[]string{"additional properties 'kafkaa' not allowed"}},
+		{"wrong type", "nats:\n  port: \"4222\"\n",
+			[]string{"at '/nats/port': got string, want integer"}},
+		{"port out of range", "kafka:\n  port: 70000\n",
+			[]string{"at '/kafka/port': maximum: got 70,000, want 65,535"}},
+		{"broker without a port", "kafka:\n  brokers: [kafka-0.kafka:9092, kafka-1.kafka]\n",
+			[]string{"at '/kafka/brokers/1'", "does not match pattern"}},
+		{"NATS URL with credentials", "nats:\n  servers: [\"nats://admin:secret@nats:4222\"]\n",
+			[]string{"at '/nats/servers/0'", "does not match pattern"}},
+		{"no brokers", "kafka:\n  brokers: []\n",
+			[]string{"at '/kafka/brokers': minItems: got 0, want 1"}},
+		{"hidden policy file", "policies:\n  files:\n    .acme.yaml: \"x\"\n",
+			[]string{"at '/policies/files': additional properties '.acme.yaml' not allowed"}},
+		{"policy file that is not YAML", "policies:\n  files:\n    acme.json: \"{}\"\n",
+			[]string{"at '/policies/files': additional properties 'acme.json' not allowed"}},
+		{"bad duration", "controlPlane:\n  debounce: fast\n",
+			[]string{"at '/controlPlane/debounce'", "does not match pattern"}},
+		{"bad service type", "envoy:\n  service:\n    type: Ingress\n",
+			[]string{"at '/envoy/service/type'", "value must be one of 'ClusterIP', 'NodePort', 'LoadBalancer'"}},
+		{"bad digest", "envoy:\n  image:\n    digest: latest\n",
+			[]string{"at '/envoy/image/digest'", "does not match pattern"}},
+		{"neither protocol", "nats:\n  enabled: false\nkafka:\n  enabled: false\n",
+			[]string{"enable at least one of nats.enabled and kafka.enabled"}},
+		{"listeners on one port", "nats:\n  port: 9092\n",
+			[]string{"nats.port and kafka.port are both 9092: each listener needs its own port"}},
+		{"listener on the metrics port", "kafka:\n  port: 9102\n",
+			[]string{"kafka.port 9102 collides with Envoy's admin or metrics port"}},
+		{"no policies at all", "policies:\n  files: null\n",
+			[]string{"set policies.files or policies.existingConfigMap"}},
+		{"HPA max below min", "envoy:\n  autoscaling:\n    enabled: true\n    minReplicas: 5\n    maxReplicas: 2\n",
+			[]string{"envoy.autoscaling.maxReplicas is below minReplicas"}},
+	}
+	dir := t.TempDir()
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".yaml")
+			if err := os.WriteFile(f, []byte(c.values), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, code := render(t, kubeVersions[i%len(kubeVersions)], []string{f})
+			if code == 0 {
+				t.Fatalf("accepted:\n%s", c.values)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("error does not say %q:\n%s", w, stderr)
+				}
+			}
+		})
+	}
+}
