@@ -12,6 +12,12 @@ import (
 	"github.com/weighstation/weighstation/control-plane/internal/localstack"
 )
 
+// testTenants have a policy each in testdata/tenants.yaml and a NATS user of the same name.
+var testTenants = []string{
+	"size-enforce", "size-dry", "rate-reject", "rate-delay", "rate-dry", "queue-tight",
+	"inflight-delay", "inflight-reject", "conns", "override", "iso-a", "iso-b",
+}
+
 var (
 	stack     *localstack.Stack
 	ports     localstack.Ports
@@ -38,6 +44,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if err := copyDir("testdata", policyDir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	ports, err = localstack.FreePorts()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -51,6 +61,7 @@ func run(m *testing.M) int {
 		Ports:            ports,
 		EnvoyConcurrency: 2,
 		WithKafka:        true,
+		ExtraNATSUsers:   testTenants,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the stack:", err)

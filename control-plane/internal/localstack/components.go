@@ -22,6 +22,9 @@ authorization {
     {user: acme, password: acme-secret}
     {user: globex, password: globex-secret}
     {user: anon, password: ""}
+{{- range .ExtraUsers}}
+    {user: {{.}}, password: {{.}}-secret}
+{{- end}}
   ]
 }
 jetstream {
@@ -34,7 +37,8 @@ jetstream {
 func (s *Stack) startNATS() error {
 	conf := filepath.Join(s.cfg.WorkDir, "nats.conf")
 	var b bytes.Buffer
-	if err := natsConfig.Execute(&b, map[string]any{"Port": s.cfg.Ports.NATSUpstream, "Dir": s.cfg.WorkDir}); err != nil {
+	data := map[string]any{"Port": s.cfg.Ports.NATSUpstream, "Dir": s.cfg.WorkDir, "ExtraUsers": s.cfg.ExtraNATSUsers}
+	if err := natsConfig.Execute(&b, data); err != nil {
 		return err
 	}
 	if err := os.WriteFile(conf, b.Bytes(), 0o644); err != nil {

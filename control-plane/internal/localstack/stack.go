@@ -33,6 +33,9 @@ type Config struct {
 	Ports            Ports
 	EnvoyConcurrency int
 	WithKafka        bool
+	// ExtraNATSUsers are added to nats-server beside contract §1's users, each with the password
+	// "<user>-secret" (tests give each scenario a tenant of its own).
+	ExtraNATSUsers []string
 }
 
 // Stack is a running local stack. Its processes are exported for tests that stall or stop one.

@@ -1,9 +1,13 @@
 //! One NATS client connection: the core [`Session`] does the protocol, this [`Gate`] decides with
 //! the tenant's limits (shared across workers) and keeps the connection's in-flight requests.
 
+use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, StreamContext};
+use proxy_wasm::types::BufferType;
 use proxy_wasm::types::{Action, PeerType};
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 use weighstation_core::config::Protocol;
 use weighstation_core::limits::Reason;
 use weighstation_core::nats::{Gate, Publish, Session, Verdict};
@@ -11,7 +15,7 @@ use weighstation_core::nats::{Gate, Publish, Session, Verdict};
 use crate::clock::now_ns;
 use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot};
 use crate::tenancy::{Attribution, Identity};
-use crate::waiters;
+use crate::waiters::{self, Retry};
 
 /// A request whose reply never passes this connection (sent elsewhere, or lost) gives its
 /// in-flight slot back after this long.
@@ -118,96 +122,76 @@ impl Gate for NatsGate<'_> {
         }
     }
 
+    /// dryRun refuses nothing, so its limit is not advertised either (nats.go would enforce it).
     fn max_payload(&self) -> Option<u64> {
-        self.conn.who.current()?.tenant()?.limits.max_message_bytes
+        let tenant = self.conn.who.current()?.tenant()?;
+        tenant.limits.max_message_bytes.filter(|_| !tenant.dry_run)
     }
 }
 
-pub struct NatsConn {
+/// Bytes read from the client that wait behind a held message, kept by the filter so the
+/// messages admitted ahead of it can be forwarded at once. Past this bound, bytes stay in Envoy's
+/// buffer instead, which fills up to per_connection_buffer_limit_bytes and then pushes back on
+/// the client through TCP.
+const CARRY_LIMIT: usize = 1 << 20;
+
+/// What the glue does with Envoy's buffer after a scan.
+enum Plan {
+    /// Forward the buffer (replaced by this first, if given) and leave the paused state.
+    Forward(Option<Vec<u8>>),
+    /// Stay paused, with Envoy's buffer replaced by `buffer` if given; `resume` forwards it.
+    Hold { buffer: Option<Vec<u8>>, resume: bool },
+}
+
+/// The connection's state, shared with the waiters registry so a tick can retry it.
+struct State {
     session: Session,
     conn: Conn,
+    /// Held bytes that precede Envoy's buffer (see CARRY_LIMIT).
+    carry: Vec<u8>,
 }
 
-impl NatsConn {
-    pub fn new(context_id: u32) -> Self {
-        NatsConn {
-            session: Session::default(),
-            conn: Conn {
-                id: context_id,
-                who: Attribution::new(Protocol::Nats),
-                held: Held::default(),
-                pending: HashMap::new(),
-                next_expiry: 0,
-            },
-        }
-    }
-
+impl State {
     fn gate(&mut self) -> (&mut Session, NatsGate<'_>) {
         let now = now_ns();
         self.conn.expire_pending(now);
         if self.conn.who.refresh() {
-            let gate = NatsGate {
-                conn: &mut self.conn,
-                now,
-            };
+            let gate = NatsGate { conn: &mut self.conn, now };
             self.session.limit_changed(&gate);
         }
-        (
-            &mut self.session,
-            NatsGate {
-                conn: &mut self.conn,
-                now,
-            },
-        )
+        (&mut self.session, NatsGate { conn: &mut self.conn, now })
     }
-}
 
-impl Context for NatsConn {}
-
-impl StreamContext for NatsConn {
-    fn on_downstream_data(&mut self, size: usize, _end_of_stream: bool) -> Action {
-        if size == 0 {
-            return Action::Continue;
-        }
-        let Some(buf) = self.get_downstream_data(0, size) else {
-            return Action::Continue;
-        };
-        let (session, mut gate) = self.gate();
-        let outcome = session.client_data(&buf, &mut gate);
-        if let Some(replacement) = outcome.replace {
-            self.set_downstream_data(0, size, &replacement);
-        }
-        if outcome.hold {
-            Action::Pause
+    /// Scans what Envoy holds, behind any carried bytes. While a message is held the connection
+    /// stays paused (Envoy keeps the buffer reachable only then); the messages admitted ahead of
+    /// it are forwarded by rewriting the buffer to them and resuming, and the rest is carried.
+    fn client_data(&mut self, envoy: &[u8]) -> Plan {
+        let input: Vec<u8>;
+        let buf: &[u8] = if self.carry.is_empty() {
+            envoy
         } else {
-            Action::Continue
-        }
-    }
-
-    fn on_upstream_data(&mut self, size: usize, _end_of_stream: bool) -> Action {
-        if size == 0 {
-            return Action::Continue;
-        }
-        let Some(buf) = self.get_upstream_data(0, size) else {
-            return Action::Continue;
+            input = [std::mem::take(&mut self.carry).as_slice(), envoy].concat();
+            &input
         };
         let (session, mut gate) = self.gate();
-        if let Some(replacement) = session.server_data(&buf, &mut gate) {
-            self.set_upstream_data(0, size, &replacement);
+        let outcome = session.client_data(buf, &mut gate);
+        let output = outcome.replace.as_deref().unwrap_or(buf);
+        if !outcome.hold {
+            let changed = outcome.replace.is_some() || buf.len() != envoy.len();
+            return Plan::Forward(changed.then(|| output.to_vec()));
         }
-        Action::Continue
+        let decided = outcome.decided.min(output.len());
+        let (ahead, behind) = output.split_at(decided);
+        if behind.len() > CARRY_LIMIT {
+            // Too much waits behind the held message: leave it all to Envoy, and to TCP.
+            let changed = outcome.replace.is_some() || buf.len() != envoy.len();
+            return Plan::Hold { buffer: changed.then(|| output.to_vec()), resume: false };
+        }
+        self.session.forwarded(decided);
+        self.carry = behind.to_vec();
+        Plan::Hold { buffer: Some(ahead.to_vec()), resume: !ahead.is_empty() }
     }
 
-    fn on_downstream_close(&mut self, _peer: PeerType) {
-        self.close();
-    }
-
-    fn on_upstream_close(&mut self, _peer: PeerType) {
-        self.close();
-    }
-}
-
-impl NatsConn {
     /// Gives back everything the connection holds: in-flight slots, its queue place, its place
     /// in the tenant's connection count. Safe to call twice.
     fn close(&mut self) {
@@ -219,7 +203,112 @@ impl NatsConn {
         if let Some(who) = c.who.current() {
             c.held.end(who, c.id);
         }
-        waiters::release(c.id);
+        waiters::forget(c.id);
         c.who.closed();
+    }
+}
+
+struct Shared(RefCell<State>);
+
+impl Retry for Shared {
+    fn retry(&self) {
+        // Busy means this connection is inside its own callback; the next tick retries it.
+        let Ok(mut st) = self.0.try_borrow_mut() else { return };
+        // An empty buffer reads as None: the carried bytes may be all there is to decide.
+        let Ok(envoy) = hostcalls::get_buffer(BufferType::DownstreamData, 0, usize::MAX) else { return };
+        let envoy = envoy.unwrap_or_default();
+        let (buffer, resume) = match st.client_data(&envoy) {
+            Plan::Forward(buffer) => (buffer, true),
+            Plan::Hold { buffer, resume } => (buffer, resume),
+        };
+        if let Some(b) = buffer {
+            let _ = hostcalls::set_buffer(BufferType::DownstreamData, 0, envoy.len(), &b);
+        }
+        if resume {
+            let _ = hostcalls::resume_downstream();
+        }
+    }
+}
+
+pub struct NatsConn {
+    state: Rc<Shared>,
+}
+
+impl NatsConn {
+    pub fn new(context_id: u32) -> Self {
+        let state = Rc::new(Shared(RefCell::new(State {
+            session: Session::default(),
+            conn: Conn {
+                id: context_id,
+                who: Attribution::new(Protocol::Nats),
+                held: Held::default(),
+                pending: HashMap::new(),
+                next_expiry: 0,
+            },
+            carry: Vec::new(),
+        })));
+        let handle: Rc<dyn Retry> = state.clone();
+        waiters::register(context_id, Rc::downgrade(&handle));
+        NatsConn { state }
+    }
+}
+
+impl Context for NatsConn {}
+
+impl StreamContext for NatsConn {
+    fn on_downstream_data(&mut self, size: usize, _end_of_stream: bool) -> Action {
+        if size == 0 {
+            return Action::Continue;
+        }
+        let Some(envoy) = self.get_downstream_data(0, size) else { return Action::Continue };
+        let Ok(mut st) = self.state.0.try_borrow_mut() else { return Action::Pause };
+        match st.client_data(&envoy) {
+            Plan::Forward(buffer) => {
+                if let Some(b) = buffer {
+                    self.set_downstream_data(0, size, &b);
+                }
+                Action::Continue
+            }
+            Plan::Hold { buffer, resume } => {
+                if let Some(b) = buffer {
+                    self.set_downstream_data(0, size, &b);
+                }
+                if resume {
+                    // Forwards what is in the buffer now, after this callback, while the
+                    // connection stays paused (so its buffer stays reachable for retries).
+                    self.resume_downstream();
+                }
+                Action::Pause
+            }
+        }
+    }
+
+    fn on_upstream_data(&mut self, size: usize, _end_of_stream: bool) -> Action {
+        if size == 0 {
+            return Action::Continue;
+        }
+        let Some(buf) = self.get_upstream_data(0, size) else {
+            return Action::Continue;
+        };
+        let Ok(mut st) = self.state.0.try_borrow_mut() else {
+            return Action::Continue;
+        };
+        let (session, mut gate) = st.gate();
+        if let Some(replacement) = session.server_data(&buf, &mut gate) {
+            self.set_upstream_data(0, size, &replacement);
+        }
+        Action::Continue
+    }
+
+    fn on_downstream_close(&mut self, _peer: PeerType) {
+        if let Ok(mut st) = self.state.0.try_borrow_mut() {
+            st.close();
+        }
+    }
+
+    fn on_upstream_close(&mut self, _peer: PeerType) {
+        if let Ok(mut st) = self.state.0.try_borrow_mut() {
+            st.close();
+        }
     }
 }

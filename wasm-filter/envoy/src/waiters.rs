@@ -1,16 +1,24 @@
-//! Connections held by a limit (onLimit: delay) and how they are woken. A held connection is
-//! paused; the root context's tick (running only while someone waits: an idle tick costs CPU)
-//! resumes each one when it is due, and Envoy then presents its buffer again so the held message
-//! is decided anew. Capacity freed on this worker (an in-flight reply) wakes the tenant's
-//! waiters at once instead of at the next tick.
+//! Connections held by a limit (onLimit: delay) and how they are retried. A held connection is
+//! paused. Resuming it makes Envoy pass the held bytes on to the next filter without asking
+//! this one again, so a retry first decides the held messages anew (with the stream as the
+//! effective context, its held buffer can be read and rewritten) and resumes only when they may
+//! all go. Retries run from the root context's tick — running only while someone waits, since
+//! an idle tick costs CPU — and at once when capacity frees on this worker (an in-flight reply).
 
 use proxy_wasm::hostcalls;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Weak;
 use std::time::Duration;
 
 /// Envoy delivers ticks every ~4 ms at best.
 const TICK: Duration = Duration::from_millis(5);
+
+/// A connection that can decide its held bytes again.
+pub trait Retry {
+    /// Called with the connection as the effective context.
+    fn retry(&self);
+}
 
 struct Waiter {
     wake_at: u64,
@@ -19,9 +27,21 @@ struct Waiter {
 
 thread_local! {
     static WAITERS: RefCell<HashMap<u32, Waiter>> = RefCell::new(HashMap::new());
+    static HANDLES: RefCell<HashMap<u32, Weak<dyn Retry>>> = RefCell::new(HashMap::new());
     /// The root context that ticks for this VM: the most recently configured one.
     static DRIVER: RefCell<Option<u32>> = const { RefCell::new(None) };
     static TICKING: RefCell<bool> = const { RefCell::new(false) };
+}
+
+/// A new connection makes itself retryable.
+pub fn register(me: u32, handle: Weak<dyn Retry>) {
+    HANDLES.with(|h| h.borrow_mut().insert(me, handle));
+}
+
+/// A closed connection is forgotten.
+pub fn forget(me: u32) {
+    HANDLES.with(|h| h.borrow_mut().remove(&me));
+    release(me);
 }
 
 pub fn set_driver(root_context_id: u32) {
@@ -73,11 +93,17 @@ fn start_ticking(me: Option<u32>) {
     }
 }
 
-fn resume(id: u32) -> bool {
-    hostcalls::set_effective_context(id).is_ok() && hostcalls::resume_downstream().is_ok()
+fn retry(id: u32) {
+    let handle = HANDLES.with(|h| h.borrow().get(&id).and_then(Weak::upgrade));
+    match handle {
+        Some(conn) if hostcalls::set_effective_context(id).is_ok() => {
+            conn.retry();
+        }
+        _ => forget(id), // the connection is gone
+    }
 }
 
-/// From the driver root's on_tick: resume every waiter that is due; stop ticking when none wait.
+/// From the driver root's on_tick: retry every waiter that is due; stop ticking when none wait.
 pub fn tick(root: u32, now: u64) {
     let due: Vec<u32> = WAITERS.with(|w| {
         w.borrow()
@@ -87,9 +113,7 @@ pub fn tick(root: u32, now: u64) {
             .collect()
     });
     for id in due {
-        if !resume(id) {
-            release(id); // the connection is gone
-        }
+        retry(id);
     }
     let _ = hostcalls::set_effective_context(root);
     if WAITERS.with(|w| w.borrow().is_empty()) {
@@ -98,12 +122,12 @@ pub fn tick(root: u32, now: u64) {
     }
 }
 
-/// Resumes the tenant's waiters on this worker now, from stream `me`'s callback.
+/// Retries the tenant's waiters on this worker now, from stream `me`'s callback.
 pub fn wake_tenant(me: u32, tenant: &str) {
     let ids: Vec<u32> = WAITERS.with(|w| {
         w.borrow()
             .iter()
-            .filter(|(_, v)| v.tenant == tenant)
+            .filter(|(id, v)| **id != me && v.tenant == tenant)
             .map(|(id, _)| *id)
             .collect()
     });
@@ -111,7 +135,7 @@ pub fn wake_tenant(me: u32, tenant: &str) {
         return;
     }
     for id in ids {
-        resume(id);
+        retry(id);
     }
     let _ = hostcalls::set_effective_context(me);
 }

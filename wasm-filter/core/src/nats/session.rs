@@ -96,6 +96,11 @@ impl Session {
         )
     }
 
+    /// The first `n` bytes of a held buffer were forwarded.
+    pub fn forwarded(&mut self, n: usize) {
+        self.client.forwarded(n);
+    }
+
     /// Called when the tenant's advertised limit may have changed (a policy reload).
     pub fn limit_changed(&mut self, gate: &impl Gate) {
         let st = &mut self.state;

@@ -42,6 +42,9 @@ pub struct Outcome {
     pub hold: bool,
     /// Replace the buffer with this before forwarding or holding it.
     pub replace: Option<Vec<u8>>,
+    /// When holding: how many bytes at the start of the (replaced) buffer are decided and may be
+    /// forwarded now; the held message starts there.
+    pub decided: usize,
 }
 
 #[derive(Debug, Default)]
@@ -65,6 +68,7 @@ impl ClientStream {
             return Outcome {
                 hold: false,
                 replace: Some(Vec::new()),
+                decided: 0,
             };
         }
         let mut edit = Editor::default();
@@ -92,6 +96,7 @@ impl ClientStream {
                     return Outcome {
                         hold: false,
                         replace: edit.finish(buf, buf.len()),
+                        decided: 0,
                     };
                 }
                 Parsed::Op(op, line_len) => (op, line_len),
@@ -130,6 +135,7 @@ impl ClientStream {
                     return Outcome {
                         hold: false,
                         replace: edit.finish(buf, buf.len()),
+                        decided: 0,
                     };
                 }
             }
@@ -141,7 +147,13 @@ impl ClientStream {
         Outcome {
             hold: false,
             replace: edit.finish(buf, buf.len()),
+            decided: 0,
         }
+    }
+
+    /// The first `n` bytes of a held buffer were forwarded: the next buffer starts after them.
+    pub fn forwarded(&mut self, n: usize) {
+        self.consumed = self.consumed.saturating_sub(n);
     }
 
     fn hold_at(&mut self, pos: usize, edit: Editor, buf: &[u8]) -> Outcome {
@@ -149,6 +161,7 @@ impl ClientStream {
         Outcome {
             hold: true,
             replace: edit.finish(buf, buf.len()),
+            decided: self.consumed,
         }
     }
 }
@@ -318,6 +331,10 @@ PUB e 0\r\n\r\nPUB crlf.inside 4\r\n\r\n\r\n\r\nUNSUB 1\r\nPONG\r\n";
         let mut s = ClientStream::default();
         let first = s.process(b"PUB no 3\r\nabc\r\nPUB later 1\r\nx\r\n", &mut h);
         assert!(first.hold);
+        assert_eq!(
+            first.decided, 6,
+            "the PING that replaced the refused message may go now"
+        );
         let held = first.replace.unwrap_or_default();
         assert_eq!(held, b"PING\r\nPUB later 1\r\nx\r\n");
         let second = s.process(&held, &mut h);
@@ -325,7 +342,8 @@ PUB e 0\r\n\r\nPUB crlf.inside 4\r\n\r\n\r\n\r\nUNSUB 1\r\nPONG\r\n";
             second,
             Outcome {
                 hold: false,
-                replace: None
+                replace: None,
+                decided: 0
             }
         );
         assert_eq!(
@@ -344,7 +362,8 @@ PUB e 0\r\n\r\nPUB crlf.inside 4\r\n\r\n\r\n\r\nUNSUB 1\r\nPONG\r\n";
             o,
             Outcome {
                 hold: false,
-                replace: None
+                replace: None,
+                decided: 0
             }
         );
         assert!(s.is_closed());
