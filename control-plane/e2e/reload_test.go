@@ -78,6 +78,11 @@ func TestPolicyChangeGovernsOpenConnections(t *testing.T) {
 	if !before.IsConnected() || reconnects != 0 {
 		t.Fatalf("the open connection was disturbed: connected=%v reconnects=%d", before.IsConnected(), reconnects)
 	}
+	// The open nats.go connection is told its new max_payload at the next server message.
+	eventually(t, 5*time.Second, "nats.go learns the new max_payload", func() bool {
+		_ = before.Flush()
+		return before.MaxPayload() == 1024
+	})
 
 	// The raw connection, also opened before the change, is now held to late's 1 KiB limit.
 	raw.send("PUB reload.big 2048\r\n" + strings.Repeat("x", 2048) + "\r\n")
@@ -149,4 +154,35 @@ spec:
 		s, err := stack.ControlPlaneStatus()
 		return err == nil && s.LastError == nil
 	})
+}
+
+// A reload that does not change a tenant's rate keeps its bucket: an exhausted tenant is not
+// refilled by someone else's policy change. (slow-rate refills one message a second.)
+func TestReloadKeepsUnchangedBuckets(t *testing.T) {
+	t.Cleanup(func() {
+		removePolicy(t, "unrelated.yaml")
+		if err := stack.WaitInSync(10 * time.Second); err != nil {
+			t.Error(err)
+		}
+	})
+	sink := &errorSink{}
+	nc := tenantNATS(t, "slow-rate", sink)
+	subject := uniqueSubject("keep")
+	publishBurst(t, nc, subject, 20, "drain") // empties the 5-message bucket
+	old := activeVersion(t)
+	start := time.Now()
+	writePolicy(t, "unrelated.yaml", strings.NewReplacer("late", "unrelated", "[anon]", "[unrelated]").Replace(lateTenant))
+	eventually(t, 2*time.Second, "the unrelated change is in force", func() bool {
+		return activeVersion(t) != old && stack.WaitInSync(10*time.Millisecond) == nil
+	})
+	refusedBefore := sink.count("rate limit of tenant slow-rate")
+	c := collect(t, subject)
+	publishBurst(t, nc, subject, 10, "after")
+	d, _ := requireConservation(t, "after reload", 10, c, func() int {
+		return sink.count("rate limit of tenant slow-rate") - refusedBefore
+	})
+	refill := int(time.Since(start).Seconds()) + 1
+	if d > refill {
+		t.Fatalf("%d of 10 got through right after the reload, more than the %d a second's refill allows: the bucket was reset", d, refill)
+	}
 }
