@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"fmt"
 	"html/template"
 	"io"
@@ -50,5 +51,14 @@ func writeHTML(w io.Writer, s Summary, svg []byte) error {
 	return page.Execute(w, struct {
 		S   Summary
 		SVG template.HTML
-	}{s, template.HTML(svg)}) // our own plot, written by gonum a moment ago
+	}{s, template.HTML(inlineSVG(svg))}) // our own plot, written by gonum a moment ago
+}
+
+// inlineSVG drops the XML prolog and comments before the <svg> element, which have no place
+// inside an HTML page.
+func inlineSVG(svg []byte) []byte {
+	if i := bytes.Index(svg, []byte("<svg")); i > 0 {
+		return svg[i:]
+	}
+	return svg
 }

@@ -76,6 +76,7 @@ func Plot(s Summary, paths ...string) error {
 		p.Legend.Add(fmt.Sprintf("%s (max %.3g ms)", t.Name, float64(t.LatencyMicros.Max)/1000), line)
 	}
 	p.X.Min, p.X.Max = 0, maxNines
+	p.Y.Max *= 1.08 // room above the maximum, so it is not drawn on the frame
 	p.Legend.ThumbnailWidth = vg.Points(20)
 	p.Legend.TextStyle.Font.Size = vg.Points(10)
 	p.Title.TextStyle.Font.Size = vg.Points(11)
