@@ -40,7 +40,7 @@ func TestEnvoyBootstrapIsRenderedByTheControlPlaneBinary(t *testing.T) {
 			if !ok || out != "/etc/envoy/bootstrap.json" {
 				t.Errorf("bootstrap --output=%q", out)
 			}
-			if cfg, _ := flagValue(strings_(envoy["args"]), "config-path"); cfg != out {
+			if cfg, _ := envoyArg(strings_(envoy["args"]), "config-path"); cfg != out {
 				t.Errorf("Envoy reads %q, the init container writes %q", cfg, out)
 			}
 			if mountPath(t, initC, "bootstrap") != "/etc/envoy" || mountPath(t, envoy, "bootstrap") != "/etc/envoy" {

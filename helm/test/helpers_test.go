@@ -200,6 +200,30 @@ func flagValue(args []string, name string) (string, bool) {
 	return "", false
 }
 
+// envoyArg returns the value following an Envoy option (Envoy takes "--name value" only).
+func envoyArg(args []string, name string) (string, bool) {
+	for i, a := range args {
+		if a == "--"+name && i+1 < len(args) {
+			return args[i+1], true
+		}
+	}
+	return "", false
+}
+
+// setEnvoyArg replaces the value following an Envoy option.
+func setEnvoyArg(t *testing.T, args []string, name, value string) []string {
+	t.Helper()
+	out := append([]string{}, args...)
+	for i, a := range out {
+		if a == "--"+name && i+1 < len(out) {
+			out[i+1] = value
+			return out
+		}
+	}
+	t.Fatalf("Envoy has no --%s argument: %v", name, args)
+	return nil
+}
+
 // setFlag replaces (or appends) --name=value.
 func setFlag(args []string, name, value string) []string {
 	out := make([]string, 0, len(args)+1)
