@@ -282,3 +282,15 @@ func (b *bootstrap) listener(t *testing.T, name string) socketAddress {
 	t.Fatalf("bootstrap has no static listener %s", name)
 	return socketAddress{}
 }
+
+// The chart runs the Envoy release `make test` proves the filter against.
+func TestChartRunsTheEnvoyVersionTheTestsUse(t *testing.T) {
+	m := regexp.MustCompile(`(?m)^ENVOY_VERSION=(\S+)$`).FindStringSubmatch(readFile(t, filepath.Join(root, "scripts", "install-tools.sh")))
+	if m == nil {
+		t.Fatal("scripts/install-tools.sh has no ENVOY_VERSION")
+	}
+	envoy := container(t, mustRender(t, nil).find(t, "Deployment", "-envoy"), "containers", "envoy")
+	if want := "envoyproxy/envoy:v" + m[1]; envoy["image"] != want {
+		t.Errorf("the chart runs %v, the tests use Envoy %s (%s)", envoy["image"], m[1], want)
+	}
+}
