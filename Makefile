@@ -9,7 +9,7 @@ WASM := wasm-filter/target/wasm32-wasip1/release/weighstation_filter.wasm
 GO_SOURCES := $(shell find control-plane -name '*.go' -o -name go.mod -o -name go.sum)
 RUST_SOURCES := $(shell find wasm-filter/core/src wasm-filter/envoy/src -name '*.rs') $(wildcard wasm-filter/*/Cargo.toml wasm-filter/Cargo.*)
 
-.PHONY: run test tools wasm control-plane validate test-unit test-rust test-go test-integration lint clean
+.PHONY: run test tools wasm control-plane validate test-unit test-rust test-go test-integration lint fuzz clean
 
 run: tools wasm control-plane
 	$(BIN)/weighstation-localstack -root $(ROOT)
@@ -49,6 +49,17 @@ test-go:
 # Drives the real Envoy, nats-server and Kafka started on free loopback ports.
 test-integration: wasm control-plane
 	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 20m -v ./e2e/ 2>&1 | tee $(TOOLS)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+
+# Coverage-guided fuzzing of the protocol scanners (nightly + cargo-fuzz, installed into .tools/).
+# FUZZ_SECONDS per target; the corpus grows in .tools/fuzz-corpus, seeded from wasm-filter/fuzz/seeds.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@scripts/install-tools.sh cargo-fuzz
+	cd wasm-filter/fuzz && for t in nats_session kafka_requests; do \
+	  mkdir -p $(TOOLS)/fuzz-corpus/$$t && \
+	  RUSTUP_TOOLCHAIN=nightly CARGO_TARGET_DIR=$(TOOLS)/fuzz-target $(TOOLS)/cargo/bin/cargo-fuzz run $$t $(TOOLS)/fuzz-corpus/$$t seeds/$$t \
+	    -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096 || exit 1; \
+	done
 
 clean:
 	rm -rf wasm-filter/target run

@@ -9,6 +9,7 @@ mkdir -p "$TOOLS/bin" "$TOOLS/stamps"
 
 ENVOY_VERSION=1.40.0
 NATS_SERVER_VERSION=v2.12.15
+CARGO_FUZZ_VERSION=0.13.2
 KAFKA_VERSION=4.1.1
 KAFKA_RUNTIME_REV=2  # bump when scripts/kafka-pom.xml changes
 
@@ -137,6 +138,14 @@ install_promtool() {
   stamp_set promtool "$PROMTOOL_DEBIAN_VERSION"
 }
 
+install_cargo_fuzz() {
+  stamp_ok cargo-fuzz "$CARGO_FUZZ_VERSION" && [ -x "$TOOLS/cargo/bin/cargo-fuzz" ] && return
+  say "cargo-fuzz $CARGO_FUZZ_VERSION (crates.io) and the nightly toolchain it needs (rustup)"
+  rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+  cargo install --quiet --locked --root "$TOOLS/cargo" cargo-fuzz --version "$CARGO_FUZZ_VERSION"
+  stamp_set cargo-fuzz "$CARGO_FUZZ_VERSION"
+}
+
 for tool in "${@:-envoy nats-server kafka rust-target}"; do
   for t in $tool; do
     case "$t" in
@@ -144,6 +153,7 @@ for tool in "${@:-envoy nats-server kafka rust-target}"; do
       nats-server) install_nats_server ;;
       kafka) install_kafka ;;
       rust-target) install_rust_target ;;
+      cargo-fuzz) install_cargo_fuzz ;;
       helm) install_helm ;;
       kubeconform) install_kubeconform ;;
       k8s-schemas) install_k8s_schemas ;;

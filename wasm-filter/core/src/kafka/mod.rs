@@ -9,7 +9,7 @@ mod stream;
 pub use produce::{
     visit_produce, PartitionBatch, ProduceError, ProduceSummary, MAX_PRODUCE_VERSION, MIN_PRODUCE_VERSION,
 };
-pub use stream::{sasl_plain_user, RequestHandler, RequestHeader, RequestStream, StreamOutcome, API_SASL_AUTHENTICATE};
+pub use stream::{sasl_plain_user, RequestHandler, RequestHeader, RequestStream, StreamOutcome, API_SASL_AUTHENTICATE, MAX_HEADER_BYTES};
 
 /// API keys the filter reads.
 pub const API_PRODUCE: i16 = 0;

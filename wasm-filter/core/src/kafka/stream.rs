@@ -12,6 +12,10 @@ pub const API_SASL_AUTHENTICATE: i16 = 36;
 /// the connection; the filter does the same rather than stream an absurd frame.
 pub const MAX_REQUEST_BYTES: usize = 100 << 20;
 
+/// A request header (api key, version, correlation id, client id of at most 32 KiB, tagged
+/// fields) never needs more; one that does is refused rather than buffered.
+pub const MAX_HEADER_BYTES: usize = 64 << 10;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestHeader<'a> {
     pub api_key: i16,
@@ -98,7 +102,7 @@ impl RequestStream {
         let frame = rest.get(4..total.min(rest.len())).unwrap_or_default();
         let (header, header_len) = match parse_header(frame, size) {
             HeaderParse::Ok(h, l) => (h, l),
-            HeaderParse::Incomplete if frame.len() < size => return Frame::Incomplete,
+            HeaderParse::Incomplete if frame.len() < size.min(MAX_HEADER_BYTES) => return Frame::Incomplete,
             HeaderParse::Incomplete | HeaderParse::Bad => return Frame::Bad("malformed request header"),
         };
         let wants_body = matches!(header.api_key, API_PRODUCE | API_SASL_AUTHENTICATE) && total <= self.hold_limit;
