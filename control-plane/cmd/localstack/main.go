@@ -73,6 +73,9 @@ weighstation is up (logs in %s)
 Watching %s: edit a policy and it is in force within 2 s. Ctrl-C stops everything.
 `, s.LogDir(), a(ports.NATS), a(ports.Kafka), a(ports.Admin), a(ports.ControlPlane), a(ports.XDS),
 		a(ports.NATSUpstream), a(ports.KafkaUpstream), ports.KafkaController, policyDir)
+	if ports.NATSPlain != 0 {
+		fmt.Printf("  NATS through Envoy without the filter (benchmark baseline): nats://%s\n\n", a(ports.NATSPlain))
+	}
 	select {
 	case <-ctx.Done():
 		fmt.Println("\nstopping…")

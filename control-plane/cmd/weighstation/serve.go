@@ -29,6 +29,7 @@ func serve(args []string) int {
 	fs.StringVar(&g.NATSListen, "nats-listen", "127.0.0.1:4222", "Envoy's NATS listener (empty: none)")
 	fs.StringVar(&g.NATSUpstream, "nats-upstream", "127.0.0.1:14222", "nats-server address")
 	fs.StringVar(&g.KafkaListen, "kafka-listen", "127.0.0.1:9092", "Envoy's Kafka listener (empty: none)")
+	fs.StringVar(&g.NATSPlainListen, "nats-plain-listen", "", "optional NATS listener with tcp_proxy alone, no filter (benchmark baseline)")
 	fs.StringVar(&g.KafkaUpstream, "kafka-upstream", "127.0.0.1:19092", "Kafka bootstrap broker address")
 	bufferLimit := fs.Uint("buffer-limit-bytes", 4<<20, "per-connection buffer in Envoy before TCP backpressure")
 	fs.StringVar(&g.Wasm.File, "wasm-file", "", "path of the filter module Envoy loads")

@@ -133,14 +133,17 @@ func (s *Stack) startKafka() error {
 
 func (s *Stack) startControlPlane() error {
 	p := s.cfg.Ports
-	p2, err := startProcess("control-plane", s.logDir, nil, s.tool("weighstation"), "serve",
-		"--policy-dir", s.cfg.PolicyDir,
+	args := []string{"serve", "--policy-dir", s.cfg.PolicyDir}
+	if p.NATSPlain != 0 {
+		args = append(args, "--nats-plain-listen", addr(p.NATSPlain))
+	}
+	p2, err := startProcess("control-plane", s.logDir, nil, s.tool("weighstation"), append(args,
 		"--xds-listen", addr(p.XDS), "--http-listen", addr(p.ControlPlane),
 		"--nats-listen", addr(p.NATS), "--nats-upstream", addr(p.NATSUpstream),
 		"--kafka-listen", addr(p.Kafka), "--kafka-upstream", addr(p.KafkaUpstream),
 		"--wasm-file", s.cfg.WasmFile,
 		"--debounce", "100ms", "--poll", "2s",
-	)
+	)...)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ type Ports struct {
 	KafkaController int // Kafka KRaft controller
 	XDS             int // control plane ADS
 	ControlPlane    int // control plane HTTP
+	NATSPlain       int // optional: Envoy NATS listener without the filter (0: none)
 }
 
 // PortEnv names the environment variable that overrides each port, with its default (contract §1).
@@ -36,6 +37,7 @@ var PortEnv = []struct {
 	{"KAFKA_CONTROLLER_PORT", 19093, func(p *Ports) *int { return &p.KafkaController }},
 	{"XDS_PORT", 18000, func(p *Ports) *int { return &p.XDS }},
 	{"CONTROL_PLANE_PORT", 18080, func(p *Ports) *int { return &p.ControlPlane }},
+	{"NATS_PLAIN_PORT", 0, func(p *Ports) *int { return &p.NATSPlain }},
 }
 
 // PortsFromEnv returns the defaults with any environment overrides applied.
@@ -64,6 +66,9 @@ func FreePorts() (Ports, error) {
 		}
 	}()
 	for _, e := range PortEnv {
+		if e.Default == 0 {
+			continue // optional listeners stay off in tests
+		}
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return p, err

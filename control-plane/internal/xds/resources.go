@@ -48,10 +48,13 @@ type WasmSource struct {
 
 // Gateway is what the operator configures about the data path; policies are served beside it.
 type Gateway struct {
-	NATSListen       string // host:port; empty disables the listener
-	NATSUpstream     string // host:port of nats-server
-	KafkaListen      string
-	KafkaUpstream    string
+	NATSListen    string // host:port; empty disables the listener
+	NATSUpstream  string // host:port of nats-server
+	KafkaListen   string
+	KafkaUpstream string
+	// NATSPlainListen, if set, is a second NATS listener with tcp_proxy alone and no filter:
+	// the baseline that benchmarks compare the filter's overhead against.
+	NATSPlainListen  string
 	BufferLimitBytes uint32 // per_connection_buffer_limit_bytes: where TCP backpressure starts
 	Wasm             WasmSource
 }
@@ -94,6 +97,13 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 		res[resourcev3.ClusterType] = append(res[resourcev3.ClusterType], c)
 		res[resourcev3.ListenerType] = append(res[resourcev3.ListenerType], lis)
 		res[resourcev3.ExtensionConfigType] = append(res[resourcev3.ExtensionConfigType], ext)
+	}
+	if g.NATSPlainListen != "" && g.NATSListen != "" {
+		plain, err := plainListener("nats_plain", g.NATSPlainListen, clusterName(compile.NATS), g.BufferLimitBytes)
+		if err != nil {
+			return nil, err
+		}
+		res[resourcev3.ListenerType] = append(res[resourcev3.ListenerType], plain)
 	}
 	return res, nil
 }
@@ -148,10 +158,7 @@ func listener(l listenerSpec, bufferLimit uint32) (*listenerv3.Listener, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%s listener: %w", l.proto, err)
 	}
-	tcp, err := mustAny(&tcpproxyv3.TcpProxy{
-		StatPrefix:       string(l.proto),
-		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: clusterName(l.proto)},
-	})
+	proxy, err := tcpProxy(string(l.proto), clusterName(l.proto))
 	if err != nil {
 		return nil, err
 	}
@@ -172,8 +179,36 @@ func listener(l listenerSpec, bufferLimit uint32) (*listenerv3.Listener, error) 
 					TypeUrls: []string{wasmNetworkType},
 				}},
 			},
-			{Name: "envoy.filters.network.tcp_proxy", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: tcp}},
+			proxy,
 		}}},
+	}, nil
+}
+
+func tcpProxy(statPrefix, cluster string) (*listenerv3.Filter, error) {
+	tcp, err := mustAny(&tcpproxyv3.TcpProxy{
+		StatPrefix:       statPrefix,
+		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &listenerv3.Filter{Name: "envoy.filters.network.tcp_proxy", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: tcp}}, nil
+}
+
+func plainListener(name, listen, cluster string, bufferLimit uint32) (*listenerv3.Listener, error) {
+	addr, err := socketAddress(listen)
+	if err != nil {
+		return nil, fmt.Errorf("%s listener: %w", name, err)
+	}
+	proxy, err := tcpProxy(name, cluster)
+	if err != nil {
+		return nil, err
+	}
+	return &listenerv3.Listener{
+		Name:                          name,
+		Address:                       addr,
+		PerConnectionBufferLimitBytes: wrapperspb.UInt32(bufferLimit),
+		FilterChains:                  []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{proxy}}},
 	}, nil
 }
 

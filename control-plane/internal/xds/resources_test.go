@@ -90,3 +90,28 @@ func TestBadAddressesAreReported(t *testing.T) {
 		t.Fatal("an upstream without a port was accepted")
 	}
 }
+
+// The optional benchmark baseline: a NATS listener with tcp_proxy alone, no filter.
+func TestPlainNATSListenerHasNoFilter(t *testing.T) {
+	g := gateway
+	g.NATSPlainListen = "127.0.0.1:4223"
+	res, err := Resources(g, examples(t), "1-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, r := range res[resourcev3.ListenerType] {
+		l := r.(*listenerv3.Listener)
+		if l.Name != "nats_plain" {
+			continue
+		}
+		found = true
+		filters := l.FilterChains[0].Filters
+		if len(filters) != 1 || filters[0].Name != "envoy.filters.network.tcp_proxy" {
+			t.Errorf("nats_plain filters: %v", filters)
+		}
+	}
+	if !found {
+		t.Fatal("no nats_plain listener")
+	}
+}
