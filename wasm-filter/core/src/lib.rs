@@ -4,8 +4,10 @@
 //! host calls.
 
 pub mod config;
+mod edit;
 pub mod kafka;
 pub mod limits;
 pub mod metrics;
 pub mod nats;
 pub mod patterns;
+pub mod scan;

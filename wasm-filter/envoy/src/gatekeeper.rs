@@ -41,14 +41,19 @@ pub struct Ask<'a> {
     pub now: u64,
     /// The stream context deciding, for hold registration.
     pub me: u32,
+    /// Whether `bytes` is one message measured against maxMessageBytes (NATS); Kafka checks
+    /// each record batch itself.
+    pub check_size: bool,
 }
 
 #[derive(Debug)]
 pub enum Admit {
-    Forward(Option<InFlightSlot>),
+    /// Admitted, with its in-flight slot and, if it was held first, for how long (ns).
+    Forward(Option<InFlightSlot>, Option<u64>),
     Hold,
-    /// Refused for this reason; the detail reads "<limit> limit of tenant <t>: …".
-    Refuse(Reason, String),
+    /// Refused: the reason, a detail reading "<limit> limit of tenant <t>: …", and when a retry
+    /// could succeed (ms).
+    Refuse(Reason, String, u32),
 }
 
 /// Per connection: when its held message started waiting.
@@ -107,7 +112,7 @@ fn check(ask: &Ask<'_>) -> Check {
     let max = over
         .and_then(|(o, _, _)| o.max_message_bytes)
         .or(tenant.limits.max_message_bytes);
-    if let Some(max) = max.filter(|m| ask.bytes > *m) {
+    if let Some(max) = max.filter(|m| ask.check_size && ask.bytes > *m) {
         return Check::TooLarge(format!(
             "maxMessageBytes limit of tenant {name}: {} bytes is over {max}",
             ask.bytes
@@ -184,34 +189,39 @@ fn check(ask: &Ask<'_>) -> Check {
 pub fn admit(ask: &Ask<'_>, held: &mut Held) -> Admit {
     let who = ask.who;
     let Some(tenant) = who.tenant() else {
-        return Admit::Forward(None);
+        return Admit::Forward(None, None);
     };
     let m = &who.metrics;
     match check(ask) {
         Check::Admit(slot) => {
-            if let Some(since) = held.end(who, ask.me) {
-                m.delayed(ask.now.saturating_sub(since));
+            let delayed = held.end(who, ask.me).map(|since| ask.now.saturating_sub(since));
+            if let Some(ns) = delayed {
+                m.delayed(ns);
             }
             m.accepted(ask.messages, ask.bytes);
-            Admit::Forward(slot)
+            Admit::Forward(slot, delayed)
         }
         Check::TooLarge(_) if tenant.dry_run => {
             m.would_refuse(Reason::Size, ask.messages);
             m.accepted(ask.messages, ask.bytes);
-            Admit::Forward(None)
+            Admit::Forward(None, None)
         }
         Check::TooLarge(detail) => {
             m.refused(Reason::Size, ask.messages);
-            Admit::Refuse(Reason::Size, detail)
+            Admit::Refuse(Reason::Size, detail, 0)
         }
         Check::Exhausted { reason, .. } if tenant.dry_run => {
             m.would_refuse(reason, ask.messages);
             m.accepted(ask.messages, ask.bytes);
-            Admit::Forward(None)
+            Admit::Forward(None, None)
         }
-        Check::Exhausted { reason, detail, .. } if tenant.reject => {
+        Check::Exhausted {
+            reason,
+            detail,
+            retry_ns,
+        } if tenant.reject => {
             m.refused(reason, ask.messages);
-            Admit::Refuse(reason, detail)
+            Admit::Refuse(reason, detail, retry_ms(retry_ns))
         }
         Check::Exhausted { retry_ns, detail, .. } => hold(ask, held, retry_ns, detail),
     }
@@ -222,40 +232,40 @@ pub fn admit(ask: &Ask<'_>, held: &mut Held) -> Admit {
 fn hold(ask: &Ask<'_>, held: &mut Held, retry_ns: Option<u64>, detail: String) -> Admit {
     let who = ask.who;
     let Some(tenant) = who.tenant() else {
-        return Admit::Forward(None);
+        return Admit::Forward(None, None);
     };
     let name = &tenant.name;
+    let max_wait_ms = tenant.limits.queue_max_wait_ms;
     let since = match held.since {
         Some(s) => s,
         None => {
             if !shared::acquire(&who.keys.queue, tenant.limits.queue_max_messages) {
                 who.metrics.refused(Reason::Queue, ask.messages);
                 let max = tenant.limits.queue_max_messages.unwrap_or_default();
-                return Admit::Refuse(
-                    Reason::Queue,
-                    format!("queue limit of tenant {name}: {max} messages already held ({detail})"),
-                );
+                let text = format!("queue limit of tenant {name}: {max} messages already held ({detail})");
+                let retry = u32::try_from(max_wait_ms.unwrap_or_default()).unwrap_or(u32::MAX);
+                return Admit::Refuse(Reason::Queue, text, retry);
             }
             who.metrics.queue_depth(1);
             held.since = Some(ask.now);
             ask.now
         }
     };
-    let max_wait_ns = tenant
-        .limits
-        .queue_max_wait_ms
-        .map_or(u64::MAX, |ms| ms.saturating_mul(1_000_000));
-    let deadline = since.saturating_add(max_wait_ns);
+    let deadline = since.saturating_add(max_wait_ms.map_or(u64::MAX, |ms| ms.saturating_mul(1_000_000)));
     let wake_at = ask.now.saturating_add(retry_ns.unwrap_or(INFLIGHT_POLL_NS));
     if ask.now >= deadline || (retry_ns.is_some() && wake_at > deadline) {
         held.end(who, ask.me);
         who.metrics.refused(Reason::Queue, ask.messages);
-        let ms = tenant.limits.queue_max_wait_ms.unwrap_or_default();
-        return Admit::Refuse(
-            Reason::Queue,
-            format!("queue limit of tenant {name}: not admitted within maxWait {ms}ms ({detail})"),
-        );
+        let ms = max_wait_ms.unwrap_or_default();
+        let text = format!("queue limit of tenant {name}: not admitted within maxWait {ms}ms ({detail})");
+        return Admit::Refuse(Reason::Queue, text, retry_ms(retry_ns));
     }
     waiters::hold(ask.me, name, wake_at.min(deadline));
     Admit::Hold
+}
+
+/// When a refused message could be retried: the rate's own wait, else one poll interval.
+fn retry_ms(retry_ns: Option<u64>) -> u32 {
+    let ns = retry_ns.unwrap_or(INFLIGHT_POLL_NS);
+    u32::try_from(ns.div_ceil(1_000_000)).unwrap_or(u32::MAX)
 }

@@ -1,36 +1,56 @@
-//! One Kafka client connection: attributes it from the request header's client.id (or a SASL
-//! PLAIN user) and counts produced records and bytes per tenant.
+//! One Kafka client connection. Requests: attribution from the header's client.id (or a SASL
+//! PLAIN user), and each Produce request decided as a whole against the tenant's limits.
+//! Responses: a refused Produce was sent to the broker as an ApiVersions request with the same
+//! correlation id (Kafka answers a connection's requests in order), and that answer is replaced
+//! by a Produce response carrying the refusal; a delayed Produce's real response reports the
+//! delay in throttle_time_ms; ApiVersions answers advertise no Produce version the filter
+//! cannot read.
 
 use proxy_wasm::traits::{Context, StreamContext};
 use proxy_wasm::types::{Action, PeerType};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
 use weighstation_core::config::Protocol;
 use weighstation_core::kafka::{
-    sasl_plain_user, visit_produce, RequestHandler, RequestHeader, RequestStream, StreamOutcome, API_PRODUCE,
-    API_SASL_AUTHENTICATE,
+    api_versions_request, cap_produce_version, produce_response, raise_produce_throttle, sasl_plain_user,
+    visit_produce, Interest, PartitionError, RequestHandler, RequestHeader, RequestStream, ResponseHandler,
+    ResponseStream, API_PRODUCE, API_SASL_AUTHENTICATE, API_VERSIONS, MAX_PRODUCE_VERSION, MESSAGE_TOO_LARGE,
+    THROTTLING_QUOTA_EXCEEDED,
 };
+use weighstation_core::limits::Reason;
+use weighstation_core::scan::Admission;
 
+use crate::clock::now_ns;
+use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot};
+use crate::paused::{self, Carry};
 use crate::tenancy::{Attribution, Identity};
+use crate::waiters::{self, Retry};
 
-pub struct KafkaConn {
-    stream: RequestStream,
+/// What a forwarded request's response must do.
+enum Pending {
+    /// A Produce the broker saw: free its in-flight slot; report a delay in throttle_time_ms.
+    Produced {
+        slot: Option<InFlightSlot>,
+        version: i16,
+        delay_ms: i32,
+    },
+    /// A refused Produce sent as ApiVersions: answer with this Produce response instead.
+    Refused { response: Vec<u8> },
+    /// The client's own ApiVersions: cap the Produce version.
+    Versions { version: i16 },
+}
+
+struct Conn {
+    id: u32,
     who: Attribution,
-}
-
-impl KafkaConn {
-    pub fn new(hold_limit: usize) -> Self {
-        KafkaConn {
-            stream: RequestStream::new(hold_limit),
-            who: Attribution::new(Protocol::Kafka),
-        }
-    }
-}
-
-struct Decide<'a> {
-    who: &'a mut Attribution,
+    held: Held,
+    pending: HashMap<i32, Pending>,
+    /// The connection is over its tenant's connection limit.
     refused: bool,
 }
 
-impl Decide<'_> {
+impl Conn {
     /// Attributes on the first request and whenever the client id or SASL user changes; the
     /// comparison avoids allocating on every request.
     fn observe(&mut self, client_id: Option<&[u8]>, sasl_user: Option<&[u8]>) {
@@ -54,25 +74,285 @@ impl Decide<'_> {
             self.refused = true;
         }
     }
+
+    fn produce(&mut self, h: &RequestHeader<'_>, body: &[u8], now: u64) -> Admission {
+        self.who.ensure_attributed();
+        let Some(who) = self.who.current() else {
+            return Admission::Forward;
+        };
+        let (Some(tenant), Some(plan)) = (who.tenant(), who.plan()) else {
+            return Admission::Forward;
+        };
+        // One pass without allocating: the totals, the first override met, and whether any
+        // record batch is over its topic's maxMessageBytes.
+        let mut over = None;
+        let mut oversized = false;
+        let summary = visit_produce(body, h.api_version, |p| {
+            let o = plan.override_for(Protocol::Kafka, p.topic);
+            over = over.or(o);
+            let max = o
+                .and_then(|i| plan.overrides.get(i)?.max_message_bytes)
+                .or(tenant.limits.max_message_bytes);
+            oversized |= max.is_some_and(|m| p.largest_batch as u64 > m);
+        });
+        let Ok(summary) = summary else {
+            log::debug!("weighstation: produce v{} not inspected", h.api_version);
+            return Admission::Forward;
+        };
+        let awaits_reply = summary.acks != 0;
+        if oversized {
+            if tenant.dry_run {
+                who.metrics.would_refuse(Reason::Size, summary.records);
+            } else {
+                who.metrics.refused(Reason::Size, summary.records);
+                let detail = format!("maxMessageBytes limit of tenant {}", tenant.name);
+                return self.refuse(h, body, Reason::Size, &detail, 0, awaits_reply);
+            }
+        }
+        let ask = Ask {
+            who,
+            over,
+            bytes: summary.bytes,
+            messages: summary.records,
+            awaits_reply,
+            now,
+            me: self.id,
+            check_size: false,
+        };
+        match gatekeeper::admit(&ask, &mut self.held) {
+            Admit::Forward(slot, delayed) => {
+                if awaits_reply {
+                    let delay_ms = delayed.map_or(0, |ns| i32::try_from(ns / 1_000_000).unwrap_or(i32::MAX));
+                    if slot.is_some() {
+                        who.metrics.in_flight(1);
+                    }
+                    self.pending.insert(
+                        h.correlation_id,
+                        Pending::Produced {
+                            slot,
+                            version: h.api_version,
+                            delay_ms,
+                        },
+                    );
+                }
+                Admission::Forward
+            }
+            Admit::Hold => Admission::Hold,
+            Admit::Refuse(reason, detail, retry_ms) => {
+                let throttle = i32::try_from(retry_ms).unwrap_or(i32::MAX);
+                self.refuse(h, body, reason, &detail, throttle, awaits_reply)
+            }
+        }
+    }
+
+    /// A refused Produce: acks=0 has no response to carry the error, so it is dropped (and
+    /// counted); otherwise the broker gets an ApiVersions in its place, whose answer is swapped.
+    fn refuse(
+        &mut self,
+        h: &RequestHeader<'_>,
+        body: &[u8],
+        reason: Reason,
+        detail: &str,
+        throttle_ms: i32,
+        awaits_reply: bool,
+    ) -> Admission {
+        log::debug!("weighstation: kafka produce refused: {detail}");
+        if !awaits_reply {
+            return Admission::Replace(Vec::new());
+        }
+        let (plan, tenant) = match self.who.current() {
+            Some(w) => (w.plan(), w.tenant()),
+            None => (None, None),
+        };
+        let mut topics: Vec<(Vec<u8>, Vec<PartitionError>)> = Vec::new();
+        let _ = visit_produce(body, h.api_version, |p| {
+            let error = match reason {
+                Reason::Size => {
+                    let max = plan
+                        .and_then(|plan| {
+                            let o = plan.override_for(Protocol::Kafka, p.topic)?;
+                            plan.overrides.get(o)?.max_message_bytes
+                        })
+                        .or(tenant.and_then(|t| t.limits.max_message_bytes));
+                    if max.is_some_and(|m| p.largest_batch as u64 > m) {
+                        MESSAGE_TOO_LARGE
+                    } else {
+                        THROTTLING_QUOTA_EXCEEDED
+                    }
+                }
+                _ => THROTTLING_QUOTA_EXCEEDED,
+            };
+            let partition = PartitionError {
+                partition: p.partition,
+                error,
+            };
+            match topics.last_mut() {
+                Some((name, parts)) if name.as_slice() == p.topic => parts.push(partition),
+                _ => topics.push((p.topic.to_vec(), vec![partition])),
+            }
+        });
+        let response = produce_response(
+            h.api_version,
+            h.correlation_id,
+            &topics,
+            throttle_ms,
+            Some(detail.as_bytes()),
+        );
+        self.pending.insert(h.correlation_id, Pending::Refused { response });
+        Admission::Replace(api_versions_request(h.correlation_id, h.client_id))
+    }
+
+    fn release(&mut self, slot: Option<InFlightSlot>) {
+        if let Some(slot) = slot {
+            slot.release();
+            if let Some(who) = self.who.current() {
+                who.metrics.in_flight(-1);
+                waiters::wake_tenant(self.id, who.name());
+            }
+        }
+    }
 }
 
-impl RequestHandler for Decide<'_> {
-    fn request(&mut self, h: &RequestHeader<'_>, body: Option<&[u8]>) {
+struct Requests<'a> {
+    conn: &'a mut Conn,
+    now: u64,
+}
+
+impl RequestHandler for Requests<'_> {
+    fn request(&mut self, h: &RequestHeader<'_>, body: Option<&[u8]>) -> Admission {
         let sasl = match (h.api_key, body) {
             (API_SASL_AUTHENTICATE, Some(b)) => sasl_plain_user(b, h.api_version),
             _ => None,
         };
-        self.observe(h.client_id, sasl);
-        if let (API_PRODUCE, Some(body)) = (h.api_key, body) {
-            match visit_produce(body, h.api_version, |_| {}) {
-                Ok(summary) => {
-                    if let Some(who) = self.who.current() {
-                        who.metrics.accepted(summary.records, summary.bytes);
-                    }
+        self.conn.observe(h.client_id, sasl);
+        match (h.api_key, body) {
+            (API_PRODUCE, Some(body)) if !self.conn.refused => self.conn.produce(h, body, self.now),
+            (API_VERSIONS, _) => {
+                self.conn
+                    .pending
+                    .insert(h.correlation_id, Pending::Versions { version: h.api_version });
+                Admission::Forward
+            }
+            _ => Admission::Forward,
+        }
+    }
+}
+
+struct Responses<'a> {
+    conn: &'a mut Conn,
+}
+
+impl ResponseHandler for Responses<'_> {
+    fn arriving(&mut self, correlation_id: i32, _size: usize) -> Interest {
+        match self.conn.pending.get(&correlation_id) {
+            None => Interest::Pass,
+            Some(Pending::Produced { delay_ms: 0, .. }) => {
+                if let Some(Pending::Produced { slot, .. }) = self.conn.pending.remove(&correlation_id) {
+                    self.conn.release(slot);
                 }
-                Err(e) => log::debug!("weighstation: produce v{} not inspected: {e:?}", h.api_version),
+                Interest::Pass
+            }
+            Some(_) => Interest::Whole,
+        }
+    }
+
+    fn response(&mut self, correlation_id: i32, frame: &[u8]) -> Option<Vec<u8>> {
+        match self.conn.pending.remove(&correlation_id)? {
+            Pending::Refused { response } => Some(response),
+            Pending::Produced {
+                slot,
+                version,
+                delay_ms,
+            } => {
+                self.conn.release(slot);
+                let mut patched = frame.to_vec();
+                raise_produce_throttle(&mut patched, version, delay_ms).map(|()| patched)
+            }
+            Pending::Versions { version } => {
+                let mut patched = frame.to_vec();
+                cap_produce_version(&mut patched, version, MAX_PRODUCE_VERSION).map(|()| patched)
             }
         }
+    }
+}
+
+struct State {
+    conn: Conn,
+    requests: RequestStream,
+    responses: ResponseStream,
+    carry: Carry,
+}
+
+impl State {
+    /// Scans what Envoy holds, behind any carried bytes (see paused.rs); Err closes.
+    fn client_data(&mut self, envoy: &[u8]) -> Result<paused::Plan, &'static str> {
+        let now = now_ns();
+        self.conn.who.refresh();
+        let State {
+            conn, requests, carry, ..
+        } = self;
+        let (plan, forwarded) = carry.scan(envoy, |buf| requests.process(buf, &mut Requests { conn, now }))?;
+        requests.forwarded(forwarded);
+        Ok(plan)
+    }
+
+    fn close(&mut self) {
+        let slots: Vec<Option<InFlightSlot>> = self
+            .conn
+            .pending
+            .drain()
+            .filter_map(|(_, p)| match p {
+                Pending::Produced { slot, .. } => Some(slot),
+                _ => None,
+            })
+            .collect();
+        for slot in slots {
+            self.conn.release(slot);
+        }
+        if let Some(who) = self.conn.who.current() {
+            self.conn.held.end(who, self.conn.id);
+        }
+        waiters::forget(self.conn.id);
+        self.conn.who.closed();
+    }
+}
+
+struct Shared(RefCell<State>);
+
+impl Retry for Shared {
+    fn retry(&self) {
+        let Ok(mut st) = self.0.try_borrow_mut() else { return };
+        let Some(held) = paused::held_buffer() else { return };
+        match st.client_data(&held) {
+            Ok(plan) => paused::in_retry(plan, held.len()),
+            Err(_) => {
+                let _ = proxy_wasm::hostcalls::close_downstream();
+            }
+        }
+    }
+}
+
+pub struct KafkaConn {
+    state: Rc<Shared>,
+}
+
+impl KafkaConn {
+    pub fn new(context_id: u32, hold_limit: usize) -> Self {
+        let state = Rc::new(Shared(RefCell::new(State {
+            conn: Conn {
+                id: context_id,
+                who: Attribution::new(Protocol::Kafka),
+                held: Held::default(),
+                pending: HashMap::new(),
+                refused: false,
+            },
+            requests: RequestStream::new(hold_limit),
+            responses: ResponseStream::default(),
+            carry: Carry::default(),
+        })));
+        let handle: Rc<dyn Retry> = state.clone();
+        waiters::register(context_id, Rc::downgrade(&handle));
+        KafkaConn { state }
     }
 }
 
@@ -83,24 +363,21 @@ impl StreamContext for KafkaConn {
         if size == 0 {
             return Action::Continue;
         }
-        let Some(buf) = self.get_downstream_data(0, size) else {
+        let Some(envoy) = self.get_downstream_data(0, size) else {
             return Action::Continue;
         };
-        self.who.refresh();
-        let mut decide = Decide {
-            who: &mut self.who,
-            refused: false,
+        let Ok(mut st) = self.state.0.try_borrow_mut() else {
+            return Action::Pause;
         };
-        let outcome = self.stream.process(&buf, &mut decide);
-        if decide.refused {
-            // Kafka has no way to say "too many connections": the broker's own answer is to close.
+        let plan = st.client_data(&envoy);
+        if st.conn.refused {
+            // Kafka has no way to say "too many connections": a broker's answer is to close.
             self.close_downstream();
             return Action::Pause;
         }
-        match outcome {
-            StreamOutcome::Forward => Action::Continue,
-            StreamOutcome::Hold => Action::Pause,
-            StreamOutcome::Close(why) => {
+        match plan {
+            Ok(plan) => paused::in_callback(plan, size),
+            Err(why) => {
                 log::warn!("weighstation: closing kafka connection: {why}");
                 self.close_downstream();
                 Action::Pause
@@ -108,7 +385,32 @@ impl StreamContext for KafkaConn {
         }
     }
 
+    fn on_upstream_data(&mut self, size: usize, _end_of_stream: bool) -> Action {
+        if size == 0 {
+            return Action::Continue;
+        }
+        let Some(buf) = self.get_upstream_data(0, size) else {
+            return Action::Continue;
+        };
+        let Ok(mut st) = self.state.0.try_borrow_mut() else {
+            return Action::Continue;
+        };
+        let State { conn, responses, .. } = &mut *st;
+        if let Some(replacement) = responses.process(&buf, &mut Responses { conn }) {
+            self.set_upstream_data(0, size, &replacement);
+        }
+        Action::Continue
+    }
+
     fn on_downstream_close(&mut self, _peer: PeerType) {
-        self.who.closed();
+        if let Ok(mut st) = self.state.0.try_borrow_mut() {
+            st.close();
+        }
+    }
+
+    fn on_upstream_close(&mut self, _peer: PeerType) {
+        if let Ok(mut st) = self.state.0.try_borrow_mut() {
+            st.close();
+        }
     }
 }

@@ -9,6 +9,7 @@ mod kafka_conn;
 mod keys;
 mod metrics;
 mod nats_conn;
+mod paused;
 mod root;
 mod shared;
 mod state;

@@ -1,9 +1,7 @@
 //! One NATS client connection: the core [`Session`] does the protocol, this [`Gate`] decides with
 //! the tenant's limits (shared across workers) and keeps the connection's in-flight requests.
 
-use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, StreamContext};
-use proxy_wasm::types::BufferType;
 use proxy_wasm::types::{Action, PeerType};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -14,6 +12,7 @@ use weighstation_core::nats::{Gate, Publish, Session, Verdict};
 
 use crate::clock::now_ns;
 use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot};
+use crate::paused::{self, Carry, Plan};
 use crate::tenancy::{Attribution, Identity};
 use crate::waiters::{self, Retry};
 
@@ -90,9 +89,10 @@ impl Gate for NatsGate<'_> {
             awaits_reply: p.reply.is_some(),
             now: self.now,
             me: conn.id,
+            check_size: true,
         };
         match gatekeeper::admit(&ask, &mut conn.held) {
-            Admit::Forward(slot) => {
+            Admit::Forward(slot, _) => {
                 if let (Some(slot), Some(reply)) = (slot, p.reply) {
                     who.metrics.in_flight(1);
                     let deadline = self.now + IN_FLIGHT_TIMEOUT_NS;
@@ -105,11 +105,11 @@ impl Gate for NatsGate<'_> {
                 Verdict::Forward
             }
             Admit::Hold => Verdict::Hold,
-            Admit::Refuse(Reason::Size, detail) => {
+            Admit::Refuse(Reason::Size, detail, _) => {
                 log::info!("weighstation: nats {detail}: closing as nats-server would");
                 Verdict::Close
             }
-            Admit::Refuse(_, detail) => {
+            Admit::Refuse(_, detail, _) => {
                 let subject = String::from_utf8_lossy(p.subject);
                 Verdict::Refuse(format!("Permissions Violation for Publish to \"{subject}\" ({detail})"))
             }
@@ -129,26 +129,11 @@ impl Gate for NatsGate<'_> {
     }
 }
 
-/// Bytes read from the client that wait behind a held message, kept by the filter so the
-/// messages admitted ahead of it can be forwarded at once. Past this bound, bytes stay in Envoy's
-/// buffer instead, which fills up to per_connection_buffer_limit_bytes and then pushes back on
-/// the client through TCP.
-const CARRY_LIMIT: usize = 1 << 20;
-
-/// What the glue does with Envoy's buffer after a scan.
-enum Plan {
-    /// Forward the buffer (replaced by this first, if given) and leave the paused state.
-    Forward(Option<Vec<u8>>),
-    /// Stay paused, with Envoy's buffer replaced by `buffer` if given; `resume` forwards it.
-    Hold { buffer: Option<Vec<u8>>, resume: bool },
-}
-
 /// The connection's state, shared with the waiters registry so a tick can retry it.
 struct State {
     session: Session,
     conn: Conn,
-    /// Held bytes that precede Envoy's buffer (see CARRY_LIMIT).
-    carry: Vec<u8>,
+    carry: Carry,
 }
 
 impl State {
@@ -156,40 +141,32 @@ impl State {
         let now = now_ns();
         self.conn.expire_pending(now);
         if self.conn.who.refresh() {
-            let gate = NatsGate { conn: &mut self.conn, now };
+            let gate = NatsGate {
+                conn: &mut self.conn,
+                now,
+            };
             self.session.limit_changed(&gate);
         }
-        (&mut self.session, NatsGate { conn: &mut self.conn, now })
+        (
+            &mut self.session,
+            NatsGate {
+                conn: &mut self.conn,
+                now,
+            },
+        )
     }
 
-    /// Scans what Envoy holds, behind any carried bytes. While a message is held the connection
-    /// stays paused (Envoy keeps the buffer reachable only then); the messages admitted ahead of
-    /// it are forwarded by rewriting the buffer to them and resuming, and the rest is carried.
+    /// Scans what Envoy holds, behind any carried bytes (see paused.rs).
     fn client_data(&mut self, envoy: &[u8]) -> Plan {
-        let input: Vec<u8>;
-        let buf: &[u8] = if self.carry.is_empty() {
-            envoy
-        } else {
-            input = [std::mem::take(&mut self.carry).as_slice(), envoy].concat();
-            &input
-        };
-        let (session, mut gate) = self.gate();
-        let outcome = session.client_data(buf, &mut gate);
-        let output = outcome.replace.as_deref().unwrap_or(buf);
-        if !outcome.hold {
-            let changed = outcome.replace.is_some() || buf.len() != envoy.len();
-            return Plan::Forward(changed.then(|| output.to_vec()));
-        }
-        let decided = outcome.decided.min(output.len());
-        let (ahead, behind) = output.split_at(decided);
-        if behind.len() > CARRY_LIMIT {
-            // Too much waits behind the held message: leave it all to Envoy, and to TCP.
-            let changed = outcome.replace.is_some() || buf.len() != envoy.len();
-            return Plan::Hold { buffer: changed.then(|| output.to_vec()), resume: false };
-        }
-        self.session.forwarded(decided);
-        self.carry = behind.to_vec();
-        Plan::Hold { buffer: Some(ahead.to_vec()), resume: !ahead.is_empty() }
+        let mut carry = std::mem::take(&mut self.carry);
+        let scanned = carry.scan(envoy, |buf| {
+            let (session, mut gate) = self.gate();
+            Ok::<_, std::convert::Infallible>(session.client_data(buf, &mut gate))
+        });
+        self.carry = carry;
+        let Ok((plan, forwarded)) = scanned;
+        self.session.forwarded(forwarded);
+        plan
     }
 
     /// Gives back everything the connection holds: in-flight slots, its queue place, its place
@@ -214,19 +191,9 @@ impl Retry for Shared {
     fn retry(&self) {
         // Busy means this connection is inside its own callback; the next tick retries it.
         let Ok(mut st) = self.0.try_borrow_mut() else { return };
-        // An empty buffer reads as None: the carried bytes may be all there is to decide.
-        let Ok(envoy) = hostcalls::get_buffer(BufferType::DownstreamData, 0, usize::MAX) else { return };
-        let envoy = envoy.unwrap_or_default();
-        let (buffer, resume) = match st.client_data(&envoy) {
-            Plan::Forward(buffer) => (buffer, true),
-            Plan::Hold { buffer, resume } => (buffer, resume),
-        };
-        if let Some(b) = buffer {
-            let _ = hostcalls::set_buffer(BufferType::DownstreamData, 0, envoy.len(), &b);
-        }
-        if resume {
-            let _ = hostcalls::resume_downstream();
-        }
+        let Some(held) = paused::held_buffer() else { return };
+        let plan = st.client_data(&held);
+        paused::in_retry(plan, held.len());
     }
 }
 
@@ -245,7 +212,7 @@ impl NatsConn {
                 pending: HashMap::new(),
                 next_expiry: 0,
             },
-            carry: Vec::new(),
+            carry: Carry::default(),
         })));
         let handle: Rc<dyn Retry> = state.clone();
         waiters::register(context_id, Rc::downgrade(&handle));
@@ -260,27 +227,13 @@ impl StreamContext for NatsConn {
         if size == 0 {
             return Action::Continue;
         }
-        let Some(envoy) = self.get_downstream_data(0, size) else { return Action::Continue };
-        let Ok(mut st) = self.state.0.try_borrow_mut() else { return Action::Pause };
-        match st.client_data(&envoy) {
-            Plan::Forward(buffer) => {
-                if let Some(b) = buffer {
-                    self.set_downstream_data(0, size, &b);
-                }
-                Action::Continue
-            }
-            Plan::Hold { buffer, resume } => {
-                if let Some(b) = buffer {
-                    self.set_downstream_data(0, size, &b);
-                }
-                if resume {
-                    // Forwards what is in the buffer now, after this callback, while the
-                    // connection stays paused (so its buffer stays reachable for retries).
-                    self.resume_downstream();
-                }
-                Action::Pause
-            }
-        }
+        let Some(envoy) = self.get_downstream_data(0, size) else {
+            return Action::Continue;
+        };
+        let Ok(mut st) = self.state.0.try_borrow_mut() else {
+            return Action::Pause;
+        };
+        paused::in_callback(st.client_data(&envoy), size)
     }
 
     fn on_upstream_data(&mut self, size: usize, _end_of_stream: bool) -> Action {

@@ -60,7 +60,7 @@ impl RootContext for Root {
     fn create_stream_context(&self, context_id: u32) -> Option<Box<dyn StreamContext>> {
         match self.protocol? {
             Protocol::Nats => Some(Box::new(NatsConn::new(context_id))),
-            Protocol::Kafka => Some(Box::new(KafkaConn::new(KAFKA_HOLD_LIMIT))),
+            Protocol::Kafka => Some(Box::new(KafkaConn::new(context_id, KAFKA_HOLD_LIMIT))),
         }
     }
 }

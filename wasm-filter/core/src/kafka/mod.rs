@@ -3,14 +3,24 @@
 //! uncompressed RecordBatch v2 header — nothing is decompressed).
 
 mod cursor;
+mod encode;
 mod produce;
+mod response;
 mod stream;
 
+pub use encode::{
+    api_versions_request, produce_response, PartitionError, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
+};
 pub use produce::{
     visit_produce, PartitionBatch, ProduceError, ProduceSummary, MAX_PRODUCE_VERSION, MIN_PRODUCE_VERSION,
 };
-pub use stream::{sasl_plain_user, RequestHandler, RequestHeader, RequestStream, StreamOutcome, API_SASL_AUTHENTICATE, MAX_HEADER_BYTES};
+pub use response::{cap_produce_version, raise_produce_throttle, Interest, ResponseHandler, ResponseStream, MAX_WHOLE};
+pub use stream::{
+    sasl_plain_user, RequestHandler, RequestHeader, RequestStream, API_SASL_AUTHENTICATE, MAX_HEADER_BYTES,
+};
 
 /// API keys the filter reads.
 pub const API_PRODUCE: i16 = 0;
 pub const API_VERSIONS: i16 = 18;
+/// Produce requests and responses are flexible (compact encodings, tagged fields) from v9.
+pub const FIRST_FLEXIBLE_PRODUCE: i16 = 9;

@@ -5,7 +5,7 @@ use super::cursor::Cursor;
 
 pub const MIN_PRODUCE_VERSION: i16 = 3;
 pub const MAX_PRODUCE_VERSION: i16 = 12;
-const FIRST_FLEXIBLE_VERSION: i16 = 9;
+use super::FIRST_FLEXIBLE_PRODUCE as FIRST_FLEXIBLE_VERSION;
 
 /// RecordBatch v2 header: base offset (8) and batch length (4) frame the batch; the record count
 /// is the int32 at offset 57; magic is the byte at offset 16.

@@ -5,6 +5,8 @@
 
 use super::cursor::Cursor;
 use super::API_PRODUCE;
+use crate::edit::Editor;
+use crate::scan::{Admission, Outcome};
 
 pub const API_SASL_AUTHENTICATE: i16 = 36;
 
@@ -27,16 +29,10 @@ pub struct RequestHeader<'a> {
 }
 
 pub trait RequestHandler {
-    /// Called once per request. `body` (the bytes after the request header) is present for
-    /// Produce and SaslAuthenticate requests that fit the hold limit.
-    fn request(&mut self, header: &RequestHeader<'_>, body: Option<&[u8]>);
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamOutcome {
-    Forward,
-    Hold,
-    Close(&'static str),
+    /// Called once per request (again after it was held). `body` (the bytes after the request
+    /// header) is present for Produce and SaslAuthenticate requests that fit the hold limit;
+    /// only those may be held or replaced.
+    fn request(&mut self, header: &RequestHeader<'_>, body: Option<&[u8]>) -> Admission;
 }
 
 #[derive(Debug)]
@@ -55,7 +51,9 @@ impl RequestStream {
         }
     }
 
-    pub fn process(&mut self, buf: &[u8], handler: &mut impl RequestHandler) -> StreamOutcome {
+    /// Scans what Envoy presents; Err is a reason to close the connection (as a broker would).
+    pub fn process(&mut self, buf: &[u8], handler: &mut impl RequestHandler) -> Result<Outcome, &'static str> {
+        let mut edit = Editor::default();
         let mut pos = self.consumed.min(buf.len());
         loop {
             if self.skip_left > 0 {
@@ -71,12 +69,20 @@ impl RequestStream {
                 break;
             }
             match self.frame(rest, handler) {
-                Frame::Incomplete => {
-                    self.consumed = pos;
-                    return StreamOutcome::Hold;
+                Frame::Incomplete | Frame::Held => {
+                    self.consumed = edit.output_offset(pos);
+                    let decided = self.consumed;
+                    return Ok(Outcome {
+                        hold: true,
+                        replace: edit.finish(buf, buf.len()),
+                        decided,
+                    });
                 }
-                Frame::Bad(why) => return StreamOutcome::Close(why),
-                Frame::Done { total } => {
+                Frame::Bad(why) => return Err(why),
+                Frame::Done { total, replace } => {
+                    if let Some(with) = replace {
+                        edit.replace(buf, pos, pos + total, &with);
+                    }
                     let available = rest.len().min(total);
                     pos += available;
                     self.skip_left = total - available;
@@ -84,7 +90,16 @@ impl RequestStream {
             }
         }
         self.consumed = 0;
-        StreamOutcome::Forward
+        Ok(Outcome {
+            hold: false,
+            replace: edit.finish(buf, buf.len()),
+            decided: 0,
+        })
+    }
+
+    /// The first `n` bytes of a held buffer were forwarded: the next buffer starts after them.
+    pub fn forwarded(&mut self, n: usize) {
+        self.consumed = self.consumed.saturating_sub(n);
     }
 
     fn frame(&self, rest: &[u8], handler: &mut impl RequestHandler) -> Frame {
@@ -106,22 +121,30 @@ impl RequestStream {
             HeaderParse::Incomplete | HeaderParse::Bad => return Frame::Bad("malformed request header"),
         };
         let wants_body = matches!(header.api_key, API_PRODUCE | API_SASL_AUTHENTICATE) && total <= self.hold_limit;
-        if wants_body {
-            if rest.len() < total {
-                return Frame::Incomplete;
-            }
-            handler.request(&header, frame.get(header_len..));
-        } else {
-            handler.request(&header, None);
+        if wants_body && rest.len() < total {
+            return Frame::Incomplete;
         }
-        Frame::Done { total }
+        let body = if wants_body { frame.get(header_len..) } else { None };
+        match handler.request(&header, body) {
+            Admission::Hold if wants_body => Frame::Held,
+            Admission::Replace(with) | Admission::Close(with) if wants_body => Frame::Done {
+                total,
+                replace: Some(with),
+            },
+            _ => Frame::Done { total, replace: None },
+        }
     }
 }
 
 enum Frame {
     Incomplete,
+    /// The handler holds this request: stop here and present it again later.
+    Held,
     Bad(&'static str),
-    Done { total: usize },
+    Done {
+        total: usize,
+        replace: Option<Vec<u8>>,
+    },
 }
 
 enum HeaderParse<'a> {
@@ -203,16 +226,23 @@ mod tests {
     #[derive(Default)]
     struct Recorder {
         seen: Vec<(i16, i32, Option<Vec<u8>>, Option<usize>)>,
+        replace_produce: Option<Vec<u8>>,
     }
 
     impl RequestHandler for Recorder {
-        fn request(&mut self, h: &RequestHeader<'_>, body: Option<&[u8]>) {
+        fn request(&mut self, h: &RequestHeader<'_>, body: Option<&[u8]>) -> Admission {
             self.seen.push((
                 h.api_key,
                 h.correlation_id,
                 h.client_id.map(<[u8]>::to_vec),
                 body.map(<[u8]>::len),
             ));
+            if h.api_key == API_PRODUCE {
+                if let Some(with) = self.replace_produce.take() {
+                    return Admission::Replace(with);
+                }
+            }
+            Admission::Forward
         }
     }
 
@@ -222,9 +252,15 @@ mod tests {
         for c in chunks {
             held.extend_from_slice(c);
             match s.process(&held, h) {
-                StreamOutcome::Forward => fwd.append(&mut held),
-                StreamOutcome::Hold => {}
-                StreamOutcome::Close(why) => return (fwd, Some(why)),
+                Ok(o) => {
+                    if let Some(r) = o.replace {
+                        held = r;
+                    }
+                    if !o.hold {
+                        fwd.append(&mut held);
+                    }
+                }
+                Err(why) => return (fwd, Some(why)),
             }
         }
         (fwd, None)
@@ -258,6 +294,37 @@ mod tests {
             assert_eq!(err, None, "split at {at}");
             assert_eq!(fwd, stream, "split at {at}");
             assert_eq!(h.seen, want, "split at {at}");
+        }
+    }
+
+    #[test]
+    fn a_replaced_produce_is_swapped_whole_and_the_rest_flows_at_any_split() {
+        let (stream, _) = sample();
+        let produce_start =
+            request(18, 3, 1, "acme-1", &[0, 0, 0]).len() + request(3, 12, 2, "acme-1", &[1, 2, 3, 4]).len();
+        let produce_len = request(
+            API_PRODUCE,
+            9,
+            3,
+            "acme-1",
+            &produce_body(9, "orders", 1, &[(0, batch(2, 90))]),
+        )
+        .len();
+        let mut want = stream[..produce_start].to_vec();
+        want.extend_from_slice(b"SWAPPED");
+        want.extend_from_slice(&stream[produce_start + produce_len..]);
+        for at in 0..=stream.len() {
+            let mut h = Recorder {
+                replace_produce: Some(b"SWAPPED".to_vec()),
+                ..Recorder::default()
+            };
+            let (fwd, err) = feed(
+                &mut RequestStream::new(1 << 20),
+                &[&stream[..at], &stream[at..]],
+                &mut h,
+            );
+            assert_eq!(err, None);
+            assert_eq!(fwd, want, "split at {at}");
         }
     }
 

@@ -1,7 +1,6 @@
 //! NATS client protocol, client → server direction: control-line parsing and a stream scanner
 //! that walks a connection's bytes message by message.
 
-mod edit;
 mod line;
 mod server;
 mod session;
@@ -10,7 +9,7 @@ mod stream;
 pub use line::{parse_client_line, ClientOp, Parsed, ProtocolError, MAX_CONTROL_LINE};
 pub use server::{ServerEdit, ServerHandler, ServerOp, ServerStream, MAX_SERVER_LINE};
 pub use session::{Gate, Session, Verdict, SERVER_REFUSES_PAYLOAD};
-pub use stream::{Admission, ClientHandler, ClientStream, Outcome, Publish};
+pub use stream::{ClientHandler, ClientStream, Publish};
 
 /// The user named in a CONNECT's JSON, if any. Only `user` is read; nats-server has already
 /// authenticated it by the time any PUB is forwarded.

@@ -5,7 +5,7 @@
 //! Unlike the client direction this one is never paused: a control line split across reads is
 //! cut from the forwarded bytes and carried (bounded) into the next read.
 
-use super::edit::Editor;
+use crate::edit::Editor;
 
 /// nats-server's INFO can outgrow the client's 4 KiB control line (cluster URLs); past this the
 /// scanner stops interpreting and forwards everything unchanged.

@@ -17,7 +17,8 @@
 use std::collections::VecDeque;
 
 use super::server::{ServerEdit, ServerHandler, ServerOp, ServerStream};
-use super::stream::{Admission, ClientHandler, ClientStream, Outcome, Publish};
+use super::stream::{ClientHandler, ClientStream, Publish};
+use crate::scan::{Admission, Outcome};
 
 /// Sent to nats-server in place of an oversized message: no server's max_payload reaches 1 GB.
 pub const SERVER_REFUSES_PAYLOAD: &[u8] = b"PUB _WEIGHSTATION.MAX_PAYLOAD 999999999\r\n";

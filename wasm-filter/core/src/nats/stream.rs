@@ -4,8 +4,9 @@
 //! far into a held buffer it got, so nothing is parsed twice, and how much of a message payload
 //! is still to come, so payloads are skipped without being copied or scanned.
 
-use super::edit::Editor;
 use super::line::{parse_client_line, ClientOp, Parsed};
+use crate::edit::Editor;
+use crate::scan::{Admission, Outcome};
 
 /// A PUB or HPUB, as the handler sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,35 +17,11 @@ pub struct Publish<'a> {
     pub total_bytes: usize,
 }
 
-/// What the handler decides for one operation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Admission {
-    Forward,
-    /// Not now: hold this message (and everything after it) until the next attempt.
-    Hold,
-    /// Drop the message and send these bytes to the server in its place.
-    Replace(Vec<u8>),
-    /// Send these bytes in place of the operation, then nothing more from this client.
-    Close(Vec<u8>),
-}
-
 /// The filter's side of the scan: attribution and limit decisions.
 pub trait ClientHandler {
     fn connect(&mut self, json: &[u8]) -> Admission;
     fn ping(&mut self);
     fn publish(&mut self, publish: &Publish<'_>) -> Admission;
-}
-
-/// What the glue does with the buffer it passed in.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
-    /// Keep the buffer and present it again with the next bytes.
-    pub hold: bool,
-    /// Replace the buffer with this before forwarding or holding it.
-    pub replace: Option<Vec<u8>>,
-    /// When holding: how many bytes at the start of the (replaced) buffer are decided and may be
-    /// forwarded now; the held message starts there.
-    pub decided: usize,
 }
 
 #[derive(Debug, Default)]

@@ -1,0 +1,303 @@
+//! Broker → client: responses are framed like requests and start with the correlation id of
+//! the request they answer. The scanner streams every response through except those the filter
+//! asked to see whole (it keeps at most `MAX_WHOLE` bytes of one), which it can then replace.
+
+use super::cursor::Cursor;
+use super::FIRST_FLEXIBLE_PRODUCE;
+use crate::edit::Editor;
+
+/// The largest response the filter reads whole (Produce and ApiVersions answers are far smaller).
+pub const MAX_WHOLE: usize = 1 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interest {
+    /// Stream it through untouched.
+    Pass,
+    /// Collect it whole and hand it to [`ResponseHandler::response`].
+    Whole,
+}
+
+pub trait ResponseHandler {
+    /// A response to `correlation_id` starts; the handler may release what awaited it.
+    fn arriving(&mut self, correlation_id: i32, size: usize) -> Interest;
+    /// The whole response frame (size prefix included); Some replaces it.
+    fn response(&mut self, correlation_id: i32, frame: &[u8]) -> Option<Vec<u8>>;
+}
+
+#[derive(Debug, Default)]
+pub struct ResponseStream {
+    carry: Vec<u8>,
+    pass_left: usize,
+}
+
+impl ResponseStream {
+    /// Scans one read from the broker; returns the bytes to forward instead, if they differ.
+    pub fn process(&mut self, chunk: &[u8], handler: &mut impl ResponseHandler) -> Option<Vec<u8>> {
+        let carried = !self.carry.is_empty();
+        let owned;
+        let data: &[u8] = if carried {
+            owned = [std::mem::take(&mut self.carry).as_slice(), chunk].concat();
+            &owned
+        } else {
+            chunk
+        };
+        let mut edit = Editor::default();
+        let mut pos = 0;
+        let mut cut = data.len();
+        loop {
+            if self.pass_left > 0 {
+                let n = self.pass_left.min(data.len() - pos);
+                pos += n;
+                self.pass_left -= n;
+                if self.pass_left > 0 {
+                    break;
+                }
+            }
+            let Some(rest) = data.get(pos..).filter(|r| !r.is_empty()) else {
+                break;
+            };
+            let (Some(size), Some(corr)) = (be_i32(rest, 0), be_i32(rest, 4)) else {
+                self.carry = rest.to_vec();
+                cut = pos;
+                break;
+            };
+            let total = 4 + usize::try_from(size).unwrap_or(0);
+            match handler.arriving(corr, total - 4) {
+                Interest::Whole if total <= MAX_WHOLE => {
+                    let Some(frame) = rest.get(..total) else {
+                        self.carry = rest.to_vec();
+                        cut = pos;
+                        break;
+                    };
+                    if let Some(with) = handler.response(corr, frame) {
+                        edit.replace(data, pos, pos + total, &with);
+                    }
+                    pos += total;
+                }
+                _ => {
+                    let n = total.min(rest.len());
+                    pos += n;
+                    self.pass_left = total - n;
+                }
+            }
+        }
+        match edit.finish(data, cut) {
+            Some(out) => Some(out),
+            None if carried || cut < data.len() => Some(data.get(..cut).unwrap_or_default().to_vec()),
+            None => None,
+        }
+    }
+}
+
+fn be_i32(b: &[u8], at: usize) -> Option<i32> {
+    b.get(at..at + 4)
+        .and_then(|s| s.try_into().ok())
+        .map(i32::from_be_bytes)
+}
+
+/// Raises a Produce response's throttle_time_ms to at least `throttle_ms`, in place.
+pub fn raise_produce_throttle(frame: &mut [u8], version: i16, throttle_ms: i32) -> Option<()> {
+    let at = produce_throttle_offset(frame, version)?;
+    let current = be_i32(frame, at)?;
+    frame
+        .get_mut(at..at + 4)?
+        .copy_from_slice(&current.max(throttle_ms).to_be_bytes());
+    Some(())
+}
+
+/// Where throttle_time_ms sits in a Produce response frame (after the topic array).
+fn produce_throttle_offset(frame: &[u8], version: i16) -> Option<usize> {
+    let flexible = version >= FIRST_FLEXIBLE_PRODUCE;
+    let mut c = Cursor::new(frame);
+    c.i32()?; // size
+    c.i32()?; // correlation id
+    if flexible {
+        c.skip_tagged_fields()?;
+    }
+    let topics = c.array_len(flexible)?;
+    for _ in 0..topics {
+        if flexible {
+            c.compact_nullable()?;
+        } else {
+            c.nullable_string()?;
+        }
+        let partitions = c.array_len(flexible)?;
+        for _ in 0..partitions {
+            c.bytes(4 + 2 + 8 + 8)?; // index, error, base offset, log append time
+            if version >= 5 {
+                c.bytes(8)?; // log start offset
+            }
+            if version >= 8 {
+                let record_errors = c.array_len(flexible)?;
+                for _ in 0..record_errors {
+                    c.i32()?;
+                    if flexible {
+                        c.compact_nullable()?;
+                        c.skip_tagged_fields()?;
+                    } else {
+                        c.nullable_string()?;
+                    }
+                }
+                if flexible {
+                    c.compact_nullable()?;
+                } else {
+                    c.nullable_string()?;
+                }
+            }
+            if flexible {
+                c.skip_tagged_fields()?;
+            }
+        }
+        if flexible {
+            c.skip_tagged_fields()?;
+        }
+    }
+    Some(c.position())
+}
+
+/// Lowers the Produce max version an ApiVersions response advertises, in place.
+pub fn cap_produce_version(frame: &mut [u8], api_versions_version: i16, max: i16) -> Option<()> {
+    let flexible = api_versions_version >= 3;
+    let mut produce_max_at = None;
+    let mut c = Cursor::new(frame);
+    c.i32()?; // size
+    c.i32()?; // correlation id (ApiVersions responses always use header v0)
+    c.i16()?; // error code
+    let n = c.array_len(flexible)?;
+    for _ in 0..n {
+        let key = c.i16()?;
+        c.i16()?; // min
+        let at = c.position();
+        let advertised = c.i16()?;
+        if flexible {
+            c.skip_tagged_fields()?;
+        }
+        if key == super::API_PRODUCE && advertised > max {
+            produce_max_at = Some(at);
+        }
+    }
+    if let Some(at) = produce_max_at {
+        frame.get_mut(at..at + 2)?.copy_from_slice(&max.to_be_bytes());
+    }
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kafka::encode::{produce_response, PartitionError, THROTTLING_QUOTA_EXCEEDED};
+
+    #[test]
+    fn a_synthesised_response_can_have_its_throttle_found_in_every_version() {
+        for v in 3..=12 {
+            let topics = vec![(
+                b"orders".to_vec(),
+                vec![
+                    PartitionError {
+                        partition: 0,
+                        error: THROTTLING_QUOTA_EXCEEDED,
+                    },
+                    PartitionError {
+                        partition: 3,
+                        error: 10,
+                    },
+                ],
+            )];
+            let mut frame = produce_response(v, 42, &topics, 5, Some(b"why"));
+            let size = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
+            assert_eq!(size + 4, frame.len(), "v{v}");
+            assert_eq!(
+                produce_throttle_offset(&frame, v).map(|o| be_i32(&frame, o)),
+                Some(Some(5)),
+                "v{v}"
+            );
+            raise_produce_throttle(&mut frame, v, 250).unwrap();
+            assert_eq!(be_i32(&frame, produce_throttle_offset(&frame, v).unwrap()), Some(250));
+            raise_produce_throttle(&mut frame, v, 10).unwrap();
+            assert_eq!(
+                be_i32(&frame, produce_throttle_offset(&frame, v).unwrap()),
+                Some(250),
+                "never lowered"
+            );
+        }
+    }
+
+    fn api_versions_response(version: i16, entries: &[(i16, i16, i16)]) -> Vec<u8> {
+        let flexible = version >= 3;
+        let mut b = 7i32.to_be_bytes().to_vec();
+        b.extend_from_slice(&0i16.to_be_bytes());
+        if flexible {
+            b.push(entries.len() as u8 + 1);
+        } else {
+            b.extend_from_slice(&(entries.len() as i32).to_be_bytes());
+        }
+        for (k, lo, hi) in entries {
+            b.extend_from_slice(&k.to_be_bytes());
+            b.extend_from_slice(&lo.to_be_bytes());
+            b.extend_from_slice(&hi.to_be_bytes());
+            if flexible {
+                b.push(0);
+            }
+        }
+        if version >= 1 {
+            b.extend_from_slice(&0i32.to_be_bytes());
+        }
+        if flexible {
+            b.push(0);
+        }
+        let mut f = (b.len() as i32).to_be_bytes().to_vec();
+        f.extend(b);
+        f
+    }
+
+    #[test]
+    fn caps_the_advertised_produce_version() {
+        for v in [0, 2, 3, 4] {
+            let mut f = api_versions_response(v, &[(0, 3, 13), (1, 4, 17), (18, 0, 4)]);
+            cap_produce_version(&mut f, v, 12).unwrap();
+            assert_eq!(
+                f,
+                api_versions_response(v, &[(0, 3, 12), (1, 4, 17), (18, 0, 4)]),
+                "v{v}"
+            );
+        }
+    }
+
+    struct Swap;
+    impl ResponseHandler for Swap {
+        fn arriving(&mut self, corr: i32, _size: usize) -> Interest {
+            if corr == 2 {
+                Interest::Whole
+            } else {
+                Interest::Pass
+            }
+        }
+        fn response(&mut self, _corr: i32, _frame: &[u8]) -> Option<Vec<u8>> {
+            Some(b"\0\0\0\x04\0\0\0\x02".to_vec())
+        }
+    }
+
+    fn frame(corr: i32, body: &[u8]) -> Vec<u8> {
+        let mut f = ((body.len() + 4) as i32).to_be_bytes().to_vec();
+        f.extend_from_slice(&corr.to_be_bytes());
+        f.extend_from_slice(body);
+        f
+    }
+
+    #[test]
+    fn replaces_only_the_responses_it_asked_for_at_any_split() {
+        let stream = [frame(1, &[7; 30]), frame(2, &[8; 20]), frame(3, &[9; 5])].concat();
+        let want = [frame(1, &[7; 30]), b"\0\0\0\x04\0\0\0\x02".to_vec(), frame(3, &[9; 5])].concat();
+        for at in 0..=stream.len() {
+            let mut s = ResponseStream::default();
+            let mut out = Vec::new();
+            for part in [&stream[..at], &stream[at..]] {
+                match s.process(part, &mut Swap) {
+                    Some(r) => out.extend(r),
+                    None => out.extend_from_slice(part),
+                }
+            }
+            assert_eq!(out, want, "split at {at}");
+        }
+    }
+}

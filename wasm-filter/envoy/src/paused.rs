@@ -1,0 +1,105 @@
+//! Forwarding while a message is held, shared by the protocols. Envoy keeps a paused filter's
+//! buffer reachable (and clears it on Continue), and `resume_downstream` passes it on to the
+//! next filter without asking this one again. So while anything is held the filter never
+//! returns Continue: what was admitted ahead of the held message is forwarded by rewriting the
+//! buffer to it and resuming, and the bytes behind it are carried by the filter — up to
+//! CARRY_LIMIT, beyond which they stay in Envoy's buffer, which fills up to
+//! per_connection_buffer_limit_bytes and then pushes back on the client through TCP.
+
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::{Action, BufferType};
+use weighstation_core::scan::Outcome;
+
+const CARRY_LIMIT: usize = 1 << 20;
+
+/// What to do with Envoy's buffer after a scan.
+pub enum Plan {
+    /// Forward the buffer (replaced by this first, if given) and leave the paused state.
+    Forward(Option<Vec<u8>>),
+    /// Stay paused, with Envoy's buffer replaced by `buffer` if given; `resume` forwards it.
+    Hold { buffer: Option<Vec<u8>>, resume: bool },
+}
+
+/// Held bytes that precede Envoy's buffer.
+#[derive(Default)]
+pub struct Carry(Vec<u8>);
+
+impl Carry {
+    /// Runs `scan` over the carried bytes followed by Envoy's. Also returns how many bytes of a
+    /// held buffer the plan forwards: the scanner must be told, as its next buffer starts there.
+    pub fn scan<E>(
+        &mut self,
+        envoy: &[u8],
+        scan: impl FnOnce(&[u8]) -> Result<Outcome, E>,
+    ) -> Result<(Plan, usize), E> {
+        let input: Vec<u8>;
+        let buf: &[u8] = if self.0.is_empty() {
+            envoy
+        } else {
+            input = [std::mem::take(&mut self.0).as_slice(), envoy].concat();
+            &input
+        };
+        let outcome = scan(buf)?;
+        let changed = outcome.replace.is_some() || buf.len() != envoy.len();
+        let output = outcome.replace.as_deref().unwrap_or(buf);
+        if !outcome.hold {
+            return Ok((Plan::Forward(changed.then(|| output.to_vec())), 0));
+        }
+        let (ahead, behind) = output.split_at(outcome.decided.min(output.len()));
+        if behind.len() > CARRY_LIMIT {
+            return Ok((
+                Plan::Hold {
+                    buffer: changed.then(|| output.to_vec()),
+                    resume: false,
+                },
+                0,
+            ));
+        }
+        self.0 = behind.to_vec();
+        Ok((
+            Plan::Hold {
+                buffer: Some(ahead.to_vec()),
+                resume: !ahead.is_empty(),
+            },
+            ahead.len(),
+        ))
+    }
+}
+
+/// Applies a plan from within on_downstream_data.
+pub fn in_callback(plan: Plan, size: usize) -> Action {
+    let (buffer, resume, action) = match plan {
+        Plan::Forward(buffer) => (buffer, false, Action::Continue),
+        Plan::Hold { buffer, resume } => (buffer, resume, Action::Pause),
+    };
+    if let Some(b) = buffer {
+        let _ = hostcalls::set_buffer(BufferType::DownstreamData, 0, size, &b);
+    }
+    if resume {
+        // Runs after this callback: forwards the buffer while the connection stays paused.
+        let _ = hostcalls::resume_downstream();
+    }
+    action
+}
+
+/// Reads the held buffer in a retry (the stream is the effective context). An empty buffer
+/// reads as None: the carried bytes may be all there is to decide.
+pub fn held_buffer() -> Option<Vec<u8>> {
+    hostcalls::get_buffer(BufferType::DownstreamData, 0, usize::MAX)
+        .ok()
+        .map(Option::unwrap_or_default)
+}
+
+/// Applies a plan from a retry: a Forward resumes too (the connection was paused).
+pub fn in_retry(plan: Plan, held_len: usize) {
+    let (buffer, resume) = match plan {
+        Plan::Forward(buffer) => (buffer, true),
+        Plan::Hold { buffer, resume } => (buffer, resume),
+    };
+    if let Some(b) = buffer {
+        let _ = hostcalls::set_buffer(BufferType::DownstreamData, 0, held_len, &b);
+    }
+    if resume {
+        let _ = hostcalls::resume_downstream();
+    }
+}
