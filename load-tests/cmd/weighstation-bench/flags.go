@@ -40,6 +40,7 @@ func parseFlags(args []string) (o *bench.Options, out string, quiet bool, err er
 		clientID = fs.String("kafka-client-id", "weighstation-bench", "Kafka client.id (its prefix selects the tenant, e.g. acme-bench)")
 		topic    = fs.String("kafka-topic", "weighstation-bench", "Kafka topic (created with one partition if missing)")
 		retries  = fs.Int("kafka-retries", 0, "sarama Producer.Retry.Max (0: a refusal is counted, not retried)")
+		subVia   = fs.String("subscriber", "same", "nats-pubsub: where the subscriber connects: same (as the publishers) or direct (nats-server itself: counts what the gateway let through)")
 		outDir   = fs.String("out", "", "report directory (default load-tests/out/<scenario>-<time>)")
 		quietF   = fs.Bool("quiet", false, "no progress line")
 	)
@@ -77,6 +78,14 @@ func parseFlags(args []string) (o *bench.Options, out string, quiet bool, err er
 		}
 		endpoints = append(endpoints, ep)
 	}
+	subscribeVia := ""
+	switch *subVia {
+	case "same":
+	case "direct":
+		subscribeVia = *directNATS
+	default:
+		return nil, "", false, fmt.Errorf("--subscriber %q: want same or direct", *subVia)
+	}
 	runID := make([]byte, 4)
 	_, _ = rand.Read(runID)
 	o = &bench.Options{
@@ -88,7 +97,7 @@ func parseFlags(args []string) (o *bench.Options, out string, quiet bool, err er
 		},
 		Config: scenario.Config{
 			Connections: *conns, Size: *size, Timeout: *timeout, RunID: hex.EncodeToString(runID),
-			NATSUser: *natsUser, NATSPassword: *natsPass,
+			NATSUser: *natsUser, NATSPassword: *natsPass, SubscribeVia: subscribeVia,
 			KafkaClientID: *clientID, KafkaTopic: *topic, KafkaRetries: *retries,
 		},
 		Endpoints: endpoints,

@@ -23,6 +23,8 @@ type Options struct {
 	Endpoints []scenario.Endpoint
 	// Progress, if set, receives the live progress about once a second.
 	Progress func(engine.Progress)
+	// Watch names processes (by PID) whose CPU use the summary records besides the harness's.
+	Watch map[string]int
 }
 
 // Measure runs o and returns its summary.
@@ -58,7 +60,7 @@ func Measure(ctx context.Context, o Options) (report.Summary, error) {
 		engineTargets[i] = t
 	}
 	started := time.Now()
-	load := machine.Start()
+	load := machine.Start(o.Watch)
 	r := e.Run(ctx, engineTargets, o.Progress)
 	m := load.Stop()
 	attributeAsyncRefusals(&r, targets)

@@ -2,16 +2,12 @@ package bench
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/weighstation/weighstation/load-tests/internal/engine"
+	"github.com/weighstation/weighstation/load-tests/internal/natsserver"
 	"github.com/weighstation/weighstation/load-tests/internal/scenario"
 )
 
@@ -25,7 +21,7 @@ func TestStallCalibration(t *testing.T) {
 		rate  = 1000
 		stall = time.Second
 	)
-	server := startNATSServer(t)
+	server := natsserver.Start(t)
 	plan := engine.Plan{
 		Rate: rate, Arrivals: "fixed", Warmup: time.Second, Duration: 10 * time.Second,
 		Connections: 2, MaxInFlight: 100_000, Drain: 5 * time.Second,
@@ -33,14 +29,14 @@ func TestStallCalibration(t *testing.T) {
 	// The stall falls in the middle of the measured 10 s (which starts after the 1 s warm-up).
 	go func() {
 		time.Sleep(plan.Warmup + 4500*time.Millisecond)
-		_ = server.Process.Signal(syscall.SIGSTOP)
+		_ = server.Signal(syscall.SIGSTOP)
 		time.Sleep(stall)
-		_ = server.Process.Signal(syscall.SIGCONT)
+		_ = server.Signal(syscall.SIGCONT)
 	}()
 	s, err := Measure(context.Background(), Options{
 		Scenario: "nats-pubsub", Plan: plan,
 		Config:    scenario.Config{Connections: 2, Size: 64, Timeout: 5 * time.Second, RunID: "calibration"},
-		Endpoints: []scenario.Endpoint{{Name: "direct", NATS: server.addr}},
+		Endpoints: []scenario.Endpoint{{Name: "direct", NATS: server.Addr}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -69,48 +65,3 @@ func TestStallCalibration(t *testing.T) {
 }
 
 func ms(us int64) float64 { return float64(us) / 1000 }
-
-type natsServer struct {
-	*exec.Cmd
-	addr string
-}
-
-// startNATSServer runs the nats-server that make tools installed, on a free loopback port,
-// and stops it (by its PID) when the test ends.
-func startNATSServer(t *testing.T) natsServer {
-	t.Helper()
-	bin := os.Getenv("NATS_SERVER")
-	if bin == "" {
-		bin, _ = filepath.Abs("../../../.tools/bin/nats-server")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("nats-server not found at %s (run make tools, or set NATS_SERVER): %v", bin, err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-l", filepath.Join(t.TempDir(), "nats-server.log"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT) // in case the test failed mid-stall
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			c.Close()
-			return natsServer{cmd, addr}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nats-server did not listen on %s", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}

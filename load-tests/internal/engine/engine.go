@@ -100,8 +100,12 @@ type targetStats struct {
 	name                               string
 	latency                            *hist.Recorder
 	sent, acked, refused, failed, drop atomic.Int64
-	errMu                              sync.Mutex
-	errors                             []string // a few distinct error messages
+	// inWindow counts OK completions that happened while this target held the load, whichever
+	// operation they belong to: the rate it really delivered (held messages that complete after
+	// the run do not inflate it).
+	inWindow atomic.Int64
+	errMu    sync.Mutex
+	errors   []string // a few distinct error messages
 }
 
 const maxErrorSamples = 5
@@ -166,10 +170,14 @@ func (e *Engine) Complete(seq int, o Outcome, err error) {
 		return
 	}
 	e.inFlight.Add(-1)
+	ti := e.targetOf(seq)
+	t := e.targets[ti]
+	if o == OK && e.holdsLoadAt(ti, now.Sub(e.start)) {
+		t.inWindow.Add(1)
+	}
 	if !e.measured(seq) {
 		return
 	}
-	t := e.targets[e.targetOf(seq)]
 	switch o {
 	case OK:
 		latency := now.Sub(e.start.Add(e.offsets[seq]))

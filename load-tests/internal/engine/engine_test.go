@@ -75,8 +75,40 @@ func TestKeepsRateAgainstInstantTarget(t *testing.T) {
 			t.Errorf("second %d carried %d operations, want about %.0f", s, perSecond[s], rate)
 		}
 	}
-	if achieved := float64(tr.Acked) / tr.Active.Seconds(); math.Abs(achieved-rate)/rate > 0.01 {
+	if achieved := float64(tr.Delivered) / tr.Active.Seconds(); math.Abs(achieved-rate)/rate > 0.01 {
 		t.Errorf("achieved rate %.1f/s reported, want %.0f", achieved, rate)
+	}
+}
+
+// slowServer serves one operation at a time, each taking service: it can deliver 1/service
+// per second however many are offered, like a tenant held to its rate.
+type slowServer struct {
+	c       Completer
+	mu      sync.Mutex
+	service time.Duration
+}
+
+func (s *slowServer) Fire(op Op) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	time.Sleep(s.service)
+	s.c.Complete(op.Seq, OK, nil)
+}
+
+// Offered twice what a target can deliver, the achieved rate is what it delivered while it
+// held the load — not everything it eventually completed during the drain.
+func TestAchievedRateIsWhatWasDelivered(t *testing.T) {
+	s := &slowServer{service: 4 * time.Millisecond} // 250/s
+	p := plan(500, 2*time.Second)
+	p.Drain = 5 * time.Second
+	r := run(t, p, []string{"slow"}, func(c Completer) []Target { s.c = c; return []Target{s} })
+	tr := r.Targets[0]
+	if tr.Acked != 1000 {
+		t.Fatalf("%d of 1000 completed by the end of the drain", tr.Acked)
+	}
+	// Sleep overshoots a little, so the server delivers somewhat under 250/s.
+	if achieved := float64(tr.Delivered) / tr.Active.Seconds(); achieved < 180 || achieved > 255 {
+		t.Fatalf("achieved %.0f/s, want the server's ≈ 250/s, not the %d completed in the end", achieved, tr.Acked)
 	}
 }
 

@@ -30,10 +30,13 @@ type TargetResult struct {
 	Overflow int64
 	Sent     int64 // measured operations handed to the target
 	Acked    int64
-	Refused  int64
-	Failed   int64
-	Timeouts int64 // sent but not completed by the end of the drain
-	Dropped  int64 // not sent because MaxInFlight operations were outstanding
+	// Delivered counts OK completions (of any operation) that happened while the target held
+	// the measured load; Delivered/Active is the rate it really achieved.
+	Delivered int64
+	Refused   int64
+	Failed    int64
+	Timeouts  int64 // sent but not completed by the end of the drain
+	Dropped   int64 // not sent because MaxInFlight operations were outstanding
 	// Active is how long this target held the load in the measured part.
 	Active       time.Duration
 	ErrorSamples []string
@@ -152,12 +155,17 @@ func (e *Engine) reportProgress(progress func(Progress)) (stop func()) {
 	return func() { close(quit); <-finished }
 }
 
-// activeAt is the target holding the load at offset off of the measured part.
+// activeAt is the target holding the load at offset off of the run.
 func (e *Engine) activeAt(off time.Duration) int {
 	if len(e.targets) == 1 || off < e.plan.Warmup {
 		return 0
 	}
 	return int((off-e.plan.Warmup)/e.plan.Phase) % len(e.targets)
+}
+
+// holdsLoadAt says whether target i holds the measured load at offset off of the run.
+func (e *Engine) holdsLoadAt(i int, off time.Duration) bool {
+	return off >= e.plan.Warmup && off < e.plan.Warmup+e.plan.Duration && e.activeAt(off) == i
 }
 
 func (e *Engine) result() Result {
@@ -178,7 +186,7 @@ func (e *Engine) result() Result {
 		t.errMu.Unlock()
 		r.Targets = append(r.Targets, TargetResult{
 			Name: t.name, Latency: t.latency.Snapshot(), Overflow: t.latency.Overflow(),
-			Sent: t.sent.Load(), Acked: t.acked.Load(), Refused: t.refused.Load(), Failed: t.failed.Load(),
+			Sent: t.sent.Load(), Acked: t.acked.Load(), Delivered: t.inWindow.Load(), Refused: t.refused.Load(), Failed: t.failed.Load(),
 			Timeouts: timeouts[i], Dropped: t.drop.Load(),
 			Active: e.activeTime(i), ErrorSamples: samples,
 		})

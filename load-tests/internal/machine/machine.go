@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +21,10 @@ type Load struct {
 	LoadAvgAfter  [3]float64 `json:"loadAvgAfter"`
 	// CPUBusyPercent is the share of all cores' time not idle during the measurement.
 	CPUBusyPercent float64 `json:"cpuBusyPercent"`
-	Seconds        float64 `json:"seconds"`
+	// ProcessCPUPercent is each watched process's CPU use during the measurement, in percent of
+	// one core (so up to 100 × cores): the harness itself, and the stack's processes when known.
+	ProcessCPUPercent map[string]float64 `json:"processCpuPercent,omitempty"`
+	Seconds           float64            `json:"seconds"`
 }
 
 // Measurement is a Load being measured.
@@ -28,13 +32,22 @@ type Measurement struct {
 	load      Load
 	busy, all uint64
 	start     time.Time
+	watch     map[string]int
+	ticks     map[string]uint64
 }
 
-// Start begins measuring.
-func Start() *Measurement {
-	m := &Measurement{start: time.Now()}
+// Start begins measuring. watch names processes (by PID) whose CPU use to record besides the
+// harness's own.
+func Start(watch map[string]int) *Measurement {
+	m := &Measurement{start: time.Now(), watch: map[string]int{"harness": os.Getpid()}, ticks: map[string]uint64{}}
+	for name, pid := range watch {
+		m.watch[name] = pid
+	}
 	m.load.Cores = runtime.NumCPU()
 	m.load.LoadAvgBefore = loadAvg()
+	for name, pid := range m.watch {
+		m.ticks[name] = processTicks(pid)
+	}
 	m.busy, m.all = cpuTimes()
 	return m
 }
@@ -47,12 +60,57 @@ func (m *Measurement) Stop() Load {
 	}
 	m.load.LoadAvgAfter = loadAvg()
 	m.load.Seconds = time.Since(m.start).Seconds()
+	m.load.ProcessCPUPercent = map[string]float64{}
+	for name, pid := range m.watch {
+		used := float64(processTicks(pid)-m.ticks[name]) / clockTicks
+		m.load.ProcessCPUPercent[name] = 100 * used / m.load.Seconds
+	}
 	return m.load
+}
+
+// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every Linux architecture Go
+// supports (the kernel fixes it for user space regardless of its internal HZ).
+const clockTicks = 100
+
+// processTicks reads a process's user+system CPU time from /proc/PID/stat (fields 14 and 15;
+// the command name in field 2 may contain spaces, so fields are counted after its ")").
+func processTicks(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:])) // f[0] is field 3 (state)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseUint(f[11], 10, 64)
+	stime, _ := strconv.ParseUint(f[12], 10, 64)
+	return utime + stime
 }
 
 // String is the one-line form every report prints.
 func (l Load) String() string {
-	return fmt.Sprintf("%d cores, load average %.2f → %.2f (1 min), CPU %.0f%% busy", l.Cores, l.LoadAvgBefore[0], l.LoadAvgAfter[0], l.CPUBusyPercent)
+	s := fmt.Sprintf("%d cores, load average %.2f → %.2f (1 min), CPU %.0f%% busy", l.Cores, l.LoadAvgBefore[0], l.LoadAvgAfter[0], l.CPUBusyPercent)
+	names := make([]string, 0, len(l.ProcessCPUPercent))
+	for n := range l.ProcessCPUPercent {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for i, n := range names {
+		sep := ", "
+		if i == 0 {
+			sep = " ("
+		}
+		s += fmt.Sprintf("%s%s %.0f%%", sep, n, l.ProcessCPUPercent[n])
+	}
+	if len(names) > 0 {
+		s += " of a core)"
+	}
+	return s
 }
 
 func loadAvg() [3]float64 {

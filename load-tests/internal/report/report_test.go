@@ -28,8 +28,8 @@ func result() engine.Result {
 	return engine.Result{
 		Lag: lag.Snapshot(),
 		Targets: []engine.TargetResult{
-			{Name: "direct", Latency: direct.Snapshot(), Sent: 10_000, Acked: 10_000, Active: 5 * time.Second},
-			{Name: "gateway", Latency: gateway.Snapshot(), Sent: 10_010, Acked: 10_000, Refused: 10, Active: 5 * time.Second,
+			{Name: "direct", Latency: direct.Snapshot(), Sent: 10_000, Acked: 10_000, Delivered: 10_000, Active: 5 * time.Second},
+			{Name: "gateway", Latency: gateway.Snapshot(), Sent: 10_010, Acked: 10_000, Delivered: 10_000, Refused: 10, Active: 5 * time.Second,
 				ErrorSamples: []string{"nats: Permissions Violation for Publish"}},
 		},
 	}

@@ -51,7 +51,8 @@ type Target struct {
 	Name          string           `json:"name"`
 	Address       string           `json:"address"`
 	LatencyMicros hist.Percentiles `json:"latencyMicros"`
-	// AchievedRate is OK completions per second of the time the target held the load.
+	// AchievedRate is OK completions per second while the target held the load (counting the
+	// completions that happened then, so a backlog delivered after the run does not count).
 	AchievedRate float64  `json:"achievedRate"`
 	Sent         int64    `json:"sent"`
 	Acked        int64    `json:"acked"`
@@ -110,19 +111,20 @@ func FromResult(m Meta, r engine.Result) Summary {
 		}
 		s.Targets = append(s.Targets, Target{
 			Name: t.Name, Address: addr, LatencyMicros: hist.PercentilesOf(t.Latency),
-			AchievedRate: float64(t.Acked) / t.Active.Seconds(),
+			AchievedRate: float64(t.Delivered) / t.Active.Seconds(),
 			Sent:         t.Sent, Acked: t.Acked, Refused: t.Refused, Errors: t.Failed, Timeouts: t.Timeouts,
 			Dropped: t.Dropped, Overflow: t.Overflow, ErrorSamples: t.ErrorSamples,
 			Hgrm: t.Name + ".hgrm", latency: t.Latency,
 		})
 	}
 	for _, t := range s.Targets[min(1, len(s.Targets)):] {
-		s.Ratios = append(s.Ratios, ratio(t, s.Targets[0]))
+		s.Ratios = append(s.Ratios, Compare(t, s.Targets[0]))
 	}
 	return s
 }
 
-func ratio(t, base Target) Ratio {
+// Compare divides t's percentiles by base's.
+func Compare(t, base Target) Ratio {
 	a, b := t.LatencyMicros, base.LatencyMicros
 	div := func(x, y int64) float64 {
 		if y == 0 {

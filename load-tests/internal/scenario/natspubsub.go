@@ -10,8 +10,8 @@ import (
 )
 
 // natsPubSub publishes each operation on one of its connections and completes it when the
-// subscriber (its own connection, to the same endpoint) receives the message: the latency a
-// consumer sees.
+// subscriber (its own connection, to the same endpoint unless Config.SubscribeVia says
+// otherwise) receives the message: the latency a consumer sees.
 type natsPubSub struct {
 	*natsPool
 	c       engine.Completer
@@ -30,7 +30,11 @@ func openNATSPubSub(cfg Config, ep Endpoint, c engine.Completer) (Target, error)
 	for i := range pool.conns {
 		t.subject = append(t.subject, prefix+"."+strconv.Itoa(i))
 	}
-	if t.sub, err = natsConn(cfg, ep.NATS, "sub", &pool.refused); err != nil {
+	subAddr := ep.NATS
+	if cfg.SubscribeVia != "" {
+		subAddr = cfg.SubscribeVia
+	}
+	if t.sub, err = natsConn(cfg, subAddr, "sub", &pool.refused); err != nil {
 		pool.close()
 		return nil, err
 	}

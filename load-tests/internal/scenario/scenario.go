@@ -21,6 +21,9 @@ type Config struct {
 	RunID       string        // keeps this run's subjects apart from any other's
 
 	NATSUser, NATSPassword string
+	// SubscribeVia, if set, is the NATS address the pub/sub subscriber uses instead of the
+	// endpoint's: subscribing on the broker itself measures what the gateway let through.
+	SubscribeVia string
 
 	KafkaClientID string // selects the tenant at the gateway by prefix
 	KafkaTopic    string

@@ -1,0 +1,129 @@
+// Command weighstation-benchsuite is `make bench`: it starts the local stack with the
+// benchmark's own policies on free ports, and measures, open-loop, into docs/benchmarks/: the
+// saturation of the gateway on this machine, direct vs gateway at three rates for NATS and
+// Kafka, rate accuracy at 2× and 10× a tenant's limit, and noisy-neighbour isolation. Every
+// result records the machine's load. The whole run takes about 10 minutes.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+func main() {
+	root := flag.String("root", ".", "repository root (holds .tools/ and the built filter)")
+	out := flag.String("out", "docs/benchmarks", "where the evidence goes (its runs/ is replaced)")
+	quick := flag.Bool("quick", false, "short measurements, to check the suite itself (figures are not evidence)")
+	flag.Parse()
+	if err := run(*root, *out, *quick); err != nil {
+		fmt.Fprintln(os.Stderr, "weighstation-benchsuite:", err)
+		os.Exit(1)
+	}
+}
+
+func run(root, out string, quick bool) error {
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	started := time.Now()
+	machineHost := describeHost(root)
+
+	fmt.Fprintln(os.Stderr, "starting the local stack (nats-server, Kafka, control plane, Envoy)…")
+	st, err := startStack(root)
+	if err != nil {
+		return err
+	}
+	defer st.stop()
+
+	s := &suite{ctx: ctx, stack: st, out: out, timing: fullTiming, watch: st.processes()}
+	if quick {
+		s.timing = quickTiming
+	}
+	if err := os.RemoveAll(filepath.Join(out, "runs")); err != nil {
+		return err
+	}
+	if err := s.runAll(); err != nil {
+		return err
+	}
+	machineHost.Elapsed = time.Since(started).Round(time.Second).String()
+	machineHost.Quick = quick
+	js, err := json.MarshalIndent(struct {
+		Host        host         `json:"host"`
+		Probes      []probe      `json:"saturationProbes"`
+		Comparisons []comparison `json:"comparisons"`
+		Overloads   []overload   `json:"overloads"`
+		Neighbours  []neighbour  `json:"noisyNeighbours"`
+	}{machineHost, s.Probes, s.Comparisons, s.Overloads, s.Neighbours}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "suite.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	md, err := os.Create(filepath.Join(out, "README.md"))
+	if err != nil {
+		return err
+	}
+	writeMarkdown(md, machineHost, s)
+	if err := md.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "done in %s: %s\n", machineHost.Elapsed, filepath.Join(out, "README.md"))
+	return nil
+}
+
+func (s *suite) runAll() error {
+	probes := []struct {
+		scenario string
+		start    float64
+	}{{"nats-pubsub", 2000}, {"nats-request", 1000}, {"kafka-acks1", 1000}}
+	saturation := map[string]float64{}
+	for _, p := range probes {
+		fmt.Fprintf(os.Stderr, "saturation probe: %s\n", p.scenario)
+		pr, err := s.probeSaturation(p.scenario, p.start)
+		if err != nil {
+			return err
+		}
+		s.Probes = append(s.Probes, pr)
+		saturation[p.scenario] = pr.Saturation
+	}
+	for _, scen := range []string{"nats-pubsub", "nats-request", "kafka-acks1"} {
+		for _, l := range levels {
+			if err := s.compare(scen, l.name, roundRate(l.share*saturation[scen])); err != nil {
+				return err
+			}
+		}
+	}
+	// JetStream and acks=all cost about what request/reply and acks=1 do: one rate each.
+	if err := s.compare("jetstream", "medium", roundRate(0.4*saturation["nats-request"])); err != nil {
+		return err
+	}
+	if err := s.compare("kafka-acksall", "medium", roundRate(0.4*saturation["kafka-acks1"])); err != nil {
+		return err
+	}
+	for _, scen := range []string{"nats-pubsub", "kafka-acks1"} {
+		for _, t := range []tenant{globex, anonymous} {
+			for _, factor := range []float64{2, 10} {
+				if err := s.overload(scen, t, factor); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, scen := range []string{"nats-pubsub", "kafka-acks1"} {
+		if err := s.noisyNeighbour(scen, tenantLimit); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/weighstation/weighstation/load-tests/internal/hist"
+	"github.com/weighstation/weighstation/load-tests/internal/report"
+	"github.com/weighstation/weighstation/load-tests/internal/scenario"
+)
+
+// writeMarkdown writes docs/benchmarks/README.md: every figure of the suite in tables, with
+// the machine's load beside each, and the plots.
+func writeMarkdown(w io.Writer, h host, s *suite) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("# weighstation benchmarks\n\n")
+	if h.Quick {
+		p("> **Quick run** (`-quick`): measurements a few seconds long, to check the suite itself. These figures are not evidence.\n\n")
+	}
+	p("Produced by `make bench` (`load-tests/cmd/weighstation-benchsuite`) on %s at commit `%s`, in %s.\n", h.Date, h.Commit, h.Elapsed)
+	p("Machine: %d × %s, Linux %s, %s. The harness, Envoy, nats-server and Kafka all share these cores.\n\n", h.Cores, h.CPU, h.Kernel, h.Go)
+	p(`How to read this: every latency is measured open-loop — sends follow a fixed-rate schedule made
+in advance, whatever the system does, and each latency runs from the message's *intended* send time
+to its completion (delivery to a subscriber, the reply, the JetStream or Kafka ack) — into an
+HdrHistogram (1 µs to 60 s, 3 significant digits). Figures are milliseconds. *direct* is the broker
+itself, *gateway* is Envoy with the weighstation filter in front of the same broker; a comparison
+alternates the two every %s within one run (A B A B …) so that drift in the machine hits both, and
+its ratios are gateway ÷ direct at the same percentile. A run marked **invalid** fell behind its
+own schedule (operations started more than 1 ms late at p99): its figures describe the harness.
+Each row's *machine* column is the share of all cores busy during that run and the 1-minute load
+average after it; per-process CPU is in each run's summary.json and report.html. See
+[load-tests/README.md](../../load-tests/README.md) for the method and its limits.
+
+`, s.timing.phase)
+
+	p("## Saturation on this machine\n\n")
+	p("Through the gateway, tenant `acme` (no limits), %s per step after %s warm-up; a step fails when the gateway delivers under 97%% of the rate, p99 exceeds 50 ms, anything fails, or the harness falls behind. The three comparison rates below are 10%%, 40%% and 80%% of the highest rate that held.\n\n", s.timing.probeLength, s.timing.probeWarmup)
+	p("| scenario | rate/s | delivered/s | p50 | p99 | max | machine | verdict |\n|---|---:|---:|---:|---:|---:|---|---|\n")
+	for _, pr := range s.Probes {
+		for _, st := range pr.Steps {
+			t := st.Summary.Targets[0]
+			verdict := "held"
+			if !st.OK {
+				verdict = "✗ " + st.Why
+			}
+			p("| %s | %.0f | %.0f | %s | %s | %s | %s | %s |\n", pr.Scenario, st.Rate, t.AchievedRate,
+				msf(t.LatencyMicros.P50), msf(t.LatencyMicros.P99), msf(t.LatencyMicros.Max), load(st.Summary), verdict)
+		}
+		p("| **%s** | **%.0f** | | | | | | **saturation** |\n", pr.Scenario, pr.Saturation)
+	}
+
+	p("\n## Direct vs gateway\n\n")
+	byScenario := map[string][]comparison{}
+	var order []string
+	for _, c := range s.Comparisons {
+		if _, ok := byScenario[c.Scenario]; !ok {
+			order = append(order, c.Scenario)
+		}
+		byScenario[c.Scenario] = append(byScenario[c.Scenario], c)
+	}
+	for _, scen := range order {
+		p("### %s — %s\n\n", scen, scenario.Describe(scen))
+		p("| rate/s | target | p50 | p90 | p99 | p99.9 | p99.99 | max | delivered/s | errors | machine |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		for _, c := range byScenario[scen] {
+			sum := c.Summary
+			for _, t := range sum.Targets {
+				p("| %.0f %s | %s | %s | %.0f | %d | %s |\n", sum.Rate, c.Level, t.Name, percentiles(t.LatencyMicros), t.AchievedRate,
+					t.Errors+t.Timeouts+t.Refused, load(sum)+validity(sum))
+			}
+			for _, r := range sum.Ratios {
+				p("| | **%s ÷ %s** |", r.Target, r.Baseline)
+				for _, v := range r.Named() {
+					p(" **%.2f×** |", v.Value)
+				}
+				p(" | | [report](%s/report.html) |\n", c.Dir)
+			}
+		}
+		last := byScenario[scen][len(byScenario[scen])-1]
+		p("\n![%s at %.0f/s](%s/percentiles.png)\n\n", scen, last.Summary.Rate, last.Dir)
+	}
+
+	p("## Rate accuracy under overload\n\n")
+	p("Tenants limited to %.0f messages/s (burst 100): `globex` holds the sender (delay; queue 1000 messages, 250 ms), the default tenant refuses at once (reject). %s measured after %s warm-up, through the gateway. *delivered* is what completed (reached the subscriber / was acknowledged) per second; latencies are of those.\n\n", tenantLimit, s.timing.limitLength, s.timing.limitWarmup)
+	p("| scenario | tenant (onLimit) | offered/s | delivered/s | delivered ÷ limit | refused | failed | undelivered | p50 | p99 | max | machine |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, o := range s.Overloads {
+		t := o.Summary.Targets[0]
+		p("| %s | %s (%s) | %.0f | %.0f | %.2f | %d | %d | %d | %s | %s | %s | %s |\n", o.Protocol, o.Tenant, o.Mode, o.Offered, t.AchievedRate,
+			t.AchievedRate/o.Limit, t.Refused, t.Errors, t.Timeouts, msf(t.LatencyMicros.P50), msf(t.LatencyMicros.P99), msf(t.LatencyMicros.Max),
+			load(o.Summary)+validity(o.Summary))
+	}
+	p("\nA delivered ÷ limit near 1.00 at both 2× and 10× is an enforced limit; near 2 and 10 means the limit was not enforced for that protocol in this build.\n\n")
+
+	p("## Noisy neighbour\n\n")
+	p("Tenant `acme` (no limits) at a fixed rate through the gateway, first alone, then while `globex` offers 10× its %.0f/s limit on the same gateway and broker.\n\n", tenantLimit)
+	p("| scenario | acme | p50 | p90 | p99 | p99.9 | p99.99 | max | delivered/s | machine |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, n := range s.Neighbours {
+		a, b := n.Alone.Targets[0], n.Noisy.Targets[0]
+		p("| %s %.0f/s | alone | %s | %.0f | %s |\n", n.Scenario, n.Rate, percentiles(a.LatencyMicros), a.AchievedRate, load(n.Alone)+validity(n.Alone))
+		p("| | next to globex | %s | %.0f | %s |\n", percentiles(b.LatencyMicros), b.AchievedRate, load(n.Noisy)+validity(n.Noisy))
+		r := report.Compare(b, a)
+		p("| | **with ÷ alone** |")
+		for _, v := range r.Named() {
+			p(" **%.2f×** |", v.Value)
+		}
+		g := n.Neighbour.Targets[0]
+		p(" | globex delivered %.0f/s of %.0f offered, %d refused |\n", g.AchievedRate, n.Neighbour.Rate, g.Refused)
+	}
+	p("\nPlots, `.hgrm` distributions (HdrHistogram's plotter reads them) and summary.json for every run are under [runs/](runs/); the suite's every figure is in [suite.json](suite.json).\n")
+}
+
+// percentiles is p50 … max as table cells.
+func percentiles(p hist.Percentiles) string {
+	var cells []string
+	for _, v := range p.Named() {
+		cells = append(cells, msf(v.Micro))
+	}
+	return strings.Join(cells, " | ")
+}
+
+func msf(us int64) string { return fmt.Sprintf("%.3f", float64(us)/1000) }
+
+func load(s report.Summary) string {
+	return fmt.Sprintf("CPU %.0f%%, load %.2f", s.Machine.CPUBusyPercent, s.Machine.LoadAvgAfter[0])
+}
+
+func validity(s report.Summary) string {
+	if s.Valid {
+		return ""
+	}
+	return " — **invalid**"
+}
