@@ -1,0 +1,225 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// produceEach sends n records one request each and returns how many were acknowledged and the
+// errors of the rest.
+func produceEach(t *testing.T, clientID, topic string, n, size int) (int, []error) {
+	t.Helper()
+	cfg := kafkaConfig(clientID)
+	p, err := sarama.NewSyncProducer([]string{addr(ports.Kafka)}, cfg)
+	if err != nil {
+		t.Fatalf("producer: %v", err)
+	}
+	defer p.Close()
+	acked := 0
+	var errs []error
+	for i := 0; i < n; i++ {
+		value := fmt.Sprintf("%s-%d-", clientID, i)
+		value += strings.Repeat("x", max(0, size-len(value)))
+		if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder(value)}); err != nil {
+			errs = append(errs, err)
+		} else {
+			acked++
+		}
+	}
+	return acked, errs
+}
+
+// topicRecords reads partition 0 of topic from the start (directly from the broker's listener
+// through the gateway is fine: Fetch passes untouched) until it has been quiet for a moment.
+func topicRecords(t *testing.T, topic string) []string {
+	t.Helper()
+	c, err := sarama.NewConsumer([]string{addr(ports.Kafka)}, kafkaConfig("acme-reader"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pc, err := c.ConsumePartition(topic, 0, sarama.OffsetOldest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	var out []string
+	for {
+		select {
+		case m := <-pc.Messages():
+			out = append(out, string(m.Value))
+		case <-time.After(1500 * time.Millisecond):
+			return out
+		}
+	}
+}
+
+func errorsWith(errs []error, target error) int {
+	n := 0
+	for _, e := range errs {
+		if errors.Is(e, target) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestKafkaOversizedBatchIsRefusedAndNeverStored(t *testing.T) {
+	topic := uniqueSubject("kafka-size")
+	topic = strings.ReplaceAll(topic, ".", "-")
+	okAcked, okErrs := produceEach(t, "kafka-size-small", topic, 1, 100)
+	if okAcked != 1 || len(okErrs) != 0 {
+		t.Fatalf("a small record: acked %d, errors %v", okAcked, okErrs)
+	}
+	acked, errs := produceEach(t, "kafka-size-big", topic, 1, 4096)
+	if acked != 0 || errorsWith(errs, sarama.ErrMessageSizeTooLarge) != 1 {
+		t.Fatalf("a 4 KiB record at a 1 KiB limit: acked %d, errors %v; want %v", acked, errs, sarama.ErrMessageSizeTooLarge)
+	}
+	records := topicRecords(t, topic)
+	if len(records) != 1 || !strings.HasPrefix(records[0], "kafka-size-small") {
+		t.Fatalf("the topic holds %d records; want only the small one", len(records))
+	}
+}
+
+// Conservation with acks=all: acknowledged = present in the topic, refused = errors returned.
+func TestKafkaRateRejectRefusesWithThrottlingQuotaExceeded(t *testing.T) {
+	topic := strings.ReplaceAll(uniqueSubject("kafka-reject"), ".", "-")
+	const n = 30
+	acked, errs := produceEach(t, "kafka-reject-1", topic, n, 50)
+	refused := errorsWith(errs, sarama.ErrThrottlingQuotaExceeded)
+	stored := len(topicRecords(t, topic))
+	t.Logf("kafka rate reject: sent %d, acked %d, refused %d, stored %d", n, acked, refused, stored)
+	if acked+refused != n || stored != acked || refused == 0 {
+		t.Fatalf("sent %d: acked %d + refused %d (other errors %v), stored %d", n, acked, refused, errs, stored)
+	}
+}
+
+func TestKafkaRateDelayHoldsTheProducerAndLosesNothing(t *testing.T) {
+	topic := strings.ReplaceAll(uniqueSubject("kafka-delay"), ".", "-")
+	labels := map[string]string{"protocol": "kafka", "tenant": "kafka-delay"}
+	delayedBefore := metric(t, "weighstation_messages_delayed", labels)
+	const n = 40
+	start := time.Now()
+	acked, errs := produceEach(t, "kafka-delay-1", topic, n, 50)
+	elapsed := time.Since(start)
+	if acked != n || len(errs) != 0 {
+		t.Fatalf("delay mode: acked %d of %d, errors %v", acked, n, errs)
+	}
+	if stored := len(topicRecords(t, topic)); stored != n {
+		t.Fatalf("stored %d of %d", stored, n)
+	}
+	t.Logf("kafka delay: %d records at 50/s took %s", n, elapsed.Round(time.Millisecond))
+	if elapsed < 500*time.Millisecond {
+		t.Fatalf("the producer was not slowed: %s", elapsed)
+	}
+	if metric(t, "weighstation_messages_delayed", labels) <= delayedBefore {
+		t.Fatal("no delayed records counted")
+	}
+}
+
+// throttle_time_ms in the real Produce response reports the delay the gateway added.
+func TestKafkaDelayIsReportedInThrottleTime(t *testing.T) {
+	topic := strings.ReplaceAll(uniqueSubject("kafka-throttle"), ".", "-")
+	produceEach(t, "kafka-delay-warm", topic, 1, 10) // creates the topic
+	cfg := kafkaConfig("kafka-delay-raw")
+	b := sarama.NewBroker(addr(ports.Kafka))
+	if err := b.Open(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	most := time.Duration(0)
+	for i := 0; i < 15; i++ {
+		req := &sarama.ProduceRequest{RequiredAcks: sarama.WaitForAll, Timeout: 10000, Version: 7}
+		req.AddBatch(topic, 0, &sarama.RecordBatch{
+			Version: 2, FirstTimestamp: time.Now(), MaxTimestamp: time.Now(),
+			Records: []*sarama.Record{{Value: []byte(fmt.Sprintf("r%d", i))}},
+		})
+		resp, err := b.Produce(req)
+		if err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+		if blk := resp.GetBlock(topic, 0); blk == nil || blk.Err != sarama.ErrNoError {
+			t.Fatalf("produce %d: %+v", i, blk)
+		}
+		most = max(most, resp.ThrottleTime)
+	}
+	t.Logf("largest throttle_time_ms reported: %s", most)
+	if most <= 0 {
+		t.Fatal("no delay was reported in throttle_time_ms")
+	}
+}
+
+func TestKafkaDryRunForwardsEverythingAndCounts(t *testing.T) {
+	topic := strings.ReplaceAll(uniqueSubject("kafka-dry"), ".", "-")
+	labels := func(reason string) map[string]string {
+		return map[string]string{"protocol": "kafka", "tenant": "kafka-dry", "reason": reason}
+	}
+	rateBefore := metric(t, "weighstation_dryrun_would_refuse", labels("rate"))
+	sizeBefore := metric(t, "weighstation_dryrun_would_refuse", labels("size"))
+	acked, errs := produceEach(t, "kafka-dry-1", topic, 30, 2048)
+	if acked != 30 || len(errs) != 0 {
+		t.Fatalf("dryRun: acked %d of 30, errors %v", acked, errs)
+	}
+	if metric(t, "weighstation_dryrun_would_refuse", labels("rate")) <= rateBefore ||
+		metric(t, "weighstation_dryrun_would_refuse", labels("size")) < sizeBefore+30 {
+		t.Fatal("dryRun did not count its would-be refusals")
+	}
+}
+
+// A consumer group consumes through the gateway (FindCoordinator, JoinGroup, SyncGroup, Fetch
+// and OffsetCommit all pass untouched).
+func TestKafkaConsumerGroupThroughGateway(t *testing.T) {
+	topic := strings.ReplaceAll(uniqueSubject("kafka-group"), ".", "-")
+	if acked, errs := produceEach(t, "acme-group-producer", topic, 5, 20); acked != 5 {
+		t.Fatalf("produce: %d acked, %v", acked, errs)
+	}
+	cfg := kafkaConfig("acme-group-consumer")
+	group, err := sarama.NewConsumerGroup([]string{addr(ports.Kafka)}, "weighstation-e2e-"+topic, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer group.Close()
+	h := &countingHandler{want: 5, done: make(chan struct{})}
+	go func() {
+		for h.err == nil {
+			if err := group.Consume(t.Context(), []string{topic}, h); err != nil {
+				return
+			}
+			select {
+			case <-h.done:
+				return
+			default:
+			}
+		}
+	}()
+	select {
+	case <-h.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the group consumed %d of 5 records", h.got)
+	}
+}
+
+type countingHandler struct {
+	want, got int
+	done      chan struct{}
+	err       error
+}
+
+func (h *countingHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (h *countingHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (h *countingHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	for m := range c.Messages() {
+		s.MarkMessage(m, "")
+		h.got++
+		if h.got == h.want {
+			close(h.done)
+			return nil
+		}
+	}
+	return nil
+}
