@@ -43,9 +43,8 @@ func run(root, out string, quick bool) error {
 	if err != nil {
 		return err
 	}
-	defer st.stop()
-
-	s := &suite{ctx: ctx, stack: st, out: out, timing: fullTiming, watch: st.processes()}
+	s := &suite{ctx: ctx, root: root, stack: st, out: out, timing: fullTiming, watch: st.processes()}
+	defer func() { s.stack.stop() }() // the stack in use at the end (a failure restarts it)
 	if quick {
 		s.timing = quickTiming
 	}
@@ -63,7 +62,8 @@ func run(root, out string, quick bool) error {
 		Comparisons []comparison `json:"comparisons"`
 		Overloads   []overload   `json:"overloads"`
 		Neighbours  []neighbour  `json:"noisyNeighbours"`
-	}{machineHost, s.Probes, s.Comparisons, s.Overloads, s.Neighbours}, "", "  ")
+		Failures    []failure    `json:"failures,omitempty"`
+	}{machineHost, s.Probes, s.Comparisons, s.Overloads, s.Neighbours, s.Failures}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -82,6 +82,8 @@ func run(root, out string, quick bool) error {
 	return nil
 }
 
+// runAll measures everything. The order puts what might break the stack late: NATS delay-mode
+// overload (backpressure held across many connections) runs last.
 func (s *suite) runAll() error {
 	probes := []struct {
 		scenario string
@@ -90,38 +92,45 @@ func (s *suite) runAll() error {
 	saturation := map[string]float64{}
 	for _, p := range probes {
 		fmt.Fprintf(os.Stderr, "saturation probe: %s\n", p.scenario)
-		pr, err := s.probeSaturation(p.scenario, p.start)
+		err := s.try("saturation probe "+p.scenario, func() error {
+			pr, err := s.probeSaturation(p.scenario, p.start)
+			s.Probes = append(s.Probes, pr)
+			saturation[p.scenario] = pr.Saturation
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		s.Probes = append(s.Probes, pr)
-		saturation[p.scenario] = pr.Saturation
 	}
+	type step struct {
+		what string
+		run  func() error
+	}
+	var steps []step
+	add := func(what string, run func() error) { steps = append(steps, step{what, run}) }
 	for _, scen := range []string{"nats-pubsub", "nats-request", "kafka-acks1"} {
 		for _, l := range levels {
-			if err := s.compare(scen, l.name, roundRate(l.share*saturation[scen])); err != nil {
-				return err
-			}
+			rate := roundRate(l.share * saturation[scen])
+			add(fmt.Sprintf("%s %s %.0f/s", scen, l.name, rate), func() error { return s.compare(scen, l.name, rate) })
 		}
 	}
 	// JetStream and acks=all cost about what request/reply and acks=1 do: one rate each.
-	if err := s.compare("jetstream", "medium", roundRate(0.4*saturation["nats-request"])); err != nil {
-		return err
-	}
-	if err := s.compare("kafka-acksall", "medium", roundRate(0.4*saturation["kafka-acks1"])); err != nil {
-		return err
-	}
-	for _, scen := range []string{"nats-pubsub", "kafka-acks1"} {
-		for _, t := range []tenant{globex, anonymous} {
-			for _, factor := range []float64{2, 10} {
-				if err := s.overload(scen, t, factor); err != nil {
-					return err
-				}
-			}
+	jsRate, allRate := roundRate(0.4*saturation["nats-request"]), roundRate(0.4*saturation["kafka-acks1"])
+	add("jetstream medium", func() error { return s.compare("jetstream", "medium", jsRate) })
+	add("kafka-acksall medium", func() error { return s.compare("kafka-acksall", "medium", allRate) })
+	overloads := func(scen string, t tenant) {
+		for _, factor := range []float64{2, 10} {
+			add(fmt.Sprintf("%s %s %.0f×", scen, t.name, factor), func() error { return s.overload(scen, t, factor) })
 		}
 	}
-	for _, scen := range []string{"nats-pubsub", "kafka-acks1"} {
-		if err := s.noisyNeighbour(scen, tenantLimit); err != nil {
+	overloads("kafka-acks1", globex)
+	overloads("kafka-acks1", anonymous)
+	add("kafka-acks1 noisy neighbour", func() error { return s.noisyNeighbour("kafka-acks1", tenantLimit) })
+	overloads("nats-pubsub", anonymous)
+	add("nats-pubsub noisy neighbour", func() error { return s.noisyNeighbour("nats-pubsub", tenantLimit) })
+	overloads("nats-pubsub", globex)
+	for _, st := range steps {
+		if err := s.try(st.what, st.run); err != nil {
 			return err
 		}
 	}

@@ -106,6 +106,13 @@ average after it; per-process CPU is in each run's summary.json and report.html.
 		g := n.Neighbour.Targets[0]
 		p(" | globex delivered %.0f/s of %.0f offered, %d refused |\n", g.AchievedRate, n.Neighbour.Rate, g.Refused)
 	}
+	if len(s.Failures) > 0 {
+		p("\n## What could not be measured\n\n")
+		p("Each failure below cost a fresh stack for the measurements after it.\n\n")
+		for _, f := range s.Failures {
+			p("- **%s**: `%s`\n", f.What, f.Error)
+		}
+	}
 	p("\nPlots, `.hgrm` distributions (HdrHistogram's plotter reads them) and summary.json for every run are under [runs/](runs/); the suite's every figure is in [suite.json](suite.json).\n")
 }
 

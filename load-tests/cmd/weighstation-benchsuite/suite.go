@@ -57,6 +57,7 @@ var (
 
 type suite struct {
 	ctx    context.Context
+	root   string
 	stack  *stack
 	out    string // docs/benchmarks
 	timing timing
@@ -66,6 +67,45 @@ type suite struct {
 	Comparisons []comparison
 	Overloads   []overload
 	Neighbours  []neighbour
+	Failures    []failure
+
+	restarts int
+}
+
+// failure is a measurement that could not be made, and why.
+type failure struct {
+	What  string `json:"what"`
+	Error string `json:"error"`
+}
+
+// maxRestarts bounds how often a failed measurement may cost a fresh stack.
+const maxRestarts = 3
+
+// try runs one step of the suite. A step that fails is recorded — the evidence says what could
+// not be measured — and, since a failure may have left the stack broken, the next step gets a
+// fresh one.
+func (s *suite) try(what string, step func() error) error {
+	err := step()
+	if err == nil {
+		return nil
+	}
+	if s.ctx.Err() != nil {
+		return s.ctx.Err()
+	}
+	fmt.Fprintf(os.Stderr, "  FAILED %s: %v\n", what, err)
+	s.Failures = append(s.Failures, failure{what, err.Error()})
+	if s.restarts >= maxRestarts {
+		return fmt.Errorf("%s: %w (and %d restarts of the stack already)", what, err, maxRestarts)
+	}
+	s.restarts++
+	fmt.Fprintln(os.Stderr, "  restarting the local stack…")
+	s.stack.stop()
+	st, serr := startStack(s.root)
+	if serr != nil {
+		return fmt.Errorf("restarting the stack after %s failed: %w", what, serr)
+	}
+	s.stack, s.watch = st, st.processes()
+	return nil
 }
 
 type probe struct {
@@ -265,6 +305,8 @@ func (s *suite) overload(scen string, t tenant, factor float64) error {
 		Config:    config(t, slug(dir), "weighstation-bench-"+t.name),
 		Endpoints: []scenario.Endpoint{s.gateway()},
 	}
+	// What counts is what the gateway let through to the broker, so the subscriber is there.
+	o.Config.SubscribeVia = s.direct().NATS
 	o.Plan.Drain = 2 * s.timing.drain
 	sum, err := s.measure(fmt.Sprintf("%s %s (%s) at %.0f× its limit", scen, t.name, t.mode, factor), dir, o)
 	if err != nil {
@@ -298,6 +340,7 @@ func (s *suite) noisyNeighbour(scen string, rate float64) error {
 		Config:    config(globex, "neighbour-"+slug(scen), "weighstation-bench-globex"),
 		Endpoints: []scenario.Endpoint{s.gateway()}, Watch: s.watch,
 	}
+	noisyOpts.Config.SubscribeVia = s.direct().NATS
 	var wg sync.WaitGroup
 	var noisyErr error
 	wg.Add(1)

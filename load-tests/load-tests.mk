@@ -1,0 +1,48 @@
+# The open-loop load harness (weighstation-bench), k6 with our extension, and the benchmark
+# evidence (make bench). Included by the Makefile, which defines ROOT, TOOLS and BIN.
+
+# Whatever target the including Makefile has first stays its default goal.
+load_tests_default_goal := $(.DEFAULT_GOAL)
+
+LOAD_TESTS_SOURCES := $(shell find load-tests -path load-tests/k6 -prune -o \( -name '*.go' -o -name go.mod -o -name go.sum -o -name '*.yaml' \) -print)
+K6_SOURCES := $(shell find load-tests/k6 -name '*.go' -o -name go.mod -o -name go.sum)
+
+.PHONY: bench bench-quick bench-install k6 test-load-harness lint-load-tests
+
+# weighstation-bench, the benchmark suite and k6 (v1.8.1 with k6/x/weighstation) into .tools/bin.
+bench-install: $(BIN)/weighstation-bench $(BIN)/weighstation-benchsuite $(BIN)/k6
+
+$(BIN)/weighstation-bench: $(LOAD_TESTS_SOURCES)
+	cd load-tests && go build -o $@ ./cmd/weighstation-bench
+
+$(BIN)/weighstation-benchsuite: $(LOAD_TESTS_SOURCES)
+	cd load-tests && go build -o $@ ./cmd/weighstation-benchsuite
+
+k6: $(BIN)/k6
+# A plain go build of a main package calling go.k6.io/k6/cmd.Execute (what xk6 would produce).
+$(BIN)/k6: $(K6_SOURCES)
+	cd load-tests/k6 && go build -o $@ ./cmd/k6
+
+lint-load-tests:
+	@test -z "$$(gofmt -l load-tests)" || { gofmt -l load-tests; echo "gofmt: files above need formatting"; exit 1; }
+	cd load-tests && go vet ./...
+	cd load-tests/k6 && go vet ./...
+
+# The harness's own tests (scheduler rate, latency from intended time, .hgrm round trip, the
+# scenarios against nats-server) and the stall calibrations of the harness and of k6.
+# One package at a time (-p 1): the timing tests should not compete with each other for the CPUs.
+test-load-harness: tools $(BIN)/k6 lint-load-tests
+	cd load-tests && NATS_SERVER=$(BIN)/nats-server go test -count=1 -p 1 -timeout 10m ./...
+	cd load-tests/k6 && NATS_SERVER=$(BIN)/nats-server K6=$(BIN)/k6 go test -count=1 -timeout 10m ./...
+
+# The published evidence: ~10 minutes, the local stack started on free ports, results into
+# docs/benchmarks/ (README.md with the tables and plots, suite.json, runs/).
+bench: tools wasm control-plane $(BIN)/weighstation-benchsuite
+	$(BIN)/weighstation-benchsuite -root $(ROOT) -out $(ROOT)/docs/benchmarks
+
+# The same suite with measurements of a few seconds, to check it end to end (~3 minutes);
+# its figures are not evidence, so they go to .tools/bench-quick.
+bench-quick: tools wasm control-plane $(BIN)/weighstation-benchsuite
+	$(BIN)/weighstation-benchsuite -root $(ROOT) -out $(TOOLS)/bench-quick -quick
+
+.DEFAULT_GOAL := $(load_tests_default_goal)
