@@ -7,7 +7,7 @@
 #                    against the real Envoy, promtool on the alerts and dashboard (part of make test)
 #   make test-k8s    optional, not in make test: a real kube-apiserver (see docs/operations.md)
 
-HELM_TOOLS := envoy helm kubeconform k8s-schemas promtool
+HELM_TOOLS := envoy rust-target helm kubeconform k8s-schemas promtool
 
 .PHONY: tools-helm test-helm test-k8s
 
@@ -21,3 +21,27 @@ test-helm: tools-helm wasm control-plane
 		PROMTOOL=$(BIN)/promtool WEIGHSTATION=$(BIN)/weighstation ENVOY=$(BIN)/envoy \
 		K8S_SCHEMAS=$(TOOLS)/k8s-schemas WASM=$(ROOT)/$(WASM) \
 		go test -count=1 -timeout 5m ./...
+
+# Optional (not in make test; the first build takes about 10 minutes on 2 cores): a real
+# kube-apiserver built from the k8s.io/kubernetes module (helm/k8s/tools/go.mod replaces its
+# staging modules with their published releases) and etcd from go.etcd.io/etcd/server/v3 of the
+# version Kubernetes itself requires; every value set is installed with --dry-run=server, then
+# for real, and every object must be stored by the API server.
+K8S_BIN := $(TOOLS)/k8s/bin
+K8S_TOOLS_SRC := helm/k8s/tools/go.mod helm/k8s/tools/go.sum
+K8S_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" && $$2 ~ /^v/ {print $$2}' helm/k8s/tools/go.mod)
+# As the Kubernetes release build stamps it: otherwise the server reports v0.0.0-master and
+# Helm refuses the chart's kubeVersion.
+K8S_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitTreeState=clean \
+	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION)))
+
+# One rule builds both binaries: etcd, then kube-apiserver (the target).
+$(K8S_BIN)/kube-apiserver: $(K8S_TOOLS_SRC)
+	mkdir -p $(K8S_BIN)
+	cd helm/k8s/tools && go build -o $(K8S_BIN)/etcd go.etcd.io/etcd/server/v3
+	cd helm/k8s/tools && go build -o $(K8S_BIN)/kube-apiserver -ldflags "$(K8S_VERSION_LDFLAGS)" k8s.io/kubernetes/cmd/kube-apiserver
+
+test-k8s: tools-helm $(K8S_BIN)/kube-apiserver
+	cd helm/test && WEIGHSTATION_ROOT=$(ROOT) HELM=$(BIN)/helm \
+		KUBE_APISERVER=$(K8S_BIN)/kube-apiserver ETCD=$(K8S_BIN)/etcd \
+		go test -tags k8s -count=1 -timeout 10m -run K8s -v .
