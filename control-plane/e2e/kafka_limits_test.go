@@ -136,7 +136,7 @@ func TestKafkaDelayIsReportedInThrottleTime(t *testing.T) {
 	for i := 0; i < 15; i++ {
 		req := &sarama.ProduceRequest{RequiredAcks: sarama.WaitForAll, Timeout: 10000, Version: 7}
 		req.AddBatch(topic, 0, &sarama.RecordBatch{
-			Version: 2, FirstTimestamp: time.Now(), MaxTimestamp: time.Now(),
+			Version: 2, FirstTimestamp: time.Now(), MaxTimestamp: time.Now(), ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
 			Records: []*sarama.Record{{Value: []byte(fmt.Sprintf("r%d", i))}},
 		})
 		resp, err := b.Produce(req)

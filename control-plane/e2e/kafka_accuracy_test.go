@@ -1,0 +1,172 @@
+package e2e
+
+import (
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// pacedProduce sends single-record requests at a fixed rate (open loop) over conns raw broker
+// connections, acks as given, for d. It returns sent, acknowledged and refused (89) counts.
+func pacedProduce(t *testing.T, clientID, topic string, rate float64, conns int, d time.Duration, acks sarama.RequiredAcks) (int, int, int) {
+	sent, acked, refused, _ := pacedProduceSpan(t, clientID, topic, rate, conns, d, acks)
+	return sent, acked, refused
+}
+
+// pacedProduceSpan is pacedProduce that also returns the time from the first request to the last
+// response: a client that cannot keep its schedule spreads the load over a longer span.
+func pacedProduceSpan(t *testing.T, clientID, topic string, rate float64, conns int, d time.Duration, acks sarama.RequiredAcks) (int, int, int, time.Duration) {
+	t.Helper()
+	var mu sync.Mutex
+	var sent, acked, refused int
+	var wg sync.WaitGroup
+	perConn := rate / float64(conns)
+	began := time.Now()
+	for c := 0; c < conns; c++ {
+		b := sarama.NewBroker(addr(ports.Kafka))
+		if err := b.Open(kafkaConfig(clientID + "-" + strconv.Itoa(c))); err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		wg.Add(1)
+		go func(c int, b *sarama.Broker) {
+			defer wg.Done()
+			// In flight per connection: an open-loop schedule over a request/response protocol.
+			var inner sync.WaitGroup
+			start := time.Now()
+			for n := 0; ; n++ {
+				at := start.Add(time.Duration(float64(n) / perConn * float64(time.Second)))
+				if at.Sub(start) >= d {
+					break
+				}
+				time.Sleep(time.Until(at))
+				req := &sarama.ProduceRequest{RequiredAcks: acks, Timeout: 10000, Version: 7}
+				req.AddBatch(topic, 0, &sarama.RecordBatch{Version: 2, FirstTimestamp: time.Now(), MaxTimestamp: time.Now(), ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
+					Records: []*sarama.Record{{Value: []byte(strconv.Itoa(c) + "-" + strconv.Itoa(n))}}})
+				mu.Lock()
+				sent++
+				mu.Unlock()
+				inner.Add(1)
+				go func() {
+					defer inner.Done()
+					resp, err := b.Produce(req)
+					mu.Lock()
+					defer mu.Unlock()
+					if acks == sarama.NoResponse {
+						return
+					}
+					switch {
+					case err != nil:
+						t.Errorf("produce: %v", err)
+					case resp.GetBlock(topic, 0).Err == sarama.ErrNoError:
+						acked++
+					case errors.Is(resp.GetBlock(topic, 0).Err, sarama.ErrThrottlingQuotaExceeded):
+						refused++
+					default:
+						t.Errorf("produce: %v", resp.GetBlock(topic, 0).Err)
+					}
+				}()
+			}
+			inner.Wait()
+		}(c, b)
+	}
+	wg.Wait()
+	return sent, acked, refused, time.Since(began)
+}
+
+func TestKafkaRateAccuracyAcrossWorkers(t *testing.T) {
+	const limit, burst = 100.0, 10.0
+	const window = 5 * time.Second
+	for _, overload := range []float64{2, 10} {
+		t.Run(strconv.Itoa(int(overload))+"x", func(t *testing.T) {
+			topic := strings.ReplaceAll(uniqueSubject("kafka-accuracy"), ".", "-")
+			produceEach(t, "acme-create", topic, 1, 1)
+			time.Sleep(200 * time.Millisecond)
+			sent, acked, refused, span := pacedProduceSpan(t, "kafka-accuracy-"+strconv.Itoa(int(overload)), topic, limit*overload, 4, window, sarama.WaitForAll)
+			stored := len(topicRecords(t, topic)) - 1
+			expected := limit*span.Seconds() + burst
+			dev := (float64(acked) - expected) / expected
+			t.Logf("kafka %.0fx overload: sent %d over %s, acked %d (%.1f records/s), refused %d, stored %d; expected %.0f: %+.2f%%",
+				overload, sent, span.Round(time.Millisecond), acked, float64(acked-int(burst))/span.Seconds(), refused, stored, expected, dev*100)
+			if acked+refused != sent || stored != acked {
+				t.Fatalf("conservation: sent %d, acked %d, refused %d, stored %d", sent, acked, refused, stored)
+			}
+			if math.Abs(dev) > 0.05 {
+				t.Fatalf("acked %d, outside ±5%% of %.0f", acked, expected)
+			}
+		})
+	}
+}
+
+func TestKafkaNoisyNeighbourIsolation(t *testing.T) {
+	quiet := strings.ReplaceAll(uniqueSubject("kafka-quiet"), ".", "-")
+	noisy := strings.ReplaceAll(uniqueSubject("kafka-noisy"), ".", "-")
+	produceEach(t, "acme-create", quiet, 1, 1)
+	produceEach(t, "acme-create", noisy, 1, 1)
+	var wg sync.WaitGroup
+	var qs, qa, qr, ns, na, nr int
+	wg.Add(2)
+	go func() { defer wg.Done(); qs, qa, qr = pacedProduce(t, "kafka-quiet-a", quiet, 50, 2, 3*time.Second, sarama.WaitForAll) }()
+	go func() { defer wg.Done(); ns, na, nr = pacedProduce(t, "kafka-accuracy-noisy", noisy, 1000, 2, 3*time.Second, sarama.WaitForAll) }()
+	wg.Wait()
+	t.Logf("quiet: sent %d acked %d refused %d; noisy at 10x: sent %d acked %d refused %d", qs, qa, qr, ns, na, nr)
+	if qa != qs || qr != 0 {
+		t.Fatalf("the quiet tenant lost records to the noisy one: sent %d, acked %d, refused %d", qs, qa, qr)
+	}
+	if nr == 0 {
+		t.Fatal("the noisy tenant was not limited")
+	}
+}
+
+// acks=0 has no response to carry a refusal: the refused records are not stored and are counted.
+func TestKafkaFireAndForgetRefusalsAreCounted(t *testing.T) {
+	topic := strings.ReplaceAll(uniqueSubject("kafka-acks0"), ".", "-")
+	produceEach(t, "acme-create", topic, 1, 1)
+	labels := map[string]string{"protocol": "kafka", "tenant": "kafka-quiet", "reason": "rate"}
+	before := metric(t, "weighstation_messages_refused", labels)
+	sent, _, _ := pacedProduce(t, "kafka-quiet-acks0", topic, 500, 1, time.Second, sarama.NoResponse)
+	var refused float64
+	eventually(t, 5*time.Second, "refusals counted", func() bool {
+		refused = metric(t, "weighstation_messages_refused", labels) - before
+		return refused > 0
+	})
+	stored := len(topicRecords(t, topic)) - 1
+	t.Logf("acks=0: sent %d, stored %d, refused and counted %.0f", sent, stored, refused)
+	if stored+int(refused) != sent {
+		t.Fatalf("sent %d = stored %d + counted %.0f does not hold", sent, stored, refused)
+	}
+}
+
+// The tenant's fifth concurrent connection is closed, as a broker closes what it will not serve.
+func TestKafkaConnectionLimit(t *testing.T) {
+	var open []*sarama.Broker
+	defer func() {
+		for _, b := range open {
+			b.Close()
+		}
+	}()
+	for i := 0; i < 4; i++ {
+		b := sarama.NewBroker(addr(ports.Kafka))
+		if err := b.Open(kafkaConfig("kafka-accuracy-conn")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.ApiVersions(&sarama.ApiVersionsRequest{}); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		open = append(open, b)
+	}
+	b := sarama.NewBroker(addr(ports.Kafka))
+	if err := b.Open(kafkaConfig("kafka-accuracy-conn")); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.ApiVersions(&sarama.ApiVersionsRequest{}); err == nil {
+		t.Fatal("the fifth connection of a 4-connection tenant was served")
+	}
+}
