@@ -81,7 +81,7 @@ average after it; per-process CPU is in each run's summary.json and report.html.
 	}
 
 	p("## Rate accuracy under overload\n\n")
-	p("Tenants limited to %.0f messages/s (burst 100): `globex` holds the sender (delay; queue 1000 messages, 250 ms), the default tenant refuses at once (reject). %s measured after %s warm-up, through the gateway. *delivered* is what completed (reached the subscriber / was acknowledged) per second; latencies are of those.\n\n", tenantLimit, s.timing.limitLength, s.timing.limitWarmup)
+	p("Tenants limited to %.0f messages/s (burst: one second's worth): `globex` holds the sender (delay; queue 1000 messages, 250 ms), the default tenant refuses at once (reject). NATS messages are counted by a subscriber on nats-server itself, i.e. what the gateway let through. %s measured after %s warm-up, through the gateway. *delivered* is what completed (reached the subscriber / was acknowledged) per second; latencies are of those.\n\n", tenantLimit, s.timing.limitLength, s.timing.limitWarmup)
 	p("| scenario | tenant (onLimit) | offered/s | delivered/s | delivered ÷ limit | refused | failed | undelivered | p50 | p99 | max | machine |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, o := range s.Overloads {
 		t := o.Summary.Targets[0]

@@ -69,6 +69,7 @@ type suite struct {
 	Neighbours  []neighbour
 	Failures    []failure
 
+	broken   bool // the last step failed: the stack may be unusable
 	restarts int
 }
 
@@ -82,29 +83,29 @@ type failure struct {
 const maxRestarts = 3
 
 // try runs one step of the suite. A step that fails is recorded — the evidence says what could
-// not be measured — and, since a failure may have left the stack broken, the next step gets a
-// fresh one.
+// not be measured — and, since a failure may have left the stack broken, the next step starts
+// on a fresh one.
 func (s *suite) try(what string, step func() error) error {
-	err := step()
-	if err == nil {
-		return nil
+	if s.broken {
+		if s.restarts >= maxRestarts {
+			return fmt.Errorf("not restarting the stack a %dth time", maxRestarts+1)
+		}
+		s.restarts++
+		fmt.Fprintln(os.Stderr, "  restarting the local stack…")
+		s.stack.stop()
+		st, err := startStack(s.root)
+		if err != nil {
+			return fmt.Errorf("restarting the stack: %w", err)
+		}
+		s.stack, s.watch, s.broken = st, st.processes(), false
 	}
-	if s.ctx.Err() != nil {
+	err := step()
+	if err == nil || s.ctx.Err() != nil {
 		return s.ctx.Err()
 	}
 	fmt.Fprintf(os.Stderr, "  FAILED %s: %v\n", what, err)
 	s.Failures = append(s.Failures, failure{what, err.Error()})
-	if s.restarts >= maxRestarts {
-		return fmt.Errorf("%s: %w (and %d restarts of the stack already)", what, err, maxRestarts)
-	}
-	s.restarts++
-	fmt.Fprintln(os.Stderr, "  restarting the local stack…")
-	s.stack.stop()
-	st, serr := startStack(s.root)
-	if serr != nil {
-		return fmt.Errorf("restarting the stack after %s failed: %w", what, serr)
-	}
-	s.stack, s.watch = st, st.processes()
+	s.broken = true
 	return nil
 }
 
