@@ -38,22 +38,30 @@ type Result struct {
 func (m *instance) record(op string, start time.Time, refused bool, err error) Result {
 	state := m.vu.State()
 	end := time.Now()
+	if state == nil { // the init context has no VU to report for
+		return Result{OK: err == nil, Refused: err != nil && refused, Error: errText(err)}
+	}
 	tags := state.Tags.GetCurrentValues().Tags.With("op", op)
 	sample := func(metric *metrics.Metric, v float64) metrics.Sample {
 		return metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: metric, Tags: tags}, Time: end, Value: v}
 	}
-	res := Result{OK: err == nil, Refused: err != nil && refused}
+	res := Result{OK: err == nil, Refused: err != nil && refused, Error: errText(err)}
 	samples := metrics.Samples{}
 	switch {
 	case err == nil:
 		samples = append(samples, sample(m.metrics.duration, metrics.D(end.Sub(start))), sample(m.metrics.ok, 1))
 	case refused:
-		res.Error = err.Error()
 		samples = append(samples, sample(m.metrics.refused, 1), sample(m.metrics.ok, 0))
 	default:
-		res.Error = err.Error()
 		samples = append(samples, sample(m.metrics.failed, 1), sample(m.metrics.ok, 0))
 	}
 	metrics.PushIfNotDone(m.vu.Context(), state.Samples, samples)
 	return res
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

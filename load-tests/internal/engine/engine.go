@@ -172,17 +172,19 @@ func (e *Engine) Complete(seq int, o Outcome, err error) {
 	e.inFlight.Add(-1)
 	ti := e.targetOf(seq)
 	t := e.targets[ti]
-	if o == OK && e.holdsLoadAt(ti, now.Sub(e.start)) {
-		t.inWindow.Add(1)
+	latency := now.Sub(e.start.Add(e.offsets[seq]))
+	if o == OK {
+		e.interval.Record(latency) // the progress line is live from the start, warm-up included
+		if e.holdsLoadAt(ti, now.Sub(e.start)) {
+			t.inWindow.Add(1)
+		}
 	}
 	if !e.measured(seq) {
 		return
 	}
 	switch o {
 	case OK:
-		latency := now.Sub(e.start.Add(e.offsets[seq]))
 		t.latency.Record(latency)
-		e.interval.Record(latency)
 		t.acked.Add(1)
 	case Refused:
 		t.refused.Add(1)
