@@ -15,12 +15,14 @@ import (
 	"syscall"
 
 	"github.com/weighstation/weighstation/load-tests/internal/bench"
+	"github.com/weighstation/weighstation/load-tests/internal/gctune"
 	"github.com/weighstation/weighstation/load-tests/internal/report"
 )
 
 const exitInvalid = 3
 
 func main() {
+	gctune.Apply()
 	o, out, quiet, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "weighstation-bench:", err)

@@ -15,9 +15,12 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/weighstation/weighstation/load-tests/internal/gctune"
 )
 
 func main() {
+	gctune.Apply()
 	root := flag.String("root", ".", "repository root (holds .tools/ and the built filter)")
 	out := flag.String("out", "docs/benchmarks", "where the evidence goes (its runs/ is replaced)")
 	quick := flag.Bool("quick", false, "short measurements, to check the suite itself (figures are not evidence)")
