@@ -112,8 +112,14 @@ func TestKafkaNoisyNeighbourIsolation(t *testing.T) {
 	var wg sync.WaitGroup
 	var qs, qa, qr, ns, na, nr int
 	wg.Add(2)
-	go func() { defer wg.Done(); qs, qa, qr = pacedProduce(t, "kafka-quiet-a", quiet, 50, 2, 3*time.Second, sarama.WaitForAll) }()
-	go func() { defer wg.Done(); ns, na, nr = pacedProduce(t, "kafka-accuracy-noisy", noisy, 1000, 2, 3*time.Second, sarama.WaitForAll) }()
+	go func() {
+		defer wg.Done()
+		qs, qa, qr = pacedProduce(t, "kafka-quiet-a", quiet, 50, 2, 3*time.Second, sarama.WaitForAll)
+	}()
+	go func() {
+		defer wg.Done()
+		ns, na, nr = pacedProduce(t, "kafka-accuracy-noisy", noisy, 1000, 2, 3*time.Second, sarama.WaitForAll)
+	}()
 	wg.Wait()
 	t.Logf("quiet: sent %d acked %d refused %d; noisy at 10x: sent %d acked %d refused %d", qs, qa, qr, ns, na, nr)
 	if qa != qs || qr != 0 {

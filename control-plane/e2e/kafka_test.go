@@ -86,3 +86,44 @@ func TestKafkaMetadataAdvertisesTheGateway(t *testing.T) {
 		}
 	}
 }
+
+// A broker that advertises its own address (like those of an existing cluster) is fronted by a
+// gateway listener: every broker and coordinator address a client learns is the gateway's, and
+// producing and consuming work through it.
+func TestKafkaBrokerAddressesAreRewrittenToTheGateway(t *testing.T) {
+	direct, err := sarama.NewClient([]string{addr(ports.KafkaDirect)}, kafkaConfig("acme-direct"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	if b := direct.Brokers(); len(b) != 1 || b[0].Addr() != addr(ports.KafkaDirect) {
+		t.Fatalf("the direct listener should advertise itself: %v", b[0].Addr())
+	}
+
+	cfg := kafkaConfig("acme-rewrite")
+	client, err := sarama.NewClient([]string{addr(ports.KafkaBroker)}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	for _, b := range client.Brokers() {
+		if b.Addr() != addr(ports.KafkaBroker) {
+			t.Errorf("broker %d advertised at %s, want the gateway %s", b.ID(), b.Addr(), addr(ports.KafkaBroker))
+		}
+	}
+	coordinator, err := client.Coordinator("weighstation-rewrite-group")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if coordinator.Addr() != addr(ports.KafkaBroker) {
+		t.Errorf("coordinator at %s, want the gateway %s", coordinator.Addr(), addr(ports.KafkaBroker))
+	}
+	topic := fmt.Sprintf("rewrite-%d", time.Now().UnixNano())
+	producer, err := sarama.NewSyncProducerFromClient(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := producer.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("via the gateway")}); err != nil {
+		t.Fatalf("produce through the rewritten address: %v", err)
+	}
+}

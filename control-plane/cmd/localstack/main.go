@@ -64,15 +64,16 @@ weighstation is up (logs in %s)
 
   NATS  (through the gateway)   nats://%s     users acme/acme-secret, globex/globex-secret, anon
   Kafka (through the gateway)   %s
+  Kafka (gateway fronting a self-advertising broker, addresses rewritten)   %s
   Envoy admin                   http://%s      metrics: /stats/prometheus
   Control plane status          http://%s/status   (also /healthz /readyz /metrics)
   xDS (gRPC ADS)                %s
   upstream nats-server          nats://%s
-  upstream Kafka                %s (controller %d)
+  upstream Kafka                %s (controller %d, direct %s)
 
 Watching %s: edit a policy and it is in force within 2 s. Ctrl-C stops everything.
-`, s.LogDir(), a(ports.NATS), a(ports.Kafka), a(ports.Admin), a(ports.ControlPlane), a(ports.XDS),
-		a(ports.NATSUpstream), a(ports.KafkaUpstream), ports.KafkaController, policyDir)
+`, s.LogDir(), a(ports.NATS), a(ports.Kafka), a(ports.KafkaBroker), a(ports.Admin), a(ports.ControlPlane), a(ports.XDS),
+		a(ports.NATSUpstream), a(ports.KafkaUpstream), ports.KafkaController, a(ports.KafkaDirect), policyDir)
 	if ports.NATSPlain != 0 {
 		fmt.Printf("  NATS through Envoy without the filter (benchmark baseline): nats://%s\n\n", a(ports.NATSPlain))
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,6 +30,8 @@ func serve(args []string) int {
 	fs.StringVar(&g.NATSListen, "nats-listen", "127.0.0.1:4222", "Envoy's NATS listener (empty: none)")
 	fs.StringVar(&g.NATSUpstream, "nats-upstream", "127.0.0.1:14222", "nats-server address")
 	fs.StringVar(&g.KafkaListen, "kafka-listen", "127.0.0.1:9092", "Envoy's Kafka listener (empty: none)")
+	fs.Var(kafkaBrokers{&g.KafkaBrokers}, "kafka-broker",
+		"UPSTREAM=LISTEN[=ADVERTISE]: front a broker that advertises UPSTREAM with a gateway listener (repeatable)")
 	fs.StringVar(&g.NATSPlainListen, "nats-plain-listen", "", "optional NATS listener with tcp_proxy alone, no filter (benchmark baseline)")
 	fs.StringVar(&g.KafkaUpstream, "kafka-upstream", "127.0.0.1:19092", "Kafka bootstrap broker address")
 	bufferLimit := fs.Uint("buffer-limit-bytes", 4<<20, "per-connection buffer in Envoy before TCP backpressure")
@@ -122,4 +125,31 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// kafkaBrokers collects repeated --kafka-broker UPSTREAM=LISTEN[=ADVERTISE] flags.
+type kafkaBrokers struct{ list *[]xds.KafkaBroker }
+
+func (k kafkaBrokers) String() string {
+	if k.list == nil {
+		return ""
+	}
+	parts := make([]string, 0, len(*k.list))
+	for _, b := range *k.list {
+		parts = append(parts, b.Upstream+"="+b.Listen)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (k kafkaBrokers) Set(v string) error {
+	parts := strings.Split(v, "=")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+		return fmt.Errorf("%q is not UPSTREAM=LISTEN[=ADVERTISE]", v)
+	}
+	b := xds.KafkaBroker{Upstream: parts[0], Listen: parts[1]}
+	if len(parts) == 3 {
+		b.Advertise = parts[2]
+	}
+	*k.list = append(*k.list, b)
+	return nil
 }

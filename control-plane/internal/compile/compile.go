@@ -27,6 +27,16 @@ type FilterConfig struct {
 	Protocol      Protocol `json:"protocol"`
 	DefaultTenant string   `json:"defaultTenant"`
 	Tenants       []Tenant `json:"tenants"`
+	// BrokerRoutes (Kafka) map the addresses brokers advertise to the gateway's, so the filter
+	// can rewrite Metadata and FindCoordinator responses.
+	BrokerRoutes []BrokerRoute `json:"brokerRoutes,omitempty"`
+}
+
+// BrokerRoute is one broker the gateway fronts: the address it advertises (host:port) and the
+// address clients should use instead.
+type BrokerRoute struct {
+	Upstream  string `json:"upstream"`
+	Advertise string `json:"advertise"`
 }
 
 type Tenant struct {

@@ -53,15 +53,17 @@ func (s *Stack) startNATS() error {
 	return waitTCP(p, addr(s.cfg.Ports.NATSUpstream), startTimeout)
 }
 
-// kafkaConfig: one KRaft node acting as broker and controller. It advertises the gateway's
-// listener, so every client that bootstraps through Envoy comes back through Envoy.
+// kafkaConfig: one KRaft node acting as broker and controller. Its PLAINTEXT listener advertises
+// the gateway's listener, so every client that bootstraps through Envoy comes back through
+// Envoy. Its DIRECT listener advertises itself, as the brokers of an existing cluster do: direct
+// clients (benchmark baselines) use it, and the gateway fronts it with address rewriting.
 var kafkaConfig = template.Must(template.New("kafka").Parse(`process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{{.Controller}}
-listeners=PLAINTEXT://127.0.0.1:{{.Broker}},CONTROLLER://127.0.0.1:{{.Controller}}
-advertised.listeners=PLAINTEXT://127.0.0.1:{{.Advertised}}
+listeners=PLAINTEXT://127.0.0.1:{{.Broker}},CONTROLLER://127.0.0.1:{{.Controller}},DIRECT://127.0.0.1:{{.Direct}}
+advertised.listeners=PLAINTEXT://127.0.0.1:{{.Advertised}},DIRECT://127.0.0.1:{{.Direct}}
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,DIRECT:PLAINTEXT
 inter.broker.listener.name=PLAINTEXT
 log.dirs={{.Dir}}/data
 num.partitions=1
@@ -99,7 +101,7 @@ func (s *Stack) startKafka() error {
 	var b bytes.Buffer
 	if err := kafkaConfig.Execute(&b, map[string]any{
 		"Controller": s.cfg.Ports.KafkaController, "Broker": s.cfg.Ports.KafkaUpstream,
-		"Advertised": s.cfg.Ports.Kafka, "Dir": dir,
+		"Advertised": s.cfg.Ports.Kafka, "Direct": s.cfg.Ports.KafkaDirect, "Dir": dir,
 	}); err != nil {
 		return err
 	}
@@ -134,6 +136,9 @@ func (s *Stack) startKafka() error {
 func (s *Stack) startControlPlane() error {
 	p := s.cfg.Ports
 	args := []string{"serve", "--policy-dir", s.cfg.PolicyDir}
+	if s.cfg.WithKafka {
+		args = append(args, "--kafka-broker", addr(p.KafkaDirect)+"="+addr(p.KafkaBroker))
+	}
 	if p.NATSPlain != 0 {
 		args = append(args, "--nats-plain-listen", addr(p.NATSPlain))
 	}

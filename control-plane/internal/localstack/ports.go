@@ -21,6 +21,8 @@ type Ports struct {
 	XDS             int // control plane ADS
 	ControlPlane    int // control plane HTTP
 	NATSPlain       int // optional: Envoy NATS listener without the filter (0: none)
+	KafkaDirect     int // Kafka's second listener, advertising itself (direct clients, benchmarks)
+	KafkaBroker     int // Envoy listener fronting KafkaDirect: broker addresses are rewritten
 }
 
 // PortEnv names the environment variable that overrides each port, with its default (contract §1).
@@ -37,6 +39,8 @@ var PortEnv = []struct {
 	{"KAFKA_CONTROLLER_PORT", 19093, func(p *Ports) *int { return &p.KafkaController }},
 	{"XDS_PORT", 18000, func(p *Ports) *int { return &p.XDS }},
 	{"CONTROL_PLANE_PORT", 18080, func(p *Ports) *int { return &p.ControlPlane }},
+	{"KAFKA_DIRECT_PORT", 19094, func(p *Ports) *int { return &p.KafkaDirect }},
+	{"KAFKA_BROKER_PORT", 9093, func(p *Ports) *int { return &p.KafkaBroker }},
 	{"NATS_PLAIN_PORT", 0, func(p *Ports) *int { return &p.NATSPlain }},
 }
 

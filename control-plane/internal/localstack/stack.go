@@ -125,7 +125,7 @@ func (s *Stack) startEnvoy() error {
 	}
 	listeners := []int{p.NATS}
 	if s.cfg.WithKafka {
-		listeners = append(listeners, p.Kafka)
+		listeners = append(listeners, p.Kafka, p.KafkaBroker)
 	}
 	for _, port := range listeners {
 		if err := waitTCP(e, addr(port), startTimeout); err != nil {

@@ -52,11 +52,22 @@ type Gateway struct {
 	NATSUpstream  string // host:port of nats-server
 	KafkaListen   string
 	KafkaUpstream string
+	// KafkaBrokers front brokers that advertise their own addresses: each gets a gateway
+	// listener, and the filter rewrites the brokers' addresses to the gateway's.
+	KafkaBrokers []KafkaBroker
 	// NATSPlainListen, if set, is a second NATS listener with tcp_proxy alone and no filter:
 	// the baseline that benchmarks compare the filter's overhead against.
 	NATSPlainListen  string
 	BufferLimitBytes uint32 // per_connection_buffer_limit_bytes: where TCP backpressure starts
 	Wasm             WasmSource
+}
+
+// KafkaBroker is one broker of an existing cluster: the address it advertises (and is reached
+// at), the gateway listener for it, and the address clients are told (defaults to Listen).
+type KafkaBroker struct {
+	Upstream  string
+	Listen    string
+	Advertise string
 }
 
 type listenerSpec struct {
@@ -81,22 +92,47 @@ func (g Gateway) listeners() []listenerSpec {
 // configuration-only update that Envoy applies without touching listeners or connections.
 func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type][]types.Resource, error) {
 	res := map[resourcev3.Type][]types.Resource{}
+	var routes []compile.BrokerRoute
+	for _, b := range g.KafkaBrokers {
+		adv := b.Advertise
+		if adv == "" {
+			adv = b.Listen
+		}
+		routes = append(routes, compile.BrokerRoute{Upstream: b.Upstream, Advertise: adv})
+	}
 	for _, l := range g.listeners() {
-		c, err := cluster(l)
+		c, err := cluster(l, clusterName(l.proto))
 		if err != nil {
 			return nil, err
 		}
-		lis, err := listener(l, g.BufferLimitBytes)
+		lis, err := listener(l, string(l.proto), clusterName(l.proto), g.BufferLimitBytes)
 		if err != nil {
 			return nil, err
 		}
-		ext, err := filterConfig(l.proto, g.Wasm, compile.Filter(set, version, l.proto))
+		fc := compile.Filter(set, version, l.proto)
+		if l.proto == compile.Kafka {
+			fc.BrokerRoutes = routes
+		}
+		ext, err := filterConfig(l.proto, g.Wasm, fc)
 		if err != nil {
 			return nil, err
 		}
 		res[resourcev3.ClusterType] = append(res[resourcev3.ClusterType], c)
 		res[resourcev3.ListenerType] = append(res[resourcev3.ListenerType], lis)
 		res[resourcev3.ExtensionConfigType] = append(res[resourcev3.ExtensionConfigType], ext)
+	}
+	for i, b := range g.KafkaBrokers {
+		name := fmt.Sprintf("kafka_broker_%d", i)
+		c, err := cluster(listenerSpec{proto: compile.Kafka, upstream: b.Upstream}, name)
+		if err != nil {
+			return nil, err
+		}
+		lis, err := listener(listenerSpec{proto: compile.Kafka, listen: b.Listen}, name, name, g.BufferLimitBytes)
+		if err != nil {
+			return nil, err
+		}
+		res[resourcev3.ClusterType] = append(res[resourcev3.ClusterType], c)
+		res[resourcev3.ListenerType] = append(res[resourcev3.ListenerType], lis)
 	}
 	if g.NATSPlainListen != "" && g.NATSListen != "" {
 		plain, err := plainListener("nats_plain", g.NATSPlainListen, clusterName(compile.NATS), g.BufferLimitBytes)
@@ -132,18 +168,18 @@ func socketAddress(hp string) (*corev3.Address, error) {
 
 func clusterName(p compile.Protocol) string { return string(p) + "_upstream" }
 
-func cluster(l listenerSpec) (*clusterv3.Cluster, error) {
+func cluster(l listenerSpec, name string) (*clusterv3.Cluster, error) {
 	addr, err := socketAddress(l.upstream)
 	if err != nil {
-		return nil, fmt.Errorf("%s upstream: %w", l.proto, err)
+		return nil, fmt.Errorf("%s upstream: %w", name, err)
 	}
 	return &clusterv3.Cluster{
-		Name:                 clusterName(l.proto),
+		Name:                 name,
 		ConnectTimeout:       durationpb.New(upstreamTimeout),
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS},
 		DnsLookupFamily:      clusterv3.Cluster_V4_PREFERRED,
 		LoadAssignment: &endpointv3.ClusterLoadAssignment{
-			ClusterName: clusterName(l.proto),
+			ClusterName: name,
 			Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
 				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: addr}},
 			}}}},
@@ -153,17 +189,17 @@ func cluster(l listenerSpec) (*clusterv3.Cluster, error) {
 
 func mustAny(m proto.Message) (*anypb.Any, error) { return anypb.New(m) }
 
-func listener(l listenerSpec, bufferLimit uint32) (*listenerv3.Listener, error) {
+func listener(l listenerSpec, name, cluster string, bufferLimit uint32) (*listenerv3.Listener, error) {
 	addr, err := socketAddress(l.listen)
 	if err != nil {
-		return nil, fmt.Errorf("%s listener: %w", l.proto, err)
+		return nil, fmt.Errorf("%s listener: %w", name, err)
 	}
-	proxy, err := tcpProxy(string(l.proto), clusterName(l.proto))
+	proxy, err := tcpProxy(name, cluster)
 	if err != nil {
 		return nil, err
 	}
 	return &listenerv3.Listener{
-		Name:                          string(l.proto),
+		Name:                          name,
 		Address:                       addr,
 		PerConnectionBufferLimitBytes: wrapperspb.UInt32(bufferLimit),
 		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{

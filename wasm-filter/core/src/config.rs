@@ -70,6 +70,14 @@ pub struct Tenant {
     pub overrides: Vec<Override>,
 }
 
+/// A broker the gateway fronts (Kafka): the address the broker advertises, and the gateway
+/// address clients should use for it instead.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct BrokerRoute {
+    pub upstream: String,
+    pub advertise: String,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Document {
@@ -77,6 +85,16 @@ struct Document {
     protocol: Protocol,
     default_tenant: String,
     tenants: Vec<Tenant>,
+    #[serde(default)]
+    broker_routes: Vec<BrokerRoute>,
+}
+
+fn split_host_port(s: &str) -> Option<(String, i32)> {
+    let (host, port) = s.rsplit_once(':')?;
+    Some((
+        host.trim_start_matches('[').trim_end_matches(']').to_owned(),
+        port.parse().ok()?,
+    ))
 }
 
 /// Index of a tenant in [`Config::tenants`].
@@ -95,6 +113,8 @@ pub struct Config {
     kafka_sasl_users: HashMap<String, TenantId>,
     kafka_prefixes: Vec<(String, TenantId)>,
     plans: Vec<TenantPlan>,
+    /// (upstream host, port) → (gateway host, port).
+    broker_routes: Vec<((String, i32), (String, i32))>,
 }
 
 /// What the data path needs of a tenant, computed once per configuration.
@@ -164,15 +184,15 @@ impl TenantPlan {
 pub enum ConfigError {
     Json(String),
     UnknownDefaultTenant(String),
+    BadBrokerRoute(String),
 }
 
 impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ConfigError::Json(e) => write!(f, "filter configuration is not valid JSON for this filter: {e}"),
-            ConfigError::UnknownDefaultTenant(t) => {
-                write!(f, "default tenant {t:?} is not among the tenants")
-            }
+            ConfigError::UnknownDefaultTenant(t) => write!(f, "default tenant {t:?} is not among the tenants"),
+            ConfigError::BadBrokerRoute(r) => write!(f, "broker route {r:?} is not host:port"),
         }
     }
 }
@@ -203,8 +223,21 @@ impl Config {
         kafka_prefixes.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
         let generation = doc.version.split('-').next().and_then(|g| g.parse().ok()).unwrap_or(0);
         let plans = doc.tenants.iter().map(|t| TenantPlan::new(doc.protocol, t)).collect();
+        let mut broker_routes = Vec::new();
+        for r in &doc.broker_routes {
+            match (split_host_port(&r.upstream), split_host_port(&r.advertise)) {
+                (Some(up), Some(gw)) => broker_routes.push((up, gw)),
+                _ => {
+                    return Err(ConfigError::BadBrokerRoute(format!(
+                        "{} -> {}",
+                        r.upstream, r.advertise
+                    )))
+                }
+            }
+        }
         Ok(Config {
             plans,
+            broker_routes,
             version: doc.version,
             generation,
             protocol: doc.protocol,
@@ -214,6 +247,11 @@ impl Config {
             kafka_sasl_users,
             kafka_prefixes,
         })
+    }
+
+    /// Whether broker addresses in responses must be rewritten.
+    pub fn rewrites_brokers(&self) -> bool {
+        !self.broker_routes.is_empty()
     }
 
     pub fn default_tenant(&self) -> TenantId {
@@ -300,6 +338,22 @@ mod tests {
     }
 
     #[test]
+    fn broker_routes_map_advertised_addresses_to_the_gateway() {
+        use crate::kafka::BrokerMap;
+        let doc = r#"{"version":"1-a","protocol":"kafka","defaultTenant":"t","tenants":[{"name":"t","limits":{}}],
+            "brokerRoutes":[{"upstream":"kafka-1:9092","advertise":"gw.example.com:9093"}]}"#;
+        let c = Config::parse(doc.as_bytes()).unwrap();
+        assert!(c.rewrites_brokers());
+        assert_eq!(c.gateway_for(b"kafka-1", 9092), Some(("gw.example.com", 9093)));
+        assert_eq!(c.gateway_for(b"kafka-2", 9092), None);
+        let bad = doc.replace("kafka-1:9092", "kafka-1");
+        assert!(matches!(
+            Config::parse(bad.as_bytes()),
+            Err(ConfigError::BadBrokerRoute(_))
+        ));
+    }
+
+    #[test]
     fn the_most_specific_override_wins() {
         let doc = r#"{"version":"1-a","protocol":"nats","defaultTenant":"t","tenants":[{"name":"t","limits":{},
             "overrides":[{"patterns":["orders.>"],"limits":{"maxMessageBytes":100}},
@@ -321,5 +375,14 @@ mod tests {
             Some(ConfigError::UnknownDefaultTenant("nobody".into()))
         );
         assert!(matches!(Config::parse(b"{"), Err(ConfigError::Json(_))));
+    }
+}
+
+impl crate::kafka::BrokerMap for Config {
+    fn gateway_for(&self, host: &[u8], port: i32) -> Option<(&str, i32)> {
+        self.broker_routes
+            .iter()
+            .find(|((h, p), _)| h.as_bytes() == host && *p == port)
+            .map(|(_, (h, p))| (h.as_str(), *p))
     }
 }

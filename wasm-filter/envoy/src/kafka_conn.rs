@@ -13,10 +13,10 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use weighstation_core::config::Protocol;
 use weighstation_core::kafka::{
-    api_versions_request, cap_produce_version, produce_response, raise_produce_throttle, sasl_plain_user,
-    visit_produce, Interest, PartitionError, RequestHandler, RequestHeader, RequestStream, ResponseHandler,
-    ResponseStream, API_PRODUCE, API_SASL_AUTHENTICATE, API_VERSIONS, MAX_PRODUCE_VERSION, MESSAGE_TOO_LARGE,
-    THROTTLING_QUOTA_EXCEEDED,
+    api_versions_request, cap_produce_version, produce_response, raise_produce_throttle, rewrite_brokers,
+    sasl_plain_user, visit_produce, Interest, PartitionError, RequestHandler, RequestHeader, RequestStream,
+    ResponseHandler, ResponseStream, API_FIND_COORDINATOR, API_METADATA, API_PRODUCE, API_SASL_AUTHENTICATE,
+    API_VERSIONS, MAX_PRODUCE_VERSION, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
 };
 use weighstation_core::limits::Reason;
 use weighstation_core::scan::Admission;
@@ -24,6 +24,7 @@ use weighstation_core::scan::Admission;
 use crate::clock::now_ns;
 use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot};
 use crate::paused::{self, Carry};
+use crate::state;
 use crate::tenancy::{Attribution, Identity};
 use crate::waiters::{self, Retry};
 
@@ -39,6 +40,8 @@ enum Pending {
     Refused { response: Vec<u8> },
     /// The client's own ApiVersions: cap the Produce version.
     Versions { version: i16 },
+    /// Metadata or FindCoordinator while the gateway fronts brokers: rewrite their addresses.
+    Addresses { api_key: i16, version: i16 },
 }
 
 struct Conn {
@@ -202,6 +205,10 @@ impl Conn {
         Admission::Replace(api_versions_request(h.correlation_id, h.client_id))
     }
 
+    fn rewrites_brokers(&self) -> bool {
+        state::active(Protocol::Kafka).is_some_and(|c| c.rewrites_brokers())
+    }
+
     fn release(&mut self, slot: Option<InFlightSlot>) {
         if let Some(slot) = slot {
             slot.release();
@@ -231,6 +238,14 @@ impl RequestHandler for Requests<'_> {
                 self.conn
                     .pending
                     .insert(h.correlation_id, Pending::Versions { version: h.api_version });
+                Admission::Forward
+            }
+            (API_METADATA | API_FIND_COORDINATOR, _) if self.conn.rewrites_brokers() => {
+                let p = Pending::Addresses {
+                    api_key: h.api_key,
+                    version: h.api_version,
+                };
+                self.conn.pending.insert(h.correlation_id, p);
                 Admission::Forward
             }
             _ => Admission::Forward,
@@ -271,6 +286,10 @@ impl ResponseHandler for Responses<'_> {
             Pending::Versions { version } => {
                 let mut patched = frame.to_vec();
                 cap_produce_version(&mut patched, version, MAX_PRODUCE_VERSION).map(|()| patched)
+            }
+            Pending::Addresses { api_key, version } => {
+                let config = state::active(Protocol::Kafka)?;
+                rewrite_brokers(frame, api_key, version, config.as_ref())
             }
         }
     }

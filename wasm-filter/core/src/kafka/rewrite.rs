@@ -1,0 +1,294 @@
+//! Broker address rewriting, so clients of a cluster whose brokers advertise their own
+//! addresses still come back through the gateway: Metadata (brokers) and FindCoordinator
+//! (coordinator) responses are re-encoded with each broker's gateway address. The rest of a
+//! response is copied as it is.
+
+use super::cursor::Cursor;
+
+pub const API_METADATA: i16 = 3;
+pub const API_FIND_COORDINATOR: i16 = 10;
+
+/// Where clients should reach a broker advertised at (host, port), if the gateway fronts it.
+pub trait BrokerMap {
+    fn gateway_for(&self, host: &[u8], port: i32) -> Option<(&str, i32)>;
+}
+
+struct Writer {
+    out: Vec<u8>,
+    flexible: bool,
+}
+
+impl Writer {
+    fn raw(&mut self, b: &[u8]) {
+        self.out.extend_from_slice(b);
+    }
+
+    fn uvarint(&mut self, mut v: u64) {
+        loop {
+            let byte = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                self.out.push(byte);
+                return;
+            }
+            self.out.push(byte | 0x80);
+        }
+    }
+
+    fn string(&mut self, s: &[u8]) {
+        if self.flexible {
+            self.uvarint(s.len() as u64 + 1);
+        } else {
+            self.raw(&(s.len() as i16).to_be_bytes());
+        }
+        self.raw(s);
+    }
+}
+
+/// Reads one broker endpoint (host, port) and writes it back, rewritten if the map knows it.
+fn endpoint(c: &mut Cursor<'_>, w: &mut Writer, map: &impl BrokerMap) -> Option<()> {
+    let host = if w.flexible {
+        c.compact_nullable()?
+    } else {
+        c.nullable_string()?
+    }
+    .unwrap_or_default();
+    let port = c.i32()?;
+    match map.gateway_for(host, port) {
+        Some((h, p)) => {
+            w.string(h.as_bytes());
+            w.raw(&p.to_be_bytes());
+        }
+        None => {
+            w.string(host);
+            w.raw(&port.to_be_bytes());
+        }
+    }
+    Some(())
+}
+
+/// Copies what the cursor moved over since `from`.
+fn copy_since(frame: &[u8], c: &Cursor<'_>, from: usize, w: &mut Writer) -> Option<()> {
+    w.raw(frame.get(from..c.position())?);
+    Some(())
+}
+
+/// Rewrites the broker addresses of a whole response frame (size prefix included); None if the
+/// response is not one that carries addresses or does not parse.
+pub fn rewrite_brokers(frame: &[u8], api_key: i16, version: i16, map: &impl BrokerMap) -> Option<Vec<u8>> {
+    let flexible = match api_key {
+        API_METADATA => version >= 9,
+        API_FIND_COORDINATOR => version >= 3,
+        _ => return None,
+    };
+    let mut c = Cursor::new(frame);
+    let mut w = Writer {
+        out: Vec::with_capacity(frame.len() + 64),
+        flexible,
+    };
+    c.i32()?; // size: rewritten at the end
+    let start = c.position();
+    c.i32()?; // correlation id
+    if flexible {
+        c.skip_tagged_fields()?;
+    }
+    match api_key {
+        API_METADATA => {
+            if version >= 3 {
+                c.i32()?; // throttle
+            }
+            copy_since(frame, &c, start, &mut w)?;
+            let at = c.position();
+            let n = c.array_len(flexible)?;
+            copy_since(frame, &c, at, &mut w)?;
+            for _ in 0..n {
+                let at = c.position();
+                c.i32()?; // node id
+                copy_since(frame, &c, at, &mut w)?;
+                endpoint(&mut c, &mut w, map)?;
+                let at = c.position();
+                if version >= 1 {
+                    if flexible {
+                        c.compact_nullable()?;
+                    } else {
+                        c.nullable_string()?;
+                    }
+                }
+                if flexible {
+                    c.skip_tagged_fields()?;
+                }
+                copy_since(frame, &c, at, &mut w)?;
+            }
+        }
+        _ => {
+            if version >= 1 {
+                c.i32()?; // throttle
+            }
+            if version >= 4 {
+                copy_since(frame, &c, start, &mut w)?;
+                let at = c.position();
+                let n = c.array_len(flexible)?;
+                copy_since(frame, &c, at, &mut w)?;
+                for _ in 0..n {
+                    let at = c.position();
+                    c.compact_nullable()?; // key
+                    c.i32()?; // node id
+                    copy_since(frame, &c, at, &mut w)?;
+                    endpoint(&mut c, &mut w, map)?;
+                    let at = c.position();
+                    c.i16()?; // error code
+                    c.compact_nullable()?; // error message
+                    c.skip_tagged_fields()?;
+                    copy_since(frame, &c, at, &mut w)?;
+                }
+            } else {
+                c.i16()?; // error code
+                if version >= 1 {
+                    if flexible {
+                        c.compact_nullable()?;
+                    } else {
+                        c.nullable_string()?;
+                    }
+                }
+                c.i32()?; // node id
+                copy_since(frame, &c, start, &mut w)?;
+                endpoint(&mut c, &mut w, map)?;
+            }
+        }
+    }
+    w.raw(frame.get(c.position()..)?);
+    let size = i32::try_from(w.out.len()).ok()?;
+    let mut out = size.to_be_bytes().to_vec();
+    out.extend(w.out);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Map;
+    impl BrokerMap for Map {
+        fn gateway_for(&self, host: &[u8], port: i32) -> Option<(&str, i32)> {
+            (host == b"kafka-1.internal" && port == 9092).then_some(("gateway.example.com", 19001))
+        }
+    }
+
+    fn w(flexible: bool) -> Writer {
+        Writer {
+            out: Vec::new(),
+            flexible,
+        }
+    }
+
+    /// A Metadata response with the given brokers and an opaque tail, encoded for `version`.
+    fn metadata(version: i16, brokers: &[(i32, &str, i32)], tail: &[u8]) -> Vec<u8> {
+        let flexible = version >= 9;
+        let mut b = w(flexible);
+        b.raw(&7i32.to_be_bytes());
+        if flexible {
+            b.raw(&[0]);
+        }
+        if version >= 3 {
+            b.raw(&0i32.to_be_bytes());
+        }
+        if flexible {
+            b.uvarint(brokers.len() as u64 + 1);
+        } else {
+            b.raw(&(brokers.len() as i32).to_be_bytes());
+        }
+        for (id, host, port) in brokers {
+            b.raw(&id.to_be_bytes());
+            b.string(host.as_bytes());
+            b.raw(&port.to_be_bytes());
+            if version >= 1 {
+                b.string(b"rack-a");
+            }
+            if flexible {
+                b.raw(&[0]);
+            }
+        }
+        b.raw(tail);
+        let mut out = (b.out.len() as i32).to_be_bytes().to_vec();
+        out.extend(b.out);
+        out
+    }
+
+    #[test]
+    fn metadata_brokers_are_rewritten_in_every_version() {
+        for v in 0..=12 {
+            let original = metadata(
+                v,
+                &[(1, "kafka-1.internal", 9092), (2, "kafka-2.internal", 9092)],
+                b"TAIL",
+            );
+            let want = metadata(
+                v,
+                &[(1, "gateway.example.com", 19001), (2, "kafka-2.internal", 9092)],
+                b"TAIL",
+            );
+            assert_eq!(rewrite_brokers(&original, API_METADATA, v, &Map), Some(want), "v{v}");
+        }
+    }
+
+    fn find_coordinator(version: i16, host: &str, port: i32) -> Vec<u8> {
+        let flexible = version >= 3;
+        let mut b = w(flexible);
+        b.raw(&7i32.to_be_bytes());
+        if flexible {
+            b.raw(&[0]);
+        }
+        if version >= 1 {
+            b.raw(&0i32.to_be_bytes());
+        }
+        if version >= 4 {
+            b.uvarint(2);
+            b.string(b"group-a");
+            b.raw(&1i32.to_be_bytes());
+            b.string(host.as_bytes());
+            b.raw(&port.to_be_bytes());
+            b.raw(&0i16.to_be_bytes());
+            b.raw(&[0, 0]); // null message, tagged fields
+        } else {
+            b.raw(&0i16.to_be_bytes());
+            if version >= 1 {
+                if flexible {
+                    b.raw(&[0]);
+                } else {
+                    b.raw(&(-1i16).to_be_bytes());
+                }
+            }
+            b.raw(&1i32.to_be_bytes());
+            b.string(host.as_bytes());
+            b.raw(&port.to_be_bytes());
+        }
+        if flexible {
+            b.raw(&[0]);
+        }
+        let mut out = (b.out.len() as i32).to_be_bytes().to_vec();
+        out.extend(b.out);
+        out
+    }
+
+    #[test]
+    fn the_coordinator_is_rewritten_in_every_version() {
+        for v in 0..=6 {
+            let original = find_coordinator(v, "kafka-1.internal", 9092);
+            let want = find_coordinator(v, "gateway.example.com", 19001);
+            assert_eq!(
+                rewrite_brokers(&original, API_FIND_COORDINATOR, v, &Map),
+                Some(want),
+                "v{v}"
+            );
+        }
+    }
+
+    #[test]
+    fn truncated_responses_are_left_alone() {
+        let original = metadata(12, &[(1, "kafka-1.internal", 9092)], b"");
+        for cut in 8..original.len() - 1 {
+            let _ = rewrite_brokers(&original[..cut], API_METADATA, 12, &Map);
+        }
+        assert_eq!(rewrite_brokers(&original, 1, 12, &Map), None);
+    }
+}
