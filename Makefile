@@ -14,7 +14,7 @@ RUST_SOURCES := $(shell find wasm-filter/core/src wasm-filter/envoy/src -name '*
 run: tools wasm control-plane
 	$(BIN)/weighstation-localstack -root $(ROOT)
 
-test: tools wasm control-plane lint test-unit test-integration
+test: tools wasm control-plane lint test-unit test-helm test-integration
 
 tools:
 	@scripts/install-tools.sh
@@ -63,3 +63,5 @@ fuzz:
 
 clean:
 	rm -rf wasm-filter/target run
+
+include helm/helm.mk
