@@ -107,7 +107,8 @@ mod tests {
             r.check(s, 1_000_000_000_000, 1).is_err(),
             "ten records emptied a ten-deep bucket"
         );
-        assert!(r.check_batch([0, 0], 1_000_000_000_000, 11, 1).is_err());
+        let big = r.check_batch([0, 0], 1_000_000_000_000, 11, 1).unwrap();
+        assert!(r.check(big, 1_000_000_000_000, 1).is_err(), "a batch over the burst leaves the bucket in debt");
     }
 
     #[test]
