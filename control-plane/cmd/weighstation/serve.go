@@ -28,7 +28,7 @@ func serve(args []string) int {
 	httpListen := fs.String("http-listen", "127.0.0.1:18080", "status and metrics listen address")
 	var g xds.Gateway
 	fs.StringVar(&g.NATSListen, "nats-listen", "127.0.0.1:4222", "Envoy's NATS listener (empty: none)")
-	fs.StringVar(&g.NATSUpstream, "nats-upstream", "127.0.0.1:14222", "nats-server address")
+	fs.StringVar(&g.NATSUpstream, "nats-upstream", "127.0.0.1:14222", "nats-server address; several comma-separated seed servers of a cluster are balanced")
 	fs.StringVar(&g.KafkaListen, "kafka-listen", "127.0.0.1:9092", "Envoy's Kafka listener (empty: none)")
 	fs.Var(kafkaBrokers{&g.KafkaBrokers}, "kafka-broker",
 		"UPSTREAM=LISTEN[=ADVERTISE]: front a broker that advertises UPSTREAM with a gateway listener (repeatable)")

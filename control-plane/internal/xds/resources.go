@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -168,10 +169,18 @@ func socketAddress(hp string) (*corev3.Address, error) {
 
 func clusterName(p compile.Protocol) string { return string(p) + "_upstream" }
 
+// cluster routes to the upstream, which may list several comma-separated host:port endpoints
+// (the seed servers of a NATS cluster, say): Envoy balances new connections across them.
 func cluster(l listenerSpec, name string) (*clusterv3.Cluster, error) {
-	addr, err := socketAddress(l.upstream)
-	if err != nil {
-		return nil, fmt.Errorf("%s upstream: %w", name, err)
+	var endpoints []*endpointv3.LbEndpoint
+	for _, hp := range strings.Split(l.upstream, ",") {
+		addr, err := socketAddress(strings.TrimSpace(hp))
+		if err != nil {
+			return nil, fmt.Errorf("%s upstream: %w", name, err)
+		}
+		endpoints = append(endpoints, &endpointv3.LbEndpoint{
+			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: addr}},
+		})
 	}
 	return &clusterv3.Cluster{
 		Name:                 name,
@@ -180,9 +189,7 @@ func cluster(l listenerSpec, name string) (*clusterv3.Cluster, error) {
 		DnsLookupFamily:      clusterv3.Cluster_V4_PREFERRED,
 		LoadAssignment: &endpointv3.ClusterLoadAssignment{
 			ClusterName: name,
-			Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
-				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: addr}},
-			}}}},
+			Endpoints:   []*endpointv3.LocalityLbEndpoints{{LbEndpoints: endpoints}},
 		},
 	}, nil
 }

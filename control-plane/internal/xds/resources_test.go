@@ -3,6 +3,7 @@ package xds
 import (
 	"testing"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	wasmnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/wasm/v3"
@@ -113,5 +114,20 @@ func TestPlainNATSListenerHasNoFilter(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no nats_plain listener")
+	}
+}
+
+func TestSeveralUpstreamSeedsAreAllEndpoints(t *testing.T) {
+	g := gateway
+	g.NATSUpstream = "nats-0.nats:4222, nats-1.nats:4222,nats-2.nats:4222"
+	res, err := Resources(g, examples(t), "1-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res[resourcev3.ClusterType] {
+		c := r.(*clusterv3.Cluster)
+		if c.Name == "nats_upstream" && len(c.LoadAssignment.Endpoints[0].LbEndpoints) != 3 {
+			t.Fatalf("nats_upstream has %d endpoints, want 3", len(c.LoadAssignment.Endpoints[0].LbEndpoints))
+		}
 	}
 }
