@@ -106,7 +106,7 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 		if err != nil {
 			return nil, err
 		}
-		lis, err := listener(l, string(l.proto), clusterName(l.proto), g.BufferLimitBytes)
+		lis, err := listener(l.proto, false, string(l.proto), l.listen, clusterName(l.proto), g.BufferLimitBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +128,7 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 		if err != nil {
 			return nil, err
 		}
-		lis, err := listener(listenerSpec{proto: compile.Kafka, listen: b.Listen}, name, name, g.BufferLimitBytes)
+		lis, err := listener(compile.Kafka, false, name, b.Listen, name, g.BufferLimitBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -136,7 +136,7 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 		res[resourcev3.ListenerType] = append(res[resourcev3.ListenerType], lis)
 	}
 	if g.NATSPlainListen != "" && g.NATSListen != "" {
-		plain, err := plainListener("nats_plain", g.NATSPlainListen, clusterName(compile.NATS), g.BufferLimitBytes)
+		plain, err := listener(compile.NATS, true, "nats_plain", g.NATSPlainListen, clusterName(compile.NATS), g.BufferLimitBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -196,62 +196,44 @@ func cluster(l listenerSpec, name string) (*clusterv3.Cluster, error) {
 
 func mustAny(m proto.Message) (*anypb.Any, error) { return anypb.New(m) }
 
-func listener(l listenerSpec, name, cluster string, bufferLimit uint32) (*listenerv3.Listener, error) {
-	addr, err := socketAddress(l.listen)
+// listener builds a listener whose filter chain is the protocol's Wasm filter (unless plain)
+// followed by tcp_proxy to the cluster.
+func listener(proto compile.Protocol, plain bool, name, listen, cluster string, bufferLimit uint32) (*listenerv3.Listener, error) {
+	addr, err := socketAddress(listen)
 	if err != nil {
 		return nil, fmt.Errorf("%s listener: %w", name, err)
 	}
-	proxy, err := tcpProxy(name, cluster)
-	if err != nil {
-		return nil, err
-	}
-	return &listenerv3.Listener{
-		Name:                          name,
-		Address:                       addr,
-		PerConnectionBufferLimitBytes: wrapperspb.UInt32(bufferLimit),
-		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{
-			{
-				// The filter's configuration arrives separately through ECDS, so a policy change
-				// never rebuilds this listener or drains its connections.
-				Name: FilterName(l.proto),
-				ConfigType: &listenerv3.Filter_ConfigDiscovery{ConfigDiscovery: &corev3.ExtensionConfigSource{
-					ConfigSource: &corev3.ConfigSource{
-						ResourceApiVersion:    corev3.ApiVersion_V3,
-						ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
-					},
-					TypeUrls: []string{wasmNetworkType},
-				}},
-			},
-			proxy,
-		}}},
-	}, nil
-}
-
-func tcpProxy(statPrefix, cluster string) (*listenerv3.Filter, error) {
 	tcp, err := mustAny(&tcpproxyv3.TcpProxy{
-		StatPrefix:       statPrefix,
+		StatPrefix:       name,
 		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster},
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &listenerv3.Filter{Name: "envoy.filters.network.tcp_proxy", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: tcp}}, nil
-}
-
-func plainListener(name, listen, cluster string, bufferLimit uint32) (*listenerv3.Listener, error) {
-	addr, err := socketAddress(listen)
-	if err != nil {
-		return nil, fmt.Errorf("%s listener: %w", name, err)
+	var filters []*listenerv3.Filter
+	if !plain {
+		// The filter's configuration arrives separately through ECDS, so a policy change never
+		// rebuilds this listener or drains its connections.
+		filters = append(filters, &listenerv3.Filter{
+			Name: FilterName(proto),
+			ConfigType: &listenerv3.Filter_ConfigDiscovery{ConfigDiscovery: &corev3.ExtensionConfigSource{
+				ConfigSource: &corev3.ConfigSource{
+					ResourceApiVersion:    corev3.ApiVersion_V3,
+					ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+				},
+				TypeUrls: []string{wasmNetworkType},
+			}},
+		})
 	}
-	proxy, err := tcpProxy(name, cluster)
-	if err != nil {
-		return nil, err
-	}
+	filters = append(filters, &listenerv3.Filter{
+		Name:       "envoy.filters.network.tcp_proxy",
+		ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: tcp},
+	})
 	return &listenerv3.Listener{
 		Name:                          name,
 		Address:                       addr,
 		PerConnectionBufferLimitBytes: wrapperspb.UInt32(bufferLimit),
-		FilterChains:                  []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{proxy}}},
+		FilterChains:                  []*listenerv3.FilterChain{{Filters: filters}},
 	}, nil
 }
 

@@ -36,3 +36,32 @@ impl Editor {
         self.out
     }
 }
+
+/// Scans a read of a direction that is never paused, after the bytes carried from the previous
+/// read. `scan` returns its edits and where the last complete unit ends; what follows is carried
+/// into the next read (so it is cut from what is forwarded now). Returns the bytes to forward
+/// instead of `chunk`, if they differ.
+pub(crate) fn scan_carried(
+    carry: &mut Vec<u8>,
+    chunk: &[u8],
+    scan: impl FnOnce(&[u8]) -> (Editor, usize),
+) -> Option<Vec<u8>> {
+    let carried = !carry.is_empty();
+    let owned;
+    let data: &[u8] = if carried {
+        owned = [std::mem::take(carry).as_slice(), chunk].concat();
+        &owned
+    } else {
+        chunk
+    };
+    let (edit, cut) = scan(data);
+    let cut = cut.min(data.len());
+    if let Some(rest) = data.get(cut..).filter(|r| !r.is_empty()) {
+        *carry = rest.to_vec();
+    }
+    match edit.finish(data, cut) {
+        Some(out) => Some(out),
+        None if carried || cut < data.len() => Some(data.get(..cut).unwrap_or_default().to_vec()),
+        None => None,
+    }
+}

@@ -6,11 +6,7 @@
 //! delay in throttle_time_ms; ApiVersions answers advertise no Produce version the filter
 //! cannot read.
 
-use proxy_wasm::traits::{Context, StreamContext};
-use proxy_wasm::types::{Action, PeerType};
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
 use weighstation_core::config::Protocol;
 use weighstation_core::kafka::{
     api_versions_request, cap_produce_version, produce_response, raise_produce_throttle, rewrite_brokers,
@@ -22,11 +18,12 @@ use weighstation_core::limits::Reason;
 use weighstation_core::scan::Admission;
 
 use crate::clock::now_ns;
+use crate::connection::{self, Connection};
 use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot};
 use crate::paused::{self, Carry};
 use crate::state;
 use crate::tenancy::{Attribution, Identity};
-use crate::waiters::{self, Retry};
+use crate::waiters;
 
 /// What a forwarded request's response must do.
 enum Pending {
@@ -295,7 +292,8 @@ impl ResponseHandler for Responses<'_> {
     }
 }
 
-struct State {
+/// A Kafka connection's state.
+pub struct State {
     conn: Conn,
     requests: RequestStream,
     responses: ResponseStream,
@@ -336,28 +334,11 @@ impl State {
     }
 }
 
-struct Shared(RefCell<State>);
-
-impl Retry for Shared {
-    fn retry(&self) {
-        let Ok(mut st) = self.0.try_borrow_mut() else { return };
-        let Some(held) = paused::held_buffer() else { return };
-        match st.client_data(&held) {
-            Ok(plan) => paused::in_retry(plan, held.len()),
-            Err(_) => {
-                let _ = proxy_wasm::hostcalls::close_downstream();
-            }
-        }
-    }
-}
-
-pub struct KafkaConn {
-    state: Rc<Shared>,
-}
-
-impl KafkaConn {
-    pub fn new(context_id: u32, hold_limit: usize) -> Self {
-        let state = Rc::new(Shared(RefCell::new(State {
+/// A Kafka connection's stream context.
+pub fn connection(context_id: u32, hold_limit: usize) -> Connection<State> {
+    Connection::new(
+        context_id,
+        State {
             conn: Conn {
                 id: context_id,
                 who: Attribution::new(Protocol::Kafka),
@@ -368,68 +349,26 @@ impl KafkaConn {
             requests: RequestStream::new(hold_limit),
             responses: ResponseStream::default(),
             carry: Carry::default(),
-        })));
-        let handle: Rc<dyn Retry> = state.clone();
-        waiters::register(context_id, Rc::downgrade(&handle));
-        KafkaConn { state }
-    }
+        },
+    )
 }
 
-impl Context for KafkaConn {}
-
-impl StreamContext for KafkaConn {
-    fn on_downstream_data(&mut self, size: usize, _end_of_stream: bool) -> Action {
-        if size == 0 {
-            return Action::Continue;
-        }
-        let Some(envoy) = self.get_downstream_data(0, size) else {
-            return Action::Continue;
-        };
-        let Ok(mut st) = self.state.0.try_borrow_mut() else {
-            return Action::Pause;
-        };
-        let plan = st.client_data(&envoy);
-        if st.conn.refused {
+impl connection::Protocol for State {
+    fn client_data(&mut self, envoy: &[u8]) -> Result<paused::Plan, &'static str> {
+        let plan = State::client_data(self, envoy);
+        if self.conn.refused {
             // Kafka has no way to say "too many connections": a broker's answer is to close.
-            self.close_downstream();
-            return Action::Pause;
+            return Err("over the tenant's connection limit");
         }
-        match plan {
-            Ok(plan) => paused::in_callback(plan, size),
-            Err(why) => {
-                log::warn!("weighstation: closing kafka connection: {why}");
-                self.close_downstream();
-                Action::Pause
-            }
-        }
+        plan
     }
 
-    fn on_upstream_data(&mut self, size: usize, _end_of_stream: bool) -> Action {
-        if size == 0 {
-            return Action::Continue;
-        }
-        let Some(buf) = self.get_upstream_data(0, size) else {
-            return Action::Continue;
-        };
-        let Ok(mut st) = self.state.0.try_borrow_mut() else {
-            return Action::Continue;
-        };
-        let State { conn, responses, .. } = &mut *st;
-        if let Some(replacement) = responses.process(&buf, &mut Responses { conn }) {
-            self.set_upstream_data(0, size, &replacement);
-        }
-        Action::Continue
+    fn server_data(&mut self, buf: &[u8]) -> Option<Vec<u8>> {
+        let State { conn, responses, .. } = self;
+        responses.process(buf, &mut Responses { conn })
     }
 
-    fn on_downstream_close(&mut self, _peer: PeerType) {
-        if let Ok(mut st) = self.state.0.try_borrow_mut() {
-            st.close();
-        }
-    }
-
-    fn on_upstream_close(&mut self, _peer: PeerType) {
-        if let Ok(mut st) = self.state.0.try_borrow_mut() {
-            st.close();
-        }
+    fn close(&mut self) {
+        State::close(self);
     }
 }

@@ -4,6 +4,7 @@
 //! Envoy shared data.
 
 mod clock;
+mod connection;
 mod gatekeeper;
 mod kafka_conn;
 mod keys;

@@ -1,20 +1,17 @@
 //! One NATS client connection: the core [`Session`] does the protocol, this [`Gate`] decides with
 //! the tenant's limits (shared across workers) and keeps the connection's in-flight requests.
 
-use proxy_wasm::traits::{Context, StreamContext};
-use proxy_wasm::types::{Action, PeerType};
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
 use weighstation_core::config::Protocol;
 use weighstation_core::limits::Reason;
 use weighstation_core::nats::{Gate, Publish, Session, Verdict};
 
 use crate::clock::now_ns;
+use crate::connection::{self, Connection};
 use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot};
-use crate::paused::{self, Carry, Plan};
+use crate::paused::{Carry, Plan};
 use crate::tenancy::{Attribution, Identity};
-use crate::waiters::{self, Retry};
+use crate::waiters;
 
 /// A request whose reply never passes this connection (sent elsewhere, or lost) gives its
 /// in-flight slot back after this long.
@@ -129,8 +126,8 @@ impl Gate for NatsGate<'_> {
     }
 }
 
-/// The connection's state, shared with the waiters registry so a tick can retry it.
-struct State {
+/// A NATS connection's state.
+pub struct State {
     session: Session,
     conn: Conn,
     carry: Carry,
@@ -185,25 +182,11 @@ impl State {
     }
 }
 
-struct Shared(RefCell<State>);
-
-impl Retry for Shared {
-    fn retry(&self) {
-        // Busy means this connection is inside its own callback; the next tick retries it.
-        let Ok(mut st) = self.0.try_borrow_mut() else { return };
-        let Some(held) = paused::held_buffer() else { return };
-        let plan = st.client_data(&held);
-        paused::in_retry(plan, held.len());
-    }
-}
-
-pub struct NatsConn {
-    state: Rc<Shared>,
-}
-
-impl NatsConn {
-    pub fn new(context_id: u32) -> Self {
-        let state = Rc::new(Shared(RefCell::new(State {
+/// A NATS connection's stream context.
+pub fn connection(context_id: u32) -> Connection<State> {
+    Connection::new(
+        context_id,
+        State {
             session: Session::default(),
             conn: Conn {
                 id: context_id,
@@ -213,55 +196,21 @@ impl NatsConn {
                 next_expiry: 0,
             },
             carry: Carry::default(),
-        })));
-        let handle: Rc<dyn Retry> = state.clone();
-        waiters::register(context_id, Rc::downgrade(&handle));
-        NatsConn { state }
-    }
+        },
+    )
 }
 
-impl Context for NatsConn {}
-
-impl StreamContext for NatsConn {
-    fn on_downstream_data(&mut self, size: usize, _end_of_stream: bool) -> Action {
-        if size == 0 {
-            return Action::Continue;
-        }
-        let Some(envoy) = self.get_downstream_data(0, size) else {
-            return Action::Continue;
-        };
-        let Ok(mut st) = self.state.0.try_borrow_mut() else {
-            return Action::Pause;
-        };
-        paused::in_callback(st.client_data(&envoy), size)
+impl connection::Protocol for State {
+    fn client_data(&mut self, envoy: &[u8]) -> Result<Plan, &'static str> {
+        Ok(State::client_data(self, envoy))
     }
 
-    fn on_upstream_data(&mut self, size: usize, _end_of_stream: bool) -> Action {
-        if size == 0 {
-            return Action::Continue;
-        }
-        let Some(buf) = self.get_upstream_data(0, size) else {
-            return Action::Continue;
-        };
-        let Ok(mut st) = self.state.0.try_borrow_mut() else {
-            return Action::Continue;
-        };
-        let (session, mut gate) = st.gate();
-        if let Some(replacement) = session.server_data(&buf, &mut gate) {
-            self.set_upstream_data(0, size, &replacement);
-        }
-        Action::Continue
+    fn server_data(&mut self, buf: &[u8]) -> Option<Vec<u8>> {
+        let (session, mut gate) = self.gate();
+        session.server_data(buf, &mut gate)
     }
 
-    fn on_downstream_close(&mut self, _peer: PeerType) {
-        if let Ok(mut st) = self.state.0.try_borrow_mut() {
-            st.close();
-        }
-    }
-
-    fn on_upstream_close(&mut self, _peer: PeerType) {
-        if let Ok(mut st) = self.state.0.try_borrow_mut() {
-            st.close();
-        }
+    fn close(&mut self) {
+        State::close(self);
     }
 }

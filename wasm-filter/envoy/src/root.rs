@@ -2,7 +2,7 @@ use proxy_wasm::traits::{Context, RootContext, StreamContext};
 use proxy_wasm::types::ContextType;
 use weighstation_core::config::{Config, Protocol};
 
-use crate::{clock, kafka_conn::KafkaConn, metrics, nats_conn::NatsConn, state, waiters};
+use crate::{clock, kafka_conn, metrics, nats_conn, state, waiters};
 
 /// Envoy's per-connection buffer is the hold limit for a Kafka request the filter must read
 /// whole; a larger request is passed through after its header.
@@ -59,8 +59,8 @@ impl RootContext for Root {
 
     fn create_stream_context(&self, context_id: u32) -> Option<Box<dyn StreamContext>> {
         match self.protocol? {
-            Protocol::Nats => Some(Box::new(NatsConn::new(context_id))),
-            Protocol::Kafka => Some(Box::new(KafkaConn::new(context_id, KAFKA_HOLD_LIMIT))),
+            Protocol::Nats => Some(Box::new(nats_conn::connection(context_id))),
+            Protocol::Kafka => Some(Box::new(kafka_conn::connection(context_id, KAFKA_HOLD_LIMIT))),
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use super::cursor::Cursor;
 use super::FIRST_FLEXIBLE_PRODUCE;
-use crate::edit::Editor;
+use crate::edit::{scan_carried, Editor};
 
 /// The largest response the filter reads whole (Produce and ApiVersions answers are far smaller).
 pub const MAX_WHOLE: usize = 1 << 20;
@@ -33,59 +33,45 @@ pub struct ResponseStream {
 impl ResponseStream {
     /// Scans one read from the broker; returns the bytes to forward instead, if they differ.
     pub fn process(&mut self, chunk: &[u8], handler: &mut impl ResponseHandler) -> Option<Vec<u8>> {
-        let carried = !self.carry.is_empty();
-        let owned;
-        let data: &[u8] = if carried {
-            owned = [std::mem::take(&mut self.carry).as_slice(), chunk].concat();
-            &owned
-        } else {
-            chunk
-        };
-        let mut edit = Editor::default();
-        let mut pos = 0;
-        let mut cut = data.len();
-        loop {
-            if self.pass_left > 0 {
-                let n = self.pass_left.min(data.len() - pos);
-                pos += n;
-                self.pass_left -= n;
-                if self.pass_left > 0 {
-                    break;
-                }
-            }
-            let Some(rest) = data.get(pos..).filter(|r| !r.is_empty()) else {
-                break;
-            };
-            let (Some(size), Some(corr)) = (be_i32(rest, 0), be_i32(rest, 4)) else {
-                self.carry = rest.to_vec();
-                cut = pos;
-                break;
-            };
-            let total = 4 + usize::try_from(size).unwrap_or(0);
-            match handler.arriving(corr, total - 4) {
-                Interest::Whole if total <= MAX_WHOLE => {
-                    let Some(frame) = rest.get(..total) else {
-                        self.carry = rest.to_vec();
-                        cut = pos;
-                        break;
-                    };
-                    if let Some(with) = handler.response(corr, frame) {
-                        edit.replace(data, pos, pos + total, &with);
-                    }
-                    pos += total;
-                }
-                _ => {
-                    let n = total.min(rest.len());
+        let ResponseStream { carry, pass_left } = self;
+        scan_carried(carry, chunk, |data| {
+            let mut edit = Editor::default();
+            let mut pos = 0;
+            loop {
+                if *pass_left > 0 {
+                    let n = (*pass_left).min(data.len() - pos);
                     pos += n;
-                    self.pass_left = total - n;
+                    *pass_left -= n;
+                    if *pass_left > 0 {
+                        break;
+                    }
+                }
+                let Some(rest) = data.get(pos..).filter(|r| !r.is_empty()) else {
+                    break;
+                };
+                let (Some(size), Some(corr)) = (be_i32(rest, 0), be_i32(rest, 4)) else {
+                    return (edit, pos);
+                };
+                let total = 4 + usize::try_from(size).unwrap_or(0);
+                match handler.arriving(corr, total - 4) {
+                    Interest::Whole if total <= MAX_WHOLE => {
+                        let Some(frame) = rest.get(..total) else {
+                            return (edit, pos);
+                        };
+                        if let Some(with) = handler.response(corr, frame) {
+                            edit.replace(data, pos, pos + total, &with);
+                        }
+                        pos += total;
+                    }
+                    _ => {
+                        let n = total.min(rest.len());
+                        pos += n;
+                        *pass_left = total - n;
+                    }
                 }
             }
-        }
-        match edit.finish(data, cut) {
-            Some(out) => Some(out),
-            None if carried || cut < data.len() => Some(data.get(..cut).unwrap_or_default().to_vec()),
-            None => None,
-        }
+            (edit, data.len())
+        })
     }
 }
 

@@ -35,7 +35,11 @@ impl Gcra {
     pub fn check(&self, tat: u64, now: u64, cost: u64) -> Result<u64, u64> {
         let cost_ns = Self::nanos_for(self.per_second, cost);
         if cost_ns > self.tolerance_ns {
-            return if tat <= now { Ok(now.saturating_add(cost_ns)) } else { Err(tat - now) };
+            return if tat <= now {
+                Ok(now.saturating_add(cost_ns))
+            } else {
+                Err(tat - now)
+            };
         }
         let new_tat = tat.max(now).saturating_add(cost_ns);
         let allowed_at = new_tat.saturating_sub(self.tolerance_ns);
@@ -93,9 +97,15 @@ mod tests {
     #[test]
     fn a_cost_larger_than_the_bucket_waits_for_a_full_bucket_then_goes_into_debt() {
         let g = Gcra::new(100, 10).unwrap_or_else(|| unreachable!());
-        let tat = g.check(0, T0, 30).unwrap_or_else(|w| unreachable!("a full bucket waited {w}"));
+        let tat = g
+            .check(0, T0, 30)
+            .unwrap_or_else(|w| unreachable!("a full bucket waited {w}"));
         assert_eq!(tat, T0 + 300_000_000, "30 units at 100/s cost 300 ms of debt");
-        assert_eq!(g.check(tat, T0, 1), Err(210_000_000), "nothing more until the debt is paid down to the burst");
+        assert_eq!(
+            g.check(tat, T0, 1),
+            Err(210_000_000),
+            "nothing more until the debt is paid down to the burst"
+        );
         assert!(g.check(tat, T0 + 300_000_000, 30).is_ok());
     }
 

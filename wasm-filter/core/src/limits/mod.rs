@@ -108,7 +108,10 @@ mod tests {
             "ten records emptied a ten-deep bucket"
         );
         let big = r.check_batch([0, 0], 1_000_000_000_000, 11, 1).unwrap();
-        assert!(r.check(big, 1_000_000_000_000, 1).is_err(), "a batch over the burst leaves the bucket in debt");
+        assert!(
+            r.check(big, 1_000_000_000_000, 1).is_err(),
+            "a batch over the burst leaves the bucket in debt"
+        );
     }
 
     #[test]

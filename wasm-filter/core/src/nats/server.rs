@@ -5,7 +5,7 @@
 //! Unlike the client direction this one is never paused: a control line split across reads is
 //! cut from the forwarded bytes and carried (bounded) into the next read.
 
-use crate::edit::Editor;
+use crate::edit::{scan_carried, Editor};
 
 /// nats-server's INFO can outgrow the client's 4 KiB control line (cluster URLs); past this the
 /// scanner stops interpreting and forwards everything unchanged.
@@ -113,63 +113,52 @@ impl ServerStream {
         if self.passthrough {
             return None;
         }
-        let carried = !self.carry.is_empty();
-        let owned;
-        let data: &[u8] = if carried {
-            let mut d = std::mem::take(&mut self.carry);
-            d.extend_from_slice(chunk);
-            owned = d;
-            &owned
-        } else {
-            chunk
-        };
-        let mut edit = Editor::default();
-        let mut pos = 0;
-        let mut cut = data.len();
-        loop {
-            if self.payload_left > 0 {
-                let n = self.payload_left.min(data.len() - pos);
-                pos += n;
-                self.payload_left -= n;
-                if self.payload_left > 0 {
-                    break;
-                }
-            }
-            let Some(rest) = data.get(pos..).filter(|r| !r.is_empty()) else {
-                break;
-            };
-            match parse_server_line(rest) {
-                Line::Incomplete => {
-                    self.carry = rest.to_vec();
-                    cut = pos;
-                    break;
-                }
-                Line::TooLong => {
-                    self.passthrough = true;
-                    break;
-                }
-                Line::Op { op, line_len, payload } => {
-                    let line_end = pos + line_len;
-                    match handler.op(&op) {
-                        ServerEdit::Keep => {}
-                        ServerEdit::KeepThenInsert(with) => edit.replace(data, line_end, line_end, &with),
-                        ServerEdit::Replace(with) => edit.replace(data, pos, line_end, &with),
-                        ServerEdit::ReplaceThenEnd(with) => {
-                            edit.replace(data, pos, data.len(), &with);
-                            self.ended = true;
-                            return edit.finish(data, data.len());
-                        }
+        let ServerStream {
+            carry,
+            payload_left,
+            passthrough,
+            ended,
+        } = self;
+        scan_carried(carry, chunk, |data| {
+            let mut edit = Editor::default();
+            let mut pos = 0;
+            loop {
+                if *payload_left > 0 {
+                    let n = (*payload_left).min(data.len() - pos);
+                    pos += n;
+                    *payload_left -= n;
+                    if *payload_left > 0 {
+                        break;
                     }
-                    self.payload_left = payload;
-                    pos = line_end;
+                }
+                let Some(rest) = data.get(pos..).filter(|r| !r.is_empty()) else {
+                    break;
+                };
+                match parse_server_line(rest) {
+                    Line::Incomplete => return (edit, pos),
+                    Line::TooLong => {
+                        *passthrough = true;
+                        break;
+                    }
+                    Line::Op { op, line_len, payload } => {
+                        let line_end = pos + line_len;
+                        match handler.op(&op) {
+                            ServerEdit::Keep => {}
+                            ServerEdit::KeepThenInsert(with) => edit.replace(data, line_end, line_end, &with),
+                            ServerEdit::Replace(with) => edit.replace(data, pos, line_end, &with),
+                            ServerEdit::ReplaceThenEnd(with) => {
+                                edit.replace(data, pos, data.len(), &with);
+                                *ended = true;
+                                return (edit, data.len());
+                            }
+                        }
+                        *payload_left = payload;
+                        pos = line_end;
+                    }
                 }
             }
-        }
-        match edit.finish(data, cut) {
-            Some(out) => Some(out),
-            None if carried || cut < data.len() => Some(data.get(..cut).unwrap_or_default().to_vec()),
-            None => None,
-        }
+            (edit, data.len())
+        })
     }
 }
 

@@ -1,0 +1,105 @@
+//! One client connection, whatever the protocol: the Envoy stream context and the retry hook
+//! the waiters registry calls. The protocol's state does the work.
+
+use proxy_wasm::traits::{Context, StreamContext};
+use proxy_wasm::types::{Action, PeerType};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use crate::paused::{self, Plan};
+use crate::waiters::{self, Retry};
+
+/// What a protocol does with a connection's bytes.
+pub trait Protocol: 'static {
+    /// Client bytes (carried bytes first, see paused.rs); Err closes the connection.
+    fn client_data(&mut self, envoy: &[u8]) -> Result<Plan, &'static str>;
+    /// Server bytes; Some replaces them.
+    fn server_data(&mut self, buf: &[u8]) -> Option<Vec<u8>>;
+    /// Gives back everything the connection holds. Safe to call twice.
+    fn close(&mut self);
+}
+
+/// The protocol state, shared with the waiters registry so a tick can retry it.
+struct Shared<P>(RefCell<P>);
+
+impl<P: Protocol> Retry for Shared<P> {
+    fn retry(&self) {
+        // Busy means this connection is inside its own callback; the next tick retries it.
+        let Ok(mut st) = self.0.try_borrow_mut() else { return };
+        let Some(held) = paused::held_buffer() else { return };
+        match st.client_data(&held) {
+            Ok(plan) => paused::in_retry(plan, held.len()),
+            Err(why) => {
+                log::info!("weighstation: closing connection: {why}");
+                let _ = proxy_wasm::hostcalls::close_downstream();
+            }
+        }
+    }
+}
+
+pub struct Connection<P> {
+    state: Rc<Shared<P>>,
+}
+
+impl<P: Protocol> Connection<P> {
+    pub fn new(context_id: u32, protocol: P) -> Self {
+        let state = Rc::new(Shared(RefCell::new(protocol)));
+        let handle: Rc<dyn Retry> = state.clone();
+        waiters::register(context_id, Rc::downgrade(&handle));
+        Connection { state }
+    }
+
+    fn close(&self) {
+        if let Ok(mut st) = self.state.0.try_borrow_mut() {
+            st.close();
+        }
+    }
+}
+
+impl<P: Protocol> Context for Connection<P> {}
+
+impl<P: Protocol> StreamContext for Connection<P> {
+    fn on_downstream_data(&mut self, size: usize, _end_of_stream: bool) -> Action {
+        if size == 0 {
+            return Action::Continue;
+        }
+        let Some(envoy) = self.get_downstream_data(0, size) else {
+            return Action::Continue;
+        };
+        let Ok(mut st) = self.state.0.try_borrow_mut() else {
+            return Action::Pause;
+        };
+        match st.client_data(&envoy) {
+            Ok(plan) => paused::in_callback(plan, size),
+            Err(why) => {
+                log::info!("weighstation: closing connection: {why}");
+                self.close_downstream();
+                Action::Pause
+            }
+        }
+    }
+
+    fn on_upstream_data(&mut self, size: usize, _end_of_stream: bool) -> Action {
+        if size == 0 {
+            return Action::Continue;
+        }
+        let Some(buf) = self.get_upstream_data(0, size) else {
+            return Action::Continue;
+        };
+        let Ok(mut st) = self.state.0.try_borrow_mut() else {
+            return Action::Continue;
+        };
+        if let Some(replacement) = st.server_data(&buf) {
+            self.set_upstream_data(0, size, &replacement);
+        }
+        Action::Continue
+    }
+
+    fn on_downstream_close(&mut self, _peer: PeerType) {
+        self.close();
+    }
+
+    fn on_upstream_close(&mut self, _peer: PeerType) {
+        self.close();
+    }
+}
