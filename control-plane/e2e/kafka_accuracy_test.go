@@ -176,3 +176,25 @@ func TestKafkaConnectionLimit(t *testing.T) {
 		t.Fatal("the fifth connection of a 4-connection tenant was served")
 	}
 }
+
+// inFlight counts Produce requests awaiting their response across the tenant's connections.
+func TestKafkaInFlight(t *testing.T) {
+	for _, mode := range []string{"reject", "delay"} {
+		t.Run(mode, func(t *testing.T) {
+			topic := strings.ReplaceAll(uniqueSubject("kafka-inflight-"+mode), ".", "-")
+			produceEach(t, "acme-create", topic, 1, 1)
+			sent, acked, refused := pacedProduce(t, "kafka-inflight-"+mode+"-p", topic, 400, 4, time.Second, sarama.WaitForAll)
+			stored := len(topicRecords(t, topic)) - 1
+			t.Logf("inFlight 1, %s: sent %d, acked %d, refused %d, stored %d", mode, sent, acked, refused, stored)
+			if acked+refused != sent || stored != acked {
+				t.Fatalf("conservation: sent %d, acked %d, refused %d, stored %d", sent, acked, refused, stored)
+			}
+			if mode == "reject" && refused == 0 {
+				t.Fatal("4 connections at 400 requests/s never had two requests in flight at once")
+			}
+			if mode == "delay" && refused != 0 {
+				t.Fatalf("delay mode refused %d", refused)
+			}
+		})
+	}
+}
