@@ -130,7 +130,12 @@ func (s *Stack) startKafka() error {
 	}
 	s.Kafka = p
 	s.procs = append(s.procs, p)
-	return waitTCP(p, addr(s.cfg.Ports.KafkaUpstream), kafkaStartTimeout)
+	for _, port := range []int{s.cfg.Ports.KafkaUpstream, s.cfg.Ports.KafkaDirect} {
+		if err := waitTCP(p, addr(port), kafkaStartTimeout); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Stack) startControlPlane() error {
