@@ -22,8 +22,8 @@ func parseFlags(args []string) (o *bench.Options, out string, quiet bool, err er
 	var (
 		scen     = fs.String("scenario", "nats-pubsub", "what to measure (see --list)")
 		list     = fs.Bool("list", false, "list the scenarios and exit")
-		target   = fs.String("target", "gateway", "where to send: gateway or direct")
-		compare  = fs.String("compare", "", "alternate the load between targets in one run, e.g. direct,gateway (ratios are to the first)")
+		target   = fs.String("target", "gateway", "where to send: gateway, direct or tcp-proxy (Envoy without the filter; NATS only)")
+		compare  = fs.String("compare", "", "alternate the load between targets in one run, e.g. direct,gateway or direct,tcp-proxy,gateway (ratios are to each earlier one)")
 		rate     = fs.Float64("rate", 1000, "operations per second, across all connections")
 		arrivals = fs.String("arrivals", string(schedule.Fixed), "fixed (1/rate apart) or poisson")
 		seed     = fs.Uint64("seed", 1, "seed of the poisson schedule")
@@ -47,7 +47,8 @@ func parseFlags(args []string) (o *bench.Options, out string, quiet bool, err er
 	gwNATS := fs.String("gateway-nats", "127.0.0.1:"+envPort("NATS_PORT", "4222"), "the gateway's NATS listener")
 	directNATS := fs.String("direct-nats", "127.0.0.1:"+envPort("NATS_UPSTREAM_PORT", "14222"), "nats-server itself")
 	gwKafka := fs.String("gateway-kafka", "127.0.0.1:"+envPort("KAFKA_PORT", "9092"), "the gateway's Kafka listener")
-	directKafka := fs.String("direct-kafka", "127.0.0.1:"+envPort("KAFKA_UPSTREAM_PORT", "19092"), "the Kafka broker itself (every connection is pinned to it, whatever it advertises)")
+	directKafka := fs.String("direct-kafka", "127.0.0.1:"+envPort("KAFKA_DIRECT_PORT", "19094"), "the Kafka broker itself (its listener that advertises itself; every connection is pinned to it in any case)")
+	plainNATS := fs.String("tcp-proxy-nats", envAddr("NATS_PLAIN_PORT"), "Envoy's NATS listener without the filter (make run with NATS_PLAIN_PORT set)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: weighstation-bench [flags]\n\n  weighstation-bench --compare direct,gateway --scenario nats-request --rate 2000 --duration 30s\n\nflags:\n")
 		fs.PrintDefaults()
@@ -63,8 +64,9 @@ func parseFlags(args []string) (o *bench.Options, out string, quiet bool, err er
 		return nil, "", false, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	known := map[string]scenario.Endpoint{
-		"gateway": {Name: "gateway", NATS: *gwNATS, Kafka: *gwKafka},
-		"direct":  {Name: "direct", NATS: *directNATS, Kafka: *directKafka, PinKafka: true},
+		"gateway":   {Name: "gateway", NATS: *gwNATS, Kafka: *gwKafka},
+		"direct":    {Name: "direct", NATS: *directNATS, Kafka: *directKafka, PinKafka: true},
+		"tcp-proxy": {Name: "tcp-proxy", NATS: *plainNATS},
 	}
 	names := []string{*target}
 	if *compare != "" {
@@ -73,8 +75,13 @@ func parseFlags(args []string) (o *bench.Options, out string, quiet bool, err er
 	var endpoints []scenario.Endpoint
 	for _, n := range names {
 		ep, ok := known[strings.TrimSpace(n)]
-		if !ok {
-			return nil, "", false, fmt.Errorf("unknown target %q (want gateway or direct)", n)
+		switch {
+		case !ok:
+			return nil, "", false, fmt.Errorf("unknown target %q (want gateway, direct or tcp-proxy)", n)
+		case ep.Name == "tcp-proxy" && scenario.IsKafka(*scen):
+			return nil, "", false, fmt.Errorf("tcp-proxy is a NATS target; Kafka has direct and gateway")
+		case ep.Name == "tcp-proxy" && ep.NATS == "":
+			return nil, "", false, fmt.Errorf("tcp-proxy needs --tcp-proxy-nats (or NATS_PLAIN_PORT, as make run was started with)")
 		}
 		endpoints = append(endpoints, ep)
 	}
@@ -107,6 +114,14 @@ func parseFlags(args []string) (o *bench.Options, out string, quiet bool, err er
 		out = fmt.Sprintf("load-tests/out/%s-%s", *scen, time.Now().Format("20060102-150405"))
 	}
 	return o, out, *quietF, nil
+}
+
+// envAddr is 127.0.0.1:$name, or empty when the variable is not set.
+func envAddr(name string) string {
+	if v := os.Getenv(name); v != "" {
+		return "127.0.0.1:" + v
+	}
+	return ""
 }
 
 // envPort is the port the local stack uses for a role: the same environment variables override

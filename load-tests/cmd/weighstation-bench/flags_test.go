@@ -27,8 +27,24 @@ func TestCompareCommandLine(t *testing.T) {
 	}
 }
 
+// Envoy without the filter is a third NATS target, found the way make run was told.
+func TestTCPProxyTarget(t *testing.T) {
+	t.Setenv("NATS_PLAIN_PORT", "24333")
+	o, _, _, err := parseFlags([]string{"--compare", "direct,tcp-proxy,gateway"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Endpoints) != 3 || o.Endpoints[1].NATS != "127.0.0.1:24333" {
+		t.Fatalf("endpoints %+v", o.Endpoints)
+	}
+	if _, _, _, err := parseFlags([]string{"--target", "tcp-proxy", "--scenario", "kafka-acks1"}); err == nil {
+		t.Error("tcp-proxy accepted for Kafka")
+	}
+}
+
 func TestRejectsUnknownTargetsAndSubscribers(t *testing.T) {
-	for _, args := range [][]string{{"--target", "staging"}, {"--compare", "direct,prod"}, {"--subscriber", "elsewhere"}, {"stray"}} {
+	t.Setenv("NATS_PLAIN_PORT", "")
+	for _, args := range [][]string{{"--target", "staging"}, {"--compare", "direct,prod"}, {"--subscriber", "elsewhere"}, {"stray"}, {"--target", "tcp-proxy"}} {
 		if _, _, _, err := parseFlags(args); err == nil {
 			t.Errorf("%q accepted", args)
 		}

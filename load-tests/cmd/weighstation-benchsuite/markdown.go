@@ -24,9 +24,10 @@ func writeMarkdown(w io.Writer, h host, s *suite) {
 in advance, whatever the system does, and each latency runs from the message's *intended* send time
 to its completion (delivery to a subscriber, the reply, the JetStream or Kafka ack) — into an
 HdrHistogram (1 µs to 60 s, 3 significant digits). Figures are milliseconds. *direct* is the broker
-itself, *gateway* is Envoy with the weighstation filter in front of the same broker; a comparison
-alternates the two every %s within one run (A B A B …) so that drift in the machine hits both, and
-its ratios are gateway ÷ direct at the same percentile. A run marked **invalid** fell behind its
+itself, *gateway* is Envoy with the weighstation filter in front of the same broker, and (NATS)
+*tcp-proxy* is Envoy with tcp_proxy alone, no filter — so gateway ÷ tcp-proxy is what the filter
+itself costs. A comparison alternates the targets every %s within one run (A B C A B C …) so that
+drift in the machine hits all alike; its ratios divide percentile by percentile. A run marked **invalid** fell behind its
 own schedule (operations started more than 1 ms late at p99): its figures describe the harness.
 Each row's *machine* column is the share of all cores busy during that run and the 1-minute load
 average after it; per-process CPU is in each run's summary.json and report.html. See
@@ -50,7 +51,7 @@ average after it; per-process CPU is in each run's summary.json and report.html.
 		p("| **%s** | **%.0f** | | | | | | **saturation** |\n", pr.Scenario, pr.Saturation)
 	}
 
-	p("\n## Direct vs gateway\n\n")
+	p("\n## Direct vs Envoy vs gateway\n\n")
 	byScenario := map[string][]comparison{}
 	var order []string
 	for _, c := range s.Comparisons {
@@ -68,12 +69,16 @@ average after it; per-process CPU is in each run's summary.json and report.html.
 				p("| %.0f %s | %s | %s | %.0f | %d | %s |\n", sum.Rate, c.Level, t.Name, percentiles(t.LatencyMicros), t.AchievedRate,
 					t.Errors+t.Timeouts+t.Refused, load(sum)+validity(sum))
 			}
-			for _, r := range sum.Ratios {
+			for i, r := range sum.Ratios {
 				p("| | **%s ÷ %s** |", r.Target, r.Baseline)
 				for _, v := range r.Named() {
 					p(" **%.2f×** |", v.Value)
 				}
-				p(" | | [report](%s/report.html) |\n", c.Dir)
+				link := ""
+				if i == len(sum.Ratios)-1 {
+					link = fmt.Sprintf("[report](%s/report.html)", c.Dir)
+				}
+				p(" | | %s |\n", link)
 			}
 		}
 		last := byScenario[scen][len(byScenario[scen])-1]

@@ -24,8 +24,9 @@ var policies embed.FS
 
 // portEnv are the local stack's port variables (see the README); each gets a free port so the
 // benchmark never collides with a `make run` on the defaults.
+// NATS_PLAIN_PORT also turns on the Envoy listener without the filter, the tcp-proxy baseline.
 var portEnv = []string{"NATS_PORT", "KAFKA_PORT", "ADMIN_PORT", "NATS_UPSTREAM_PORT", "KAFKA_UPSTREAM_PORT",
-	"KAFKA_CONTROLLER_PORT", "XDS_PORT", "CONTROL_PLANE_PORT"}
+	"KAFKA_CONTROLLER_PORT", "XDS_PORT", "CONTROL_PLANE_PORT", "KAFKA_DIRECT_PORT", "KAFKA_BROKER_PORT", "NATS_PLAIN_PORT"}
 
 // stack is the whole local stack (weighstation-localstack), started in a scratch root whose
 // .tools and wasm-filter link to the repository's, so its run/ directory, ports and policies

@@ -18,14 +18,15 @@ import (
 
 // timing is how long each kind of measurement runs; the whole suite stays within 15 minutes.
 type timing struct {
-	warmup, duration, phase  time.Duration // direct vs gateway comparisons
+	warmup, phase            time.Duration // comparisons: each target holds the load for
+	phasesPerTarget          int           // phasesPerTarget phases of phase, in turn
 	probeWarmup, probeLength time.Duration // each saturation probe step
 	limitWarmup, limitLength time.Duration // overload and noisy neighbour
 	drain                    time.Duration
 }
 
 var fullTiming = timing{
-	warmup: 3 * time.Second, duration: 20 * time.Second, phase: 2500 * time.Millisecond,
+	warmup: 3 * time.Second, phase: 2500 * time.Millisecond, phasesPerTarget: 3,
 	probeWarmup: time.Second, probeLength: 3 * time.Second,
 	limitWarmup: 2 * time.Second, limitLength: 10 * time.Second,
 	drain: 5 * time.Second,
@@ -33,7 +34,7 @@ var fullTiming = timing{
 
 // quickTiming checks the suite end to end in about two minutes; its figures are not evidence.
 var quickTiming = timing{
-	warmup: time.Second, duration: 4 * time.Second, phase: time.Second,
+	warmup: time.Second, phase: time.Second, phasesPerTarget: 2,
 	probeWarmup: 500 * time.Millisecond, probeLength: 1500 * time.Millisecond,
 	limitWarmup: time.Second, limitLength: 3 * time.Second,
 	drain: 3 * time.Second,
@@ -153,8 +154,15 @@ func (s *suite) gateway() scenario.Endpoint {
 	return scenario.Endpoint{Name: "gateway", NATS: s.stack.addr("NATS_PORT"), Kafka: s.stack.addr("KAFKA_PORT")}
 }
 
+// direct is the brokers themselves; Kafka through its listener that advertises itself.
 func (s *suite) direct() scenario.Endpoint {
-	return scenario.Endpoint{Name: "direct", NATS: s.stack.addr("NATS_UPSTREAM_PORT"), Kafka: s.stack.addr("KAFKA_UPSTREAM_PORT"), PinKafka: true}
+	return scenario.Endpoint{Name: "direct", NATS: s.stack.addr("NATS_UPSTREAM_PORT"), Kafka: s.stack.addr("KAFKA_DIRECT_PORT"), PinKafka: true}
+}
+
+// tcpProxy is Envoy's NATS listener without the filter: what the filter itself costs is the
+// gateway's difference from it.
+func (s *suite) tcpProxy() scenario.Endpoint {
+	return scenario.Endpoint{Name: "tcp-proxy", NATS: s.stack.addr("NATS_PLAIN_PORT")}
 }
 
 func config(t tenant, runID, topic string) scenario.Config {
@@ -227,7 +235,7 @@ func (s *suite) probeSaturation(scen string, start float64) (probe, error) {
 		t := sum.Targets[0]
 		switch {
 		case !sum.Valid:
-			step.OK, step.Why = false, "harness behind schedule"
+			step.OK, step.Why = false, harnessBehind
 		case t.Errors+t.Timeouts+t.Refused > 0:
 			step.OK, step.Why = false, fmt.Sprintf("%d failed, %d timed out, %d refused", t.Errors, t.Timeouts, t.Refused)
 		case t.AchievedRate < 0.97*rate:
@@ -238,9 +246,18 @@ func (s *suite) probeSaturation(scen string, start float64) (probe, error) {
 		p.Steps = append(p.Steps, step)
 		return step.OK, nil
 	}
+	// A step lost only to the harness's own lateness is tried once more: on a shared machine a
+	// neighbour's burst can cause it, and one unlucky step should not decide the saturation.
+	tryTwice := func(rate float64) (bool, error) {
+		ok, err := try(rate)
+		if err == nil && !ok && p.Steps[len(p.Steps)-1].Why == harnessBehind {
+			return try(rate)
+		}
+		return ok, err
+	}
 	good, bad := 0.0, 0.0
 	for rate := start; rate <= 64*start; rate *= 2 {
-		ok, err := try(rate)
+		ok, err := tryTwice(rate)
 		if err != nil {
 			return p, err
 		}
@@ -252,7 +269,7 @@ func (s *suite) probeSaturation(scen string, start float64) (probe, error) {
 	}
 	if good > 0 && bad > 0 {
 		mid := (good + bad) / 2
-		ok, err := try(mid)
+		ok, err := tryTwice(mid)
 		if err != nil {
 			return p, err
 		}
@@ -266,6 +283,8 @@ func (s *suite) probeSaturation(scen string, start float64) (probe, error) {
 	}
 	return p, nil
 }
+
+const harnessBehind = "harness behind schedule"
 
 // levels are the three fixed rates of the comparisons, as shares of the probed saturation.
 var levels = []struct {
@@ -282,14 +301,21 @@ func roundRate(r float64) float64 {
 	return math.Round(r/mag) * mag
 }
 
+// compare alternates the load between the broker itself, (for NATS) Envoy without the filter,
+// and the gateway, each holding it for phasesPerTarget phases.
 func (s *suite) compare(scen, level string, rate float64) error {
 	dir := fmt.Sprintf("%s-%s-%.0f", scen, slug(level), rate)
-	o := bench.Options{
-		Scenario: scen, Plan: s.plan(rate, s.timing.warmup, s.timing.duration),
-		Config:    config(acme, slug(dir), "weighstation-bench"),
-		Endpoints: []scenario.Endpoint{s.direct(), s.gateway()},
+	endpoints := []scenario.Endpoint{s.direct(), s.tcpProxy(), s.gateway()}
+	if scenario.IsKafka(scen) {
+		endpoints = []scenario.Endpoint{s.direct(), s.gateway()}
 	}
-	sum, err := s.measure(fmt.Sprintf("%s %s %.0f/s direct vs gateway", scen, level, rate), dir, o)
+	duration := s.timing.phase * time.Duration(len(endpoints)*s.timing.phasesPerTarget)
+	o := bench.Options{
+		Scenario: scen, Plan: s.plan(rate, s.timing.warmup, duration),
+		Config:    config(acme, slug(dir), "weighstation-bench"),
+		Endpoints: endpoints,
+	}
+	sum, err := s.measure(fmt.Sprintf("%s %s %.0f/s, %d targets alternating", scen, level, rate, len(endpoints)), dir, o)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,8 @@ type Summary struct {
 	Generator      Generator    `json:"generator"`
 	Machine        machine.Load `json:"machine"`
 	Targets        []Target     `json:"targets"`
-	// Ratios compare each target with the first, percentile by percentile.
+	// Ratios compare each target with each one before it (gateway ÷ direct, …), percentile
+	// by percentile.
 	Ratios []Ratio `json:"ratios,omitempty"`
 }
 
@@ -117,8 +118,10 @@ func FromResult(m Meta, r engine.Result) Summary {
 			Hgrm: t.Name + ".hgrm", latency: t.Latency,
 		})
 	}
-	for _, t := range s.Targets[min(1, len(s.Targets)):] {
-		s.Ratios = append(s.Ratios, Compare(t, s.Targets[0]))
+	for i := 1; i < len(s.Targets); i++ {
+		for j := range i {
+			s.Ratios = append(s.Ratios, Compare(s.Targets[i], s.Targets[j]))
+		}
 	}
 	return s
 }
