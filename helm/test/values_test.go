@@ -1,6 +1,7 @@
 package charttest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,11 +48,30 @@ func TestBadValuesAreRejectedWithClearMessages(t *testing.T) {
 			[]string{"nats.port and kafka.port are both 9092: each listener needs its own port"}},
 		{"listener on the metrics port", "kafka:\n  port: 9102\n",
 			[]string{"kafka.port 9102 collides with Envoy's admin or metrics port"}},
+		{"NATS on a broker's gateway port", "nats:\n  port: 9093\n",
+			[]string{"nats.port 9093 is the gateway port of kafka.brokers[0] (kafka-0.kafka-headless.kafka.svc.cluster.local:9092): broker i gets kafka.port+1+i, here 9093 to 9093"}},
+		{"broker port on the metrics port", "kafka:\n  port: 9100\n  brokers: [kafka-0.kafka:9092, kafka-1.kafka:9092, kafka-2.kafka:9092]\n",
+			[]string{"envoy.metricsPort 9102 is the gateway port of kafka.brokers[1] (kafka-1.kafka:9092)"}},
+		{"no room for the broker ports", "kafka:\n  port: 65534\n  brokers: [kafka-0.kafka:9092, kafka-1.kafka:9092]\n",
+			[]string{"kafka.port 65534 leaves no room for the 2 broker ports", "up to 65536, above 65535"}},
+		{"advertised host with a port", "kafka:\n  advertisedHost: kafka.example.com:9092\n",
+			[]string{"at '/kafka/advertisedHost'", "does not match pattern"}},
+		{"a broker twice", "kafka:\n  brokers: [kafka-0.kafka:9092, kafka-0.kafka:9092]\n",
+			[]string{"at '/kafka/brokers'", "items at 0 and 1 are equal"}},
 		{"no policies at all", "policies:\n  files: null\n",
 			[]string{"set policies.files or policies.existingConfigMap"}},
 		{"HPA max below min", "envoy:\n  autoscaling:\n    enabled: true\n    minReplicas: 5\n    maxReplicas: 2\n",
 			[]string{"envoy.autoscaling.maxReplicas is below minReplicas"}},
 	}
+	var many []string
+	for i := 0; i <= 100; i++ {
+		many = append(many, fmt.Sprintf("kafka-%d.kafka:9092", i))
+	}
+	cases = append(cases, struct {
+		name, values string
+		want         []string
+	}{"101 brokers (port names of 15 characters at most)", "kafka:\n  port: 20000\n  brokers: [" + strings.Join(many, ", ") + "]\n",
+		[]string{"at '/kafka/brokers': maxItems: got 101, want 100"}})
 	dir := t.TempDir()
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

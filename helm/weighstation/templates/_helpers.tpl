@@ -57,12 +57,43 @@ app.kubernetes.io/part-of: weighstation
 {{- printf "%s:%d" (include "weighstation.controlPlane.host" .) (int .Values.controlPlane.httpPort) -}}
 {{- end -}}
 
-{{/* Upstreams the control plane supports today: the first NATS seed URL and the first broker. */}}
-{{- define "weighstation.nats.upstream" -}}
-{{- first .Values.nats.servers | trimPrefix "nats://" -}}
+{{/* The Envoy Service's DNS name: where clients in the cluster reach the gateway. */}}
+{{- define "weighstation.envoy.host" -}}
+{{- printf "%s.%s.svc.%s" (include "weighstation.envoy.fullname" .) .Release.Namespace .Values.clusterDomain -}}
 {{- end -}}
+
+{{/* Every NATS seed as host:port, comma-separated: the control plane makes them the endpoints of
+one upstream cluster, and Envoy balances new connections across them. */}}
+{{- define "weighstation.nats.upstream" -}}
+{{- $seeds := list -}}
+{{- range .Values.nats.servers -}}
+{{- $seeds = append $seeds (trimPrefix "nats://" .) -}}
+{{- end -}}
+{{- join "," $seeds -}}
+{{- end -}}
+
+{{/* The bootstrap listener (kafka.port) forwards to the first broker. */}}
 {{- define "weighstation.kafka.upstream" -}}
 {{- first .Values.kafka.brokers -}}
+{{- end -}}
+
+{{/* The host clients are told for every broker (Metadata, FindCoordinator responses). */}}
+{{- define "weighstation.kafka.advertisedHost" -}}
+{{- .Values.kafka.advertisedHost | default (include "weighstation.envoy.host" .) -}}
+{{- end -}}
+
+{{/* One gateway port per broker of kafka.brokers, in order: broker i (from 0) gets
+kafka.port + 1 + i, named kafka-broker-<i> on the Envoy container and the Service (Envoy's
+listener and cluster for it are kafka_broker_<i>). A JSON list of {name, port, upstream,
+advertise}; read it with fromJsonArray (numbers come back as floats: use int). */}}
+{{- define "weighstation.kafka.brokerPorts" -}}
+{{- $out := list -}}
+{{- $host := include "weighstation.kafka.advertisedHost" . -}}
+{{- range $i, $b := .Values.kafka.brokers -}}
+{{- $port := add (int $.Values.kafka.port) 1 $i -}}
+{{- $out = append $out (dict "name" (printf "kafka-broker-%d" $i) "port" $port "upstream" $b "advertise" (printf "%s:%d" $host $port)) -}}
+{{- end -}}
+{{- toJson $out -}}
 {{- end -}}
 
 {{/* Checks values.schema.json cannot express. */}}
@@ -81,6 +112,23 @@ app.kubernetes.io/part-of: weighstation
 {{- $v := index $p 1 -}}
 {{- if and $v.enabled (has (int $v.port) $envoyPorts) -}}
 {{- fail (printf "weighstation: %s.port %d collides with Envoy's admin or metrics port" (index $p 0) (int $v.port)) -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.kafka.enabled -}}
+{{- $first := add (int .Values.kafka.port) 1 -}}
+{{- $last := add (int .Values.kafka.port) (len .Values.kafka.brokers) -}}
+{{- if gt $last 65535 -}}
+{{- fail (printf "weighstation: kafka.port %d leaves no room for the %d broker ports: broker i gets kafka.port+1+i, up to %d, above 65535" (int .Values.kafka.port) (len .Values.kafka.brokers) $last) -}}
+{{- end -}}
+{{- $others := dict "envoy.adminPort" .Values.envoy.adminPort "envoy.metricsPort" .Values.envoy.metricsPort -}}
+{{- if .Values.nats.enabled -}}
+{{- $_ := set $others "nats.port" .Values.nats.port -}}
+{{- end -}}
+{{- range $name, $port := $others -}}
+{{- if and (ge (int $port) $first) (le (int $port) $last) -}}
+{{- $i := sub (int $port) $first -}}
+{{- fail (printf "weighstation: %s %d is the gateway port of kafka.brokers[%d] (%s): broker i gets kafka.port+1+i, here %d to %d; move %s or kafka.port" $name (int $port) $i (index $.Values.kafka.brokers $i) $first $last $name) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- if and (not .Values.policies.existingConfigMap) (not .Values.policies.files) -}}

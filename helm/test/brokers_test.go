@@ -1,0 +1,539 @@
+package charttest
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The upstreams and client ports, as the chart documents them: NATS gets every seed URL as an
+// endpoint (--nats-upstream, comma-separated); Kafka gets the bootstrap listener on kafka.port
+// (--kafka-listen, forwarding to the first broker), and broker i of kafka.brokers (from 0) its
+// own port kafka.port+1+i named kafka-broker-<i> — the same number on the Envoy container, the
+// Service, the control plane's --kafka-broker=BROKER=0.0.0.0:PORT=ADVERTISED_HOST:PORT, and in
+// the NetworkPolicy — where ADVERTISED_HOST is kafka.advertisedHost or the Envoy Service's DNS
+// name. The expectations are computed from the values, not from the chart's helpers.
+func TestUpstreamsAndClientPortsMatchTheValues(t *testing.T) {
+	multiBroker := false
+	for name, file := range valueSets(t) {
+		t.Run(name, func(t *testing.T) {
+			vals := chartValues(t, file)
+			ms := mustRender(t, []string{file})
+			cp := container(t, ms.find(t, "Deployment", "-control-plane"), "containers", "control-plane")
+			envoy := container(t, ms.find(t, "Deployment", "-envoy"), "containers", "envoy")
+			svc := ms.find(t, "Service", "-envoy")
+			args := strings_(cp["args"])
+			svcHost := fmt.Sprintf("%s.%s.svc.cluster.local", svc.name(), namespace)
+
+			// NATS: every seed, in order.
+			if get(vals, "nats", "enabled") == true {
+				var seeds []string
+				for _, s := range strings_(get(vals, "nats", "servers")) {
+					seeds = append(seeds, strings.TrimPrefix(s, "nats://"))
+				}
+				if got, _ := flagValue(args, "nats-upstream"); got != strings.Join(seeds, ",") {
+					t.Errorf("--nats-upstream=%s, want every seed: %s", got, strings.Join(seeds, ","))
+				}
+			}
+
+			// Kafka: the bootstrap listener and one listener per broker.
+			brokerFlags := flagValues(args, "kafka-broker")
+			wantPorts := map[string]int{} // client port name -> number, on the container and the Service
+			if get(vals, "nats", "enabled") == true {
+				wantPorts["nats"] = get(vals, "nats", "port").(int)
+			}
+			if get(vals, "kafka", "enabled") == true {
+				brokers := strings_(get(vals, "kafka", "brokers"))
+				kafkaPort := get(vals, "kafka", "port").(int)
+				wantPorts["kafka"] = kafkaPort
+				if got, _ := flagValue(args, "kafka-upstream"); got != brokers[0] {
+					t.Errorf("--kafka-upstream=%s, want the first broker %s", got, brokers[0])
+				}
+				host, _ := get(vals, "kafka", "advertisedHost").(string)
+				if host == "" {
+					host = svcHost
+				}
+				if len(brokerFlags) != len(brokers) {
+					t.Fatalf("%d --kafka-broker flags for %d brokers: %q", len(brokerFlags), len(brokers), brokerFlags)
+				}
+				multiBroker = multiBroker || len(brokers) > 1
+				for i, b := range brokers {
+					name, port := fmt.Sprintf("kafka-broker-%d", i), kafkaPort+1+i
+					wantPorts[name] = port
+					want := fmt.Sprintf("%s=0.0.0.0:%d=%s:%d", b, port, host, port)
+					if brokerFlags[i] != want {
+						t.Errorf("--kafka-broker=%s, want %s", brokerFlags[i], want)
+					}
+					// The port clients are told is the Service's, which sends them to the
+					// container port Envoy listens on.
+					if sp := servicePort(t, svc, name); sp != port {
+						t.Errorf("Service port %s is %d, clients are told %d", name, sp, port)
+					}
+					if cp := containerPort(t, envoy, name); cp != port {
+						t.Errorf("container port %s is %d, the listener is on %d", name, cp, port)
+					}
+				}
+			} else if len(brokerFlags) != 0 {
+				t.Errorf("Kafka disabled, but --kafka-broker flags rendered: %q", brokerFlags)
+			}
+
+			// Nothing else: the container's client ports and the Service's ports are exactly
+			// these, each Service port targeting the container port of its name.
+			gotContainer := map[string]int{}
+			for _, p := range envoy["ports"].([]any) {
+				if m := p.(map[string]any); m["name"] != "metrics" {
+					gotContainer[m["name"].(string)] = m["containerPort"].(int)
+				}
+			}
+			gotService := map[string]int{}
+			for _, p := range get(svc, "spec", "ports").([]any) {
+				m := p.(map[string]any)
+				gotService[m["name"].(string)] = m["port"].(int)
+				if m["targetPort"] != m["name"] {
+					t.Errorf("Service port %v targets %v", m["name"], m["targetPort"])
+				}
+			}
+			if fmt.Sprint(gotContainer) != fmt.Sprint(wantPorts) || fmt.Sprint(gotService) != fmt.Sprint(wantPorts) {
+				t.Errorf("client ports: container %v, Service %v, want %v", gotContainer, gotService, wantPorts)
+			}
+			for name := range wantPorts {
+				if len(name) > 15 {
+					t.Errorf("port name %q is longer than the 15 characters Kubernetes allows", name)
+				}
+			}
+
+			// The NetworkPolicy admits clients on every client port.
+			for _, o := range ms {
+				if o.kind() != "NetworkPolicy" || !strings.HasSuffix(o.name(), "-envoy") {
+					continue
+				}
+				admitted := map[string]bool{}
+				for _, p := range get(o, "spec", "ingress", 0, "ports").([]any) {
+					admitted[fmt.Sprint(p.(map[string]any)["port"])] = true
+				}
+				for name := range wantPorts {
+					if !admitted[name] {
+						t.Errorf("the Envoy NetworkPolicy does not admit clients on port %s", name)
+					}
+				}
+			}
+		})
+	}
+	if !multiBroker {
+		t.Error("no value set has several Kafka brokers")
+	}
+}
+
+// The control plane binary accepts the arguments the chart renders, for every value set: it
+// starts, builds its xDS resources (listeners, clusters and broker routes: an address it cannot
+// use keeps it unready) and reports ready. Only the policy directory, the module path and the
+// listen addresses are substituted.
+func TestControlPlaneAcceptsTheRenderedArguments(t *testing.T) {
+	if _, err := os.Stat(wasmFile); err != nil {
+		t.Fatalf("the filter module is not built (make wasm): %v", err)
+	}
+	defaultPolicies := writePolicies(t, mustRender(t, nil).find(t, "ConfigMap", "-policies"))
+	for name, file := range valueSets(t) {
+		t.Run(name, func(t *testing.T) {
+			ms := mustRender(t, []string{file})
+			cp := container(t, ms.find(t, "Deployment", "-control-plane"), "containers", "control-plane")
+			policies := defaultPolicies
+			for _, o := range ms {
+				if o.kind() == "ConfigMap" && strings.HasSuffix(o.name(), "-policies") {
+					policies = writePolicies(t, o)
+				}
+			}
+			ports := freePorts(t, 2)
+			args := strings_(cp["args"])
+			if args[0] != "serve" {
+				t.Fatalf("the control plane runs %v, not `weighstation serve`", args)
+			}
+			args = setFlag(args, "policy-dir", policies)
+			args = setFlag(args, "xds-listen", fmt.Sprintf("127.0.0.1:%d", ports[0]))
+			args = setFlag(args, "http-listen", fmt.Sprintf("127.0.0.1:%d", ports[1]))
+			args = setFlag(args, "serve-wasm", wasmFile)
+			log := filepath.Join(t.TempDir(), "control-plane.log")
+			t.Cleanup(func() {
+				if t.Failed() {
+					b, _ := os.ReadFile(log)
+					t.Logf("weighstation %s\n%s", strings.Join(args, " "), tail(string(b), 3000))
+				}
+			})
+			p := start(t, log, weighBin, args...)
+			p.waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]), 200, 10*time.Second)
+		})
+	}
+	// And the binary does refuse a malformed --kafka-broker: a rendering that drifted from its
+	// syntax fails above.
+	if _, stderr, code := run(t, nil, weighBin, "serve", "--kafka-broker=kafka-0:9092=0.0.0.0:9093=gw:9093=x"); code != 2 || !strings.Contains(stderr, "UPSTREAM=LISTEN[=ADVERTISE]") {
+		t.Errorf("serve accepted a malformed --kafka-broker: exit %d\n%s", code, stderr)
+	}
+}
+
+// The release notes tell each broker's gateway address, the one the control plane advertises.
+// Helm does not render NOTES.txt in `helm template`, so the test renders it from a copy of the
+// chart in which a ConfigMap carries it.
+func TestNotesTellTheAdvertisedBrokerAddresses(t *testing.T) {
+	for _, name := range []string{"default", "kafka-3-brokers"} {
+		t.Run(name, func(t *testing.T) {
+			file := valueSets(t)[name]
+			cp := container(t, mustRender(t, []string{file}).find(t, "Deployment", "-control-plane"), "containers", "control-plane")
+			notes := renderNotes(t, file)
+			brokers := flagValues(strings_(cp["args"]), "kafka-broker")
+			if len(brokers) == 0 {
+				t.Fatal("no --kafka-broker rendered")
+			}
+			for _, b := range brokers {
+				parts := strings.Split(b, "=")
+				line := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(parts[0]) + `\s+is advertised as\s+` + regexp.QuoteMeta(parts[2]) + `$`)
+				if !line.MatchString(notes) {
+					t.Errorf("NOTES do not say %s is advertised as %s:\n%s", parts[0], parts[2], notes)
+				}
+			}
+			external := get(chartValues(t, file), "envoy", "service", "type") != "ClusterIP"
+			advertised, _ := get(chartValues(t, file), "kafka", "advertisedHost").(string)
+			if warns := strings.Contains(notes, "kafka.advertisedHost is not set"); warns != (external && advertised == "") {
+				t.Errorf("warning about kafka.advertisedHost: %v, want %v (Service %v, advertisedHost %q)", warns, external && advertised == "", get(chartValues(t, file), "envoy", "service", "type"), advertised)
+			}
+		})
+	}
+	notes := renderNotes(t, valueSets(t)["kafka-3-brokers"], "kafka.advertisedHost=")
+	if !strings.Contains(notes, "kafka.advertisedHost is not set") {
+		t.Errorf("a LoadBalancer without kafka.advertisedHost gets no warning:\n%s", notes)
+	}
+}
+
+func renderNotes(t *testing.T, file string, sets ...string) string {
+	t.Helper()
+	chart := filepath.Join(t.TempDir(), "weighstation")
+	if out, stderr, code := run(t, nil, "cp", "-r", chartDir, chart); code != 0 {
+		t.Fatalf("cp: %s%s", out, stderr)
+	}
+	notes := readFile(t, filepath.Join(chart, "templates", "NOTES.txt"))
+	writeFile(t, filepath.Join(chart, "templates", "_notes_test.tpl"), `{{- define "test.notes" -}}`+notes+`{{- end -}}`)
+	writeFile(t, filepath.Join(chart, "templates", "notes_test.yaml"),
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\ndata:\n  notes: {{ include \"test.notes\" . | toJson }}\n")
+	args := []string{"template", "ws", chart, "--namespace", namespace, "-f", file, "--show-only", "templates/notes_test.yaml"}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	out, stderr, code := run(t, nil, helmBin, args...)
+	if code != 0 {
+		t.Fatalf("helm template (NOTES): exit %d: %s", code, stderr)
+	}
+	s, _ := get(parseManifests(t, out)[0], "data", "notes").(string)
+	return s
+}
+
+// Kafka clients come back through the gateway to every broker. Three stand-in brokers (a few
+// lines of the Kafka protocol: Metadata and FindCoordinator v1, each advertising its own
+// address like the brokers of an existing cluster) run on this machine; the chart's 3-broker
+// value set is rendered with their addresses, and both pods run as rendered against them. A
+// client bootstrapping at the gateway must learn every broker at advertisedHost and its gateway
+// port, and each of those ports must lead to its broker.
+func TestKafkaClientsComeBackThroughTheGateway(t *testing.T) {
+	brokers := startFakeBrokers(t, 3)
+	file := valueSets(t)["kafka-3-brokers"]
+	host := get(chartValues(t, file), "kafka", "advertisedHost").(string)
+	p := startChartPods(t, []string{file}, freePodPorts(t, len(brokers)),
+		"kafka.brokers={"+strings.Join(brokers, ",")+"}")
+	p.checkEnvoyListeners(t)
+
+	// Bootstrap: the gateway forwards to the first broker, and rewrites every address.
+	controller, addrs := kafkaMetadata(t, fmt.Sprintf("127.0.0.1:%d", p.ports.kafka))
+	if controller != 0 {
+		t.Errorf("the bootstrap port reached broker %d, want the first", controller)
+	}
+	for i := range brokers {
+		want := fmt.Sprintf("%s:%d", host, p.ports.kafka+1+i)
+		if addrs[int32(i)] != want {
+			t.Errorf("broker %d (%s) advertised at %s, want the gateway's %s", i, brokers[i], addrs[int32(i)], want)
+		}
+	}
+	// Every advertised port leads to its broker (127.0.0.1 standing in for advertisedHost), and
+	// answers with gateway addresses again; FindCoordinator is rewritten as well.
+	for i := range brokers {
+		port := strings.TrimPrefix(addrs[int32(i)], host+":")
+		controller, again := kafkaMetadata(t, "127.0.0.1:"+port)
+		if controller != int32(i) {
+			t.Errorf("advertised port %s reached broker %d, want %d", port, controller, i)
+		}
+		if fmt.Sprint(again) != fmt.Sprint(addrs) {
+			t.Errorf("through port %s: brokers %v, want %v", port, again, addrs)
+		}
+	}
+	if coord := kafkaFindCoordinator(t, fmt.Sprintf("127.0.0.1:%d", p.ports.kafka)); coord != fmt.Sprintf("%s:%d", host, p.ports.kafka+3) {
+		t.Errorf("coordinator at %s, want the third broker's gateway address %s:%d", coord, host, p.ports.kafka+3)
+	}
+}
+
+// chartValues returns the chart's values.yaml merged with a values file as Helm merges them
+// (maps key by key, everything else replaced).
+func chartValues(t *testing.T, file string) map[string]any {
+	t.Helper()
+	var base, over map[string]any
+	if err := yaml.Unmarshal([]byte(readFile(t, filepath.Join(chartDir, "values.yaml"))), &base); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(readFile(t, file)), &over); err != nil {
+		t.Fatal(err)
+	}
+	return mergeValues(base, over)
+}
+
+func mergeValues(base, over map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		b, bok := out[k].(map[string]any)
+		o, ook := v.(map[string]any)
+		if bok && ook {
+			out[k] = mergeValues(b, o)
+		} else {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// flagValues returns every value of a repeated --name=value in args, in order.
+func flagValues(args []string, name string) []string {
+	var out []string
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startFakeBrokers runs n stand-in Kafka brokers on 127.0.0.1 and returns their addresses.
+// Broker i has node id i, advertises every broker at its real address (as the brokers of an
+// existing cluster do), names itself controller in Metadata, and names the last broker the
+// coordinator of every group.
+func startFakeBrokers(t *testing.T, n int) []string {
+	t.Helper()
+	var ls []net.Listener
+	var addrs []string
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		ls = append(ls, l)
+		addrs = append(addrs, l.Addr().String())
+	}
+	for i, l := range ls {
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go serveFakeBroker(c, int32(i), addrs)
+			}
+		}()
+	}
+	return addrs
+}
+
+const (
+	apiMetadata        = 3
+	apiFindCoordinator = 10
+)
+
+func serveFakeBroker(c net.Conn, id int32, addrs []string) {
+	defer c.Close()
+	for {
+		req, err := readFrame(c)
+		if err != nil || len(req) < 8 {
+			return
+		}
+		apiKey := int16(binary.BigEndian.Uint16(req[0:]))
+		version := int16(binary.BigEndian.Uint16(req[2:]))
+		corr := binary.BigEndian.Uint32(req[4:])
+		var w kafkaWriter
+		w.i32(int32(corr))
+		switch {
+		case apiKey == apiMetadata && version == 1:
+			w.i32(int32(len(addrs)))
+			for n, a := range addrs {
+				host, port := splitAddr(a)
+				w.i32(int32(n))
+				w.str(host)
+				w.i32(port)
+				w.i16(-1) // rack: null
+			}
+			w.i32(id) // controller: this broker, so a client can tell where it landed
+			w.i32(0)  // no topics
+		case apiKey == apiFindCoordinator && version == 1:
+			host, port := splitAddr(addrs[len(addrs)-1])
+			w.i32(0)  // throttle
+			w.i16(0)  // no error
+			w.i16(-1) // error message: null
+			w.i32(int32(len(addrs) - 1))
+			w.str(host)
+			w.i32(port)
+		default:
+			return
+		}
+		if _, err := c.Write(w.frame()); err != nil {
+			return
+		}
+	}
+}
+
+// kafkaMetadata sends Metadata v1 (all topics) and returns the controller's node id and the
+// brokers' addresses by node id.
+func kafkaMetadata(t *testing.T, addr string) (int32, map[int32]string) {
+	t.Helper()
+	var body kafkaWriter
+	body.i32(-1) // all topics
+	r := kafkaCall(t, addr, apiMetadata, 1, body.b.Bytes())
+	brokers := map[int32]string{}
+	for n := r.i32(); n > 0; n-- {
+		id, host, port := r.i32(), r.str(), r.i32()
+		r.str() // rack
+		brokers[id] = net.JoinHostPort(host, strconv.Itoa(int(port)))
+	}
+	controller := r.i32()
+	if r.err != nil {
+		t.Fatalf("Metadata response from %s: %v", addr, r.err)
+	}
+	return controller, brokers
+}
+
+// kafkaFindCoordinator sends FindCoordinator v1 for a group and returns the coordinator's address.
+func kafkaFindCoordinator(t *testing.T, addr string) string {
+	t.Helper()
+	var body kafkaWriter
+	body.str("chart-test-group")
+	body.b.WriteByte(0) // key type: group
+	r := kafkaCall(t, addr, apiFindCoordinator, 1, body.b.Bytes())
+	r.i32() // throttle
+	if code := r.i16(); code != 0 {
+		t.Fatalf("FindCoordinator: error %d", code)
+	}
+	r.str() // error message
+	r.i32() // node id
+	host, port := r.str(), r.i32()
+	if r.err != nil {
+		t.Fatalf("FindCoordinator response from %s: %v", addr, r.err)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(int(port)))
+}
+
+// kafkaCall sends one request (header v1) on a new connection and returns the response after
+// its correlation id.
+func kafkaCall(t *testing.T, addr string, apiKey, version int16, body []byte) *kafkaReader {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v", addr, err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	var w kafkaWriter
+	w.i16(apiKey)
+	w.i16(version)
+	w.i32(7) // correlation id
+	w.str("chart-test")
+	w.b.Write(body)
+	if _, err := c.Write(w.frame()); err != nil {
+		t.Fatalf("%s: %v", addr, err)
+	}
+	resp, err := readFrame(c)
+	if err != nil {
+		t.Fatalf("%s: no response (api key %d): %v", addr, apiKey, err)
+	}
+	r := &kafkaReader{b: resp}
+	if corr := r.i32(); corr != 7 {
+		t.Fatalf("%s: correlation id %d, want 7", addr, corr)
+	}
+	return r
+}
+
+func readFrame(c io.Reader) ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(size[:])
+	if n > 1<<20 {
+		return nil, fmt.Errorf("frame of %d bytes", n)
+	}
+	b := make([]byte, n)
+	_, err := io.ReadFull(c, b)
+	return b, err
+}
+
+func splitAddr(a string) (string, int32) {
+	host, port, _ := net.SplitHostPort(a)
+	p, _ := strconv.Atoi(port)
+	return host, int32(p)
+}
+
+type kafkaWriter struct{ b bytes.Buffer }
+
+func (w *kafkaWriter) i16(v int16) { _ = binary.Write(&w.b, binary.BigEndian, v) }
+func (w *kafkaWriter) i32(v int32) { _ = binary.Write(&w.b, binary.BigEndian, v) }
+func (w *kafkaWriter) str(s string) {
+	w.i16(int16(len(s)))
+	w.b.WriteString(s)
+}
+
+// frame prefixes the bytes written with their size.
+func (w *kafkaWriter) frame() []byte {
+	out := binary.BigEndian.AppendUint32(nil, uint32(w.b.Len()))
+	return append(out, w.b.Bytes()...)
+}
+
+type kafkaReader struct {
+	b   []byte
+	err error
+}
+
+func (r *kafkaReader) take(n int) []byte {
+	if r.err == nil && len(r.b) < n {
+		r.err = io.ErrUnexpectedEOF
+	}
+	if r.err != nil {
+		return make([]byte, n)
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *kafkaReader) i16() int16 { return int16(binary.BigEndian.Uint16(r.take(2))) }
+func (r *kafkaReader) i32() int32 { return int32(binary.BigEndian.Uint32(r.take(4))) }
+
+// str reads a (nullable) string; null reads as "".
+func (r *kafkaReader) str() string {
+	n := r.i16()
+	if n < 0 {
+		return ""
+	}
+	return string(r.take(int(n)))
+}
