@@ -45,6 +45,10 @@ func serve(args []string) int {
 		return 2
 	}
 	g.BufferLimitBytes = uint32(*bufferLimit)
+	if len(g.KafkaBrokers) > 0 && g.KafkaListen == "" {
+		fmt.Fprintln(os.Stderr, "weighstation serve: --kafka-broker needs --kafka-listen: the broker listeners share its filter configuration")
+		return 2
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	module, err := resolveServedWasm(&g.Wasm, *serveWasm, *httpListen)
 	if err != nil {
