@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weighstation/weighstation/load-tests/internal/hist"
 )
 
 // Load is the machine's state over one measurement.
@@ -25,6 +27,9 @@ type Load struct {
 	// one core (so up to 100 × cores): the harness itself, and the stack's processes when known.
 	ProcessCPUPercent map[string]float64 `json:"processCpuPercent,omitempty"`
 	Seconds           float64            `json:"seconds"`
+	// WakeupLatenessMicros is how late a sleeping thread woke just before the measurement (see
+	// WakeupLateness): the floor under every latency and under the harness's punctuality.
+	WakeupLatenessMicros hist.Percentiles `json:"wakeupLatenessMicros"`
 }
 
 // Measurement is a Load being measured.
@@ -36,10 +41,19 @@ type Measurement struct {
 	ticks     map[string]uint64
 }
 
-// Start begins measuring. watch names processes (by PID) whose CPU use to record besides the
-// harness's own.
+// wakeupProbe is the nap count and length of the wake-up probe before each measurement
+// (about half a second).
+const (
+	wakeupNaps = 1000
+	wakeupNap  = 200 * time.Microsecond
+)
+
+// Start probes the machine's wake-up lateness, then begins measuring. watch names processes
+// (by PID) whose CPU use to record besides the harness's own.
 func Start(watch map[string]int) *Measurement {
+	wakeup := WakeupLateness(wakeupNaps, wakeupNap)
 	m := &Measurement{start: time.Now(), watch: map[string]int{"harness": os.Getpid()}, ticks: map[string]uint64{}}
+	m.load.WakeupLatenessMicros = wakeup
 	for name, pid := range watch {
 		m.watch[name] = pid
 	}
@@ -109,6 +123,9 @@ func (l Load) String() string {
 	}
 	if len(names) > 0 {
 		s += " of a core)"
+	}
+	if w := l.WakeupLatenessMicros; w.Count > 0 {
+		s += fmt.Sprintf("; a sleeping thread wakes %.2f ms late at p99 (max %.2f)", float64(w.P99)/1000, float64(w.Max)/1000)
 	}
 	return s
 }

@@ -23,3 +23,11 @@ func TestSeesBusyCPU(t *testing.T) {
 		t.Errorf("no load average read")
 	}
 }
+
+// Every nap's lateness is recorded, in microseconds.
+func TestWakeupLateness(t *testing.T) {
+	p := WakeupLateness(200, 200*time.Microsecond)
+	if p.Count != 200 || p.Max < p.P50 || p.Max > int64(time.Second/time.Microsecond) {
+		t.Fatalf("%+v", p)
+	}
+}
