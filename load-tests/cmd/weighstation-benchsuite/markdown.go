@@ -29,8 +29,9 @@ itself, *gateway* is Envoy with the weighstation filter in front of the same bro
 itself costs. A comparison alternates the targets every %s within one run (A B C A B C …) so that
 drift in the machine hits all alike; its ratios divide percentile by percentile. A run marked **invalid** fell behind its
 own schedule (operations started more than 1 ms late at p99): its figures describe the harness.
-Each row's *machine* column is the share of all cores busy during that run, the 1-minute load
-average after it, and how late (p99, ms) a thread sleeping 200 µs woke just before it — on a
+Each row's *machine* column is the share of all cores busy during that run, the share the
+hypervisor stole for other machines (time this one wanted to run and could not), the 1-minute
+load average after it, and how late (p99, ms) a thread sleeping 200 µs woke just before it — on a
 virtual machine whose CPUs are mostly idle the hypervisor wakes them late, and that lateness is
 a floor under every latency here (the brokers' threads sleep too) and under the harness's
 punctuality. Per-process CPU is in each run's summary.json and report.html. See
@@ -136,7 +137,7 @@ func percentiles(p hist.Percentiles) string {
 func msf(us int64) string { return fmt.Sprintf("%.3f", float64(us)/1000) }
 
 func load(s report.Summary) string {
-	return fmt.Sprintf("CPU %.0f%%, load %.2f, wake-up p99 %s", s.Machine.CPUBusyPercent, s.Machine.LoadAvgAfter[0], msf(s.Machine.WakeupLatenessMicros.P99))
+	return fmt.Sprintf("CPU %.0f%%, steal %.0f%%, load %.2f, wake-up p99 %s", s.Machine.CPUBusyPercent, s.Machine.StealPercent, s.Machine.LoadAvgAfter[0], msf(s.Machine.WakeupLatenessMicros.P99))
 }
 
 func validity(s report.Summary) string {

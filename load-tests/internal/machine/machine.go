@@ -21,8 +21,12 @@ type Load struct {
 	// LoadAvgBefore and LoadAvgAfter are /proc/loadavg's 1, 5 and 15 minute figures.
 	LoadAvgBefore [3]float64 `json:"loadAvgBefore"`
 	LoadAvgAfter  [3]float64 `json:"loadAvgAfter"`
-	// CPUBusyPercent is the share of all cores' time not idle during the measurement.
+	// CPUBusyPercent is the share of all cores' time spent running (neither idle nor stolen)
+	// during the measurement.
 	CPUBusyPercent float64 `json:"cpuBusyPercent"`
+	// StealPercent is the share of all cores' time the hypervisor gave to other machines: on a
+	// virtual machine, time this one wanted to run and could not.
+	StealPercent float64 `json:"stealPercent"`
 	// ProcessCPUPercent is each watched process's CPU use during the measurement, in percent of
 	// one core (so up to 100 × cores): the harness itself, and the stack's processes when known.
 	ProcessCPUPercent map[string]float64 `json:"processCpuPercent,omitempty"`
@@ -34,11 +38,11 @@ type Load struct {
 
 // Measurement is a Load being measured.
 type Measurement struct {
-	load      Load
-	busy, all uint64
-	start     time.Time
-	watch     map[string]int
-	ticks     map[string]uint64
+	load  Load
+	cpu   cpuTimes
+	start time.Time
+	watch map[string]int
+	ticks map[string]uint64
 }
 
 // wakeupProbe is the nap count and length of the wake-up probe before each measurement
@@ -62,15 +66,16 @@ func Start(watch map[string]int) *Measurement {
 	for name, pid := range m.watch {
 		m.ticks[name] = processTicks(pid)
 	}
-	m.busy, m.all = cpuTimes()
+	m.cpu = readCPUTimes()
 	return m
 }
 
 // Stop ends the measurement.
 func (m *Measurement) Stop() Load {
-	busy, all := cpuTimes()
-	if all > m.all {
-		m.load.CPUBusyPercent = 100 * float64(busy-m.busy) / float64(all-m.all)
+	now := readCPUTimes()
+	if all := now.all - m.cpu.all; all > 0 {
+		m.load.CPUBusyPercent = 100 * float64(now.busy-m.cpu.busy) / float64(all)
+		m.load.StealPercent = 100 * float64(now.steal-m.cpu.steal) / float64(all)
 	}
 	m.load.LoadAvgAfter = loadAvg()
 	m.load.Seconds = time.Since(m.start).Seconds()
@@ -108,7 +113,7 @@ func processTicks(pid int) uint64 {
 
 // String is the one-line form every report prints.
 func (l Load) String() string {
-	s := fmt.Sprintf("%d cores, load average %.2f → %.2f (1 min), CPU %.0f%% busy", l.Cores, l.LoadAvgBefore[0], l.LoadAvgAfter[0], l.CPUBusyPercent)
+	s := fmt.Sprintf("%d cores, load average %.2f → %.2f (1 min), CPU %.0f%% busy, %.0f%% stolen by the hypervisor", l.Cores, l.LoadAvgBefore[0], l.LoadAvgAfter[0], l.CPUBusyPercent, l.StealPercent)
 	names := make([]string, 0, len(l.ProcessCPUPercent))
 	for n := range l.ProcessCPUPercent {
 		names = append(names, n)
@@ -145,23 +150,33 @@ func loadAvg() [3]float64 {
 	return out
 }
 
-// cpuTimes reads the aggregate line of /proc/stat: time spent busy and in total (jiffies).
-func cpuTimes() (busy, all uint64) {
+// cpuTimes are the aggregate line of /proc/stat, in jiffies.
+type cpuTimes struct{ busy, steal, all uint64 }
+
+// readCPUTimes reads them: busy is everything but idle, iowait and steal.
+func readCPUTimes() cpuTimes {
+	var t cpuTimes
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0
+		return t
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
 	if len(f) < 5 || f[0] != "cpu" {
-		return 0, 0
+		return t
 	}
-	for i, v := range f[1:] {
+	// user nice system idle iowait irq softirq steal guest guest_nice; guest time is already
+	// counted in user, so only the first eight add up to the total.
+	for i, v := range f[1:min(len(f), 9)] {
 		n, _ := strconv.ParseUint(v, 10, 64)
-		all += n
-		if i != 3 && i != 4 { // idle and iowait
-			busy += n
+		t.all += n
+		switch i {
+		case 3, 4: // idle, iowait
+		case 7:
+			t.steal += n
+		default:
+			t.busy += n
 		}
 	}
-	return busy, all
+	return t
 }
