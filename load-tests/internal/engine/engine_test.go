@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -278,8 +279,9 @@ func TestDropsBeyondMaxInFlightAndSaysSo(t *testing.T) {
 	if tr.Sent != 100 || tr.Dropped != 900 || tr.Timeouts != 100 {
 		t.Fatalf("sent %d dropped %d timeouts %d; want 100 900 100", tr.Sent, tr.Dropped, tr.Timeouts)
 	}
-	if ok, reasons := r.Healthy(); ok || len(reasons) != 1 {
-		t.Fatalf("healthy=%v %q; want unhealthy for the drops", ok, reasons)
+	// (A late harness on a loaded machine may add a second reason.)
+	if ok, reasons := r.Healthy(); ok || !strings.Contains(strings.Join(reasons, "; "), "900 operations dropped") {
+		t.Fatalf("healthy=%v %q; want unhealthy for the 900 drops", ok, reasons)
 	}
 }
 
