@@ -29,6 +29,7 @@ type Load struct {
 	StealPercent float64 `json:"stealPercent"`
 	// ProcessCPUPercent is each watched process's CPU use during the measurement, in percent of
 	// one core (so up to 100 × cores): the harness itself, and the stack's processes when known.
+	// On a virtual machine it includes time stolen from the process while it ran.
 	ProcessCPUPercent map[string]float64 `json:"processCpuPercent,omitempty"`
 	Seconds           float64            `json:"seconds"`
 	// WakeupLatenessMicros is how late a sleeping thread woke just before the measurement (see

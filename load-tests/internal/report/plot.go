@@ -80,6 +80,7 @@ func Plot(s Summary, paths ...string) error {
 	p.Legend.ThumbnailWidth = vg.Points(20)
 	p.Legend.TextStyle.Font.Size = vg.Points(10)
 	p.Title.TextStyle.Font.Size = vg.Points(11)
+	p.Title.Padding = vg.Points(6)
 	for _, path := range paths {
 		if err := p.Save(8*vg.Inch, 4.5*vg.Inch, path); err != nil {
 			return fmt.Errorf("saving %s: %w", path, err)
