@@ -216,9 +216,11 @@ func oneLine(sum report.Summary) string {
 func ms(us int64) float64 { return float64(us) / 1000 }
 
 // probeSaturation raises the rate through the gateway (doubling, then one step between the last
-// good and the first bad rate) until the machine no longer keeps up: the gateway delivers under
-// 97% of the rate, p99 passes 50 ms, anything fails, or the harness falls behind (on a 2-core
-// machine the harness and the gateway share the CPUs; either reaching its limit ends the probe).
+// good and the first bad rate) until it no longer keeps up: it delivers under 97% of the rate,
+// p99 passes 50 ms, or anything fails. A step whose harness was late beyond its 1 ms slack is
+// flagged invalid in the table but does not stop the probe, unless the harness was so late
+// (10 ms at p99) that it, not the gateway, was the limit: on a VM that wakes threads late the
+// slack is exceeded at any rate, and the probe is here to find the gateway's limit.
 func (s *suite) probeSaturation(scen string, start float64) (probe, error) {
 	p := probe{Scenario: scen}
 	try := func(rate float64) (bool, error) {
@@ -234,7 +236,7 @@ func (s *suite) probeSaturation(scen string, start float64) (probe, error) {
 		step := probeStep{Rate: rate, Summary: sum, OK: true}
 		t := sum.Targets[0]
 		switch {
-		case !sum.Valid:
+		case sum.Generator.LagMicros.P99 > 10_000:
 			step.OK, step.Why = false, harnessBehind
 		case t.Errors+t.Timeouts+t.Refused > 0:
 			step.OK, step.Why = false, fmt.Sprintf("%d failed, %d timed out, %d refused", t.Errors, t.Timeouts, t.Refused)
@@ -246,18 +248,9 @@ func (s *suite) probeSaturation(scen string, start float64) (probe, error) {
 		p.Steps = append(p.Steps, step)
 		return step.OK, nil
 	}
-	// A step lost only to the harness's own lateness is tried once more: on a shared machine a
-	// neighbour's burst can cause it, and one unlucky step should not decide the saturation.
-	tryTwice := func(rate float64) (bool, error) {
-		ok, err := try(rate)
-		if err == nil && !ok && p.Steps[len(p.Steps)-1].Why == harnessBehind {
-			return try(rate)
-		}
-		return ok, err
-	}
 	good, bad := 0.0, 0.0
 	for rate := start; rate <= 64*start; rate *= 2 {
-		ok, err := tryTwice(rate)
+		ok, err := try(rate)
 		if err != nil {
 			return p, err
 		}
@@ -269,7 +262,7 @@ func (s *suite) probeSaturation(scen string, start float64) (probe, error) {
 	}
 	if good > 0 && bad > 0 {
 		mid := (good + bad) / 2
-		ok, err := tryTwice(mid)
+		ok, err := try(mid)
 		if err != nil {
 			return p, err
 		}
@@ -284,7 +277,7 @@ func (s *suite) probeSaturation(scen string, start float64) (probe, error) {
 	return p, nil
 }
 
-const harnessBehind = "harness behind schedule"
+const harnessBehind = "harness over 10 ms behind schedule"
 
 // levels are the three fixed rates of the comparisons, as shares of the probed saturation.
 var levels = []struct {
