@@ -53,7 +53,14 @@ punctuality. Per-process CPU is in each run's summary.json and report.html. See
 			p("| %s | %.0f | %.0f | %s | %s | %s | %s | %s |\n", pr.Scenario, st.Rate, t.AchievedRate,
 				msf(t.LatencyMicros.P50), msf(t.LatencyMicros.P99), msf(t.LatencyMicros.Max), load(st.Summary), verdict)
 		}
-		p("| **%s** | **%.0f** | | | | | | **saturation** |\n", pr.Scenario, pr.Saturation)
+		switch {
+		case pr.AtCeiling:
+			p("| **%s** | **≥ %.0f** | | | | | | **saturation beyond the probe's highest rate** |\n", pr.Scenario, pr.Saturation)
+		case len(pr.Steps) > 0 && !pr.Steps[0].OK:
+			p("| **%s** | **%.0f?** | | | | | | **not even the first rate held: a guess** |\n", pr.Scenario, pr.Saturation)
+		default:
+			p("| **%s** | **%.0f** | | | | | | **saturation** |\n", pr.Scenario, pr.Saturation)
+		}
 	}
 
 	p("\n## Direct vs Envoy vs gateway\n\n")

@@ -114,6 +114,8 @@ type probe struct {
 	Scenario   string      `json:"scenario"`
 	Steps      []probeStep `json:"steps"`
 	Saturation float64     `json:"saturation"`
+	// AtCeiling: even the probe's highest rate held; the saturation is beyond it.
+	AtCeiling bool `json:"atCeiling,omitempty"`
 }
 
 type probeStep struct {
@@ -271,6 +273,7 @@ func (s *suite) probeSaturation(scen string, start float64) (probe, error) {
 		}
 	}
 	p.Saturation = good
+	p.AtCeiling = bad == 0 && good > 0
 	if good == 0 {
 		p.Saturation = start / 2 // not even the first step held: the levels below are guesses
 	}
@@ -278,6 +281,17 @@ func (s *suite) probeSaturation(scen string, start float64) (probe, error) {
 }
 
 const harnessBehind = "harness over 10 ms behind schedule"
+
+// warmUp sends scen through the gateway for a while and discards the figures.
+func (s *suite) warmUp(scen string) error {
+	o := bench.Options{
+		Scenario: scen, Plan: s.plan(1000, s.timing.probeLength, s.timing.probeLength),
+		Config:    config(acme, "warmup", "weighstation-bench-probe"),
+		Endpoints: []scenario.Endpoint{s.gateway()},
+	}
+	_, err := s.measure("warm-up "+scen, "", o)
+	return err
+}
 
 // levels are the three fixed rates of the comparisons, as shares of the probed saturation.
 var levels = []struct {
