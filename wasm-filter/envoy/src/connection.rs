@@ -2,10 +2,11 @@
 //! the waiters registry calls. The protocol's state does the work.
 
 use proxy_wasm::traits::{Context, StreamContext};
-use proxy_wasm::types::{Action, PeerType};
+use proxy_wasm::types::{Action, BufferType, PeerType};
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use crate::host;
 use crate::paused::{self, Plan};
 use crate::waiters::{self, Retry};
 
@@ -26,13 +27,20 @@ impl<P: Protocol> Retry for Shared<P> {
     fn retry(&self) {
         // Busy means this connection is inside its own callback; the next tick retries it.
         let Ok(mut st) = self.0.try_borrow_mut() else { return };
-        let Some(held) = paused::held_buffer() else { return };
-        match st.client_data(&held) {
-            Ok(plan) => paused::in_retry(plan, held.len()),
-            Err(why) => {
-                log::info!("weighstation: closing connection: {why}");
-                let _ = proxy_wasm::hostcalls::close_downstream();
-            }
+        let applied = match paused::held_buffer() {
+            Ok(held) => match st.client_data(&held) {
+                Ok(plan) => paused::in_retry(plan)
+                    .map_err(|s| format!("host refused to rewrite or resume the held buffer: {s:?}")),
+                Err(why) => Err(why.to_owned()),
+            },
+            Err(s) => Err(format!("host refused to read the held buffer: {s:?}")),
+        };
+        if let Err(why) = applied {
+            // The scanner and the bytes no longer agree, or the client asked for it: close
+            // the connection (giving back what it holds) rather than guess.
+            log::warn!("weighstation: closing connection: {why}");
+            st.close();
+            let _ = host::close_downstream();
         }
     }
 }
@@ -63,34 +71,40 @@ impl<P: Protocol> StreamContext for Connection<P> {
         if size == 0 {
             return Action::Continue;
         }
-        let Some(envoy) = self.get_downstream_data(0, size) else {
+        let Ok(envoy) = host::get_buffer(BufferType::DownstreamData) else {
             return Action::Continue;
         };
         let Ok(mut st) = self.state.0.try_borrow_mut() else {
             return Action::Pause;
         };
-        match st.client_data(&envoy) {
-            Ok(plan) => paused::in_callback(plan, size),
-            Err(why) => {
-                log::info!("weighstation: closing connection: {why}");
-                self.close_downstream();
-                Action::Pause
-            }
-        }
+        let applied = match st.client_data(&envoy) {
+            Ok(plan) => paused::in_callback(plan).map_err(|s| format!("host refused the buffer: {s:?}")),
+            Err(why) => Err(why.to_owned()),
+        };
+        applied.unwrap_or_else(|why| {
+            log::warn!("weighstation: closing connection: {why}");
+            st.close();
+            let _ = host::close_downstream();
+            Action::Pause
+        })
     }
 
     fn on_upstream_data(&mut self, size: usize, _end_of_stream: bool) -> Action {
         if size == 0 {
             return Action::Continue;
         }
-        let Some(buf) = self.get_upstream_data(0, size) else {
+        let Ok(buf) = host::get_buffer(BufferType::UpstreamData) else {
             return Action::Continue;
         };
         let Ok(mut st) = self.state.0.try_borrow_mut() else {
             return Action::Continue;
         };
         if let Some(replacement) = st.server_data(&buf) {
-            self.set_upstream_data(0, size, &replacement);
+            if let Err(s) = host::replace_buffer(BufferType::UpstreamData, &replacement) {
+                log::warn!("weighstation: closing connection: host refused the server's bytes: {s:?}");
+                st.close();
+                let _ = host::close_downstream();
+            }
         }
         Action::Continue
     }

@@ -6,6 +6,7 @@
 mod clock;
 mod connection;
 mod gatekeeper;
+mod host;
 mod kafka_conn;
 mod keys;
 mod metrics;

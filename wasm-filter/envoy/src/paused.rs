@@ -6,8 +6,9 @@
 //! CARRY_LIMIT, beyond which they stay in Envoy's buffer, which fills up to
 //! per_connection_buffer_limit_bytes and then pushes back on the client through TCP.
 
-use proxy_wasm::hostcalls;
-use proxy_wasm::types::{Action, BufferType};
+use proxy_wasm::types::{Action, BufferType, Status};
+
+use crate::host;
 use weighstation_core::scan::Outcome;
 
 const CARRY_LIMIT: usize = 1 << 20;
@@ -66,40 +67,39 @@ impl Carry {
     }
 }
 
-/// Applies a plan from within on_downstream_data.
-pub fn in_callback(plan: Plan, size: usize) -> Action {
-    let (buffer, resume, action) = match plan {
-        Plan::Forward(buffer) => (buffer, false, Action::Continue),
-        Plan::Hold { buffer, resume } => (buffer, resume, Action::Pause),
+/// Applies a plan to the held buffer; a Forward resumes only when `resume_forward` (a retry: the
+/// connection was paused). Err if the host refused: the caller closes the connection.
+fn apply(plan: Plan, resume_forward: bool) -> Result<bool, Status> {
+    let (buffer, resume, paused) = match plan {
+        Plan::Forward(buffer) => (buffer, resume_forward, false),
+        Plan::Hold { buffer, resume } => (buffer, resume, true),
     };
     if let Some(b) = buffer {
-        let _ = hostcalls::set_buffer(BufferType::DownstreamData, 0, size, &b);
+        host::replace_buffer(BufferType::DownstreamData, &b)?;
     }
     if resume {
-        // Runs after this callback: forwards the buffer while the connection stays paused.
-        let _ = hostcalls::resume_downstream();
+        // Runs after this callback: forwards the buffer while the connection stays paused
+        // (so its buffer stays reachable for retries).
+        host::resume_downstream()?;
     }
-    action
+    Ok(paused)
 }
 
-/// Reads the held buffer in a retry (the stream is the effective context). An empty buffer
-/// reads as None: the carried bytes may be all there is to decide.
-pub fn held_buffer() -> Option<Vec<u8>> {
-    hostcalls::get_buffer(BufferType::DownstreamData, 0, usize::MAX)
-        .ok()
-        .map(Option::unwrap_or_default)
+/// Applies a plan from within on_downstream_data.
+pub fn in_callback(plan: Plan) -> Result<Action, Status> {
+    Ok(if apply(plan, false)? {
+        Action::Pause
+    } else {
+        Action::Continue
+    })
+}
+
+/// Reads the held buffer in a retry (the stream is the effective context).
+pub fn held_buffer() -> Result<Vec<u8>, Status> {
+    host::get_buffer(BufferType::DownstreamData)
 }
 
 /// Applies a plan from a retry: a Forward resumes too (the connection was paused).
-pub fn in_retry(plan: Plan, held_len: usize) {
-    let (buffer, resume) = match plan {
-        Plan::Forward(buffer) => (buffer, true),
-        Plan::Hold { buffer, resume } => (buffer, resume),
-    };
-    if let Some(b) = buffer {
-        let _ = hostcalls::set_buffer(BufferType::DownstreamData, 0, held_len, &b);
-    }
-    if resume {
-        let _ = hostcalls::resume_downstream();
-    }
+pub fn in_retry(plan: Plan) -> Result<(), Status> {
+    apply(plan, true).map(|_| ())
 }
