@@ -14,7 +14,7 @@ RUST_SOURCES := $(shell find wasm-filter/core/src wasm-filter/envoy/src -name '*
 run: tools wasm control-plane
 	$(BIN)/weighstation-localstack -root $(ROOT)
 
-test: tools wasm control-plane lint test-unit test-helm test-integration
+test: tools wasm control-plane lint test-unit test-load-harness test-helm test-integration
 
 tools:
 	@scripts/install-tools.sh
@@ -32,7 +32,7 @@ $(BIN)/weighstation-localstack: $(GO_SOURCES)
 validate: control-plane
 	$(BIN)/weighstation validate $${POLICY_DIR:-policies}
 
-lint:
+lint: lint-load-tests
 	@test -z "$$(gofmt -l control-plane)" || { gofmt -l control-plane; echo "gofmt: files above need formatting"; exit 1; }
 	cd wasm-filter && cargo fmt --check
 	cd wasm-filter && cargo clippy --locked --target wasm32-wasip1 -p weighstation-filter -p weighstation-core -- -D warnings
@@ -65,3 +65,4 @@ clean:
 	rm -rf wasm-filter/target run
 
 include helm/helm.mk
+include load-tests/load-tests.mk
