@@ -266,10 +266,6 @@ impl Config {
         self.plans.get(id)
     }
 
-    pub fn tenant_named(&self, name: &str) -> Option<TenantId> {
-        self.tenants.iter().position(|t| t.name == name)
-    }
-
     /// The tenant of a NATS connection, from its CONNECT `user` (authenticated by nats-server).
     pub fn tenant_for_nats_user(&self, user: Option<&str>) -> TenantId {
         user.and_then(|u| self.nats_users.get(u).copied())

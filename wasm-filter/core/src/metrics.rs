@@ -29,17 +29,6 @@ pub enum TenantMetric {
 }
 
 impl TenantMetric {
-    pub const ALL: [TenantMetric; 8] = [
-        TenantMetric::MessagesAccepted,
-        TenantMetric::BytesAccepted,
-        TenantMetric::MessagesDelayed,
-        TenantMetric::ConnectionsActive,
-        TenantMetric::InFlight,
-        TenantMetric::QueueDepth,
-        TenantMetric::DelayMs,
-        TenantMetric::LimitMaxMessageBytes,
-    ];
-
     pub fn name(self) -> &'static str {
         match self {
             TenantMetric::MessagesAccepted => "weighstation_messages_accepted",
