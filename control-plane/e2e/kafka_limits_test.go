@@ -76,13 +76,26 @@ func TestKafkaOversizedBatchIsRefusedAndNeverStored(t *testing.T) {
 	if okAcked != 1 || len(okErrs) != 0 {
 		t.Fatalf("a small record: acked %d, errors %v", okAcked, okErrs)
 	}
-	acked, errs := produceEach(t, "kafka-size-big", topic, 1, 4096)
+	// 512 KiB spans many Envoy reads and buffers: the request is still read whole and decided.
+	acked, errs := produceEach(t, "kafka-size-big", topic, 1, 512<<10)
 	if acked != 0 || errorsWith(errs, sarama.ErrMessageSizeTooLarge) != 1 {
-		t.Fatalf("a 4 KiB record at a 1 KiB limit: acked %d, errors %v; want %v", acked, errs, sarama.ErrMessageSizeTooLarge)
+		t.Fatalf("a 512 KiB record at a 1 KiB limit: acked %d, errors %v; want %v", acked, errs, sarama.ErrMessageSizeTooLarge)
 	}
 	records := topicRecords(t, topic)
 	if len(records) != 1 || !strings.HasPrefix(records[0], "kafka-size-small") {
 		t.Fatalf("the topic holds %d records; want only the small one", len(records))
+	}
+}
+
+// A Produce many times Envoy's per-connection buffer is held whole, decided, and forwarded.
+func TestKafkaLargeProduceWithinTheLimitsIsStored(t *testing.T) {
+	topic := strings.ReplaceAll(uniqueSubject("kafka-large"), ".", "-")
+	acked, errs := produceEach(t, "kafka-delay-large", topic, 2, 768<<10)
+	if acked != 2 || len(errs) != 0 {
+		t.Fatalf("two 768 KiB records: acked %d, errors %v", acked, errs)
+	}
+	if records := topicRecords(t, topic); len(records) != 2 {
+		t.Fatalf("the topic holds %d records; want 2", len(records))
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 
 // testTenants have a policy each in testdata/tenants.yaml and a NATS user of the same name.
 var testTenants = []string{
-	"size-enforce", "size-dry", "rate-reject", "rate-delay", "rate-dry", "queue-tight",
+	"size-enforce", "size-dry", "rate-reject", "rate-delay", "delay-accuracy", "rate-dry", "queue-tight",
 	"inflight-delay", "inflight-reject", "conns", "override", "iso-a", "iso-b", "slow-rate",
 }
 

@@ -60,10 +60,11 @@ func tenantNATS(t *testing.T, tenant string, sink *errorSink) *nats.Conn {
 
 // collector counts distinct messages a direct subscriber receives on a subject.
 type collector struct {
-	mu    sync.Mutex
-	seen  map[string]int
-	first time.Time
-	last  time.Time
+	mu       sync.Mutex
+	seen     map[string]int
+	arrivals []time.Time // of each distinct message
+	first    time.Time
+	last     time.Time
 }
 
 func collect(t *testing.T, subject string) *collector {
@@ -77,6 +78,9 @@ func collect(t *testing.T, subject string) *collector {
 			c.first = now
 		}
 		c.last = now
+		if c.seen[string(m.Data)] == 0 {
+			c.arrivals = append(c.arrivals, now)
+		}
 		c.seen[string(m.Data)]++
 		c.mu.Unlock()
 	}); err != nil {
@@ -92,6 +96,19 @@ func (c *collector) delivered() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.seen)
+}
+
+// deliveredBetween counts the distinct messages that arrived in [from, to).
+func (c *collector) deliveredBetween(from, to time.Time) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, at := range c.arrivals {
+		if !at.Before(from) && at.Before(to) {
+			n++
+		}
+	}
+	return n
 }
 
 func (c *collector) duplicates() int {
@@ -124,12 +141,19 @@ func publishBurst(t *testing.T, nc *nats.Conn, subject string, n int, tag string
 // requireConservation: every message sent was either delivered once or refused and reported.
 func requireConservation(t *testing.T, what string, sent int, c *collector, refused func() int) (int, int) {
 	t.Helper()
+	return requireConservationWithin(t, what, sent, c, refused, 10*time.Second)
+}
+
+// requireConservationWithin waits up to wait for the last messages (a delayed backlog drains
+// at the tenant's rate).
+func requireConservationWithin(t *testing.T, what string, sent int, c *collector, refused func() int, wait time.Duration) (int, int) {
+	t.Helper()
 	var d, r int
 	ok := func() bool {
 		d, r = c.delivered(), refused()
 		return d+r == sent
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(wait)
 	for !ok() && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}

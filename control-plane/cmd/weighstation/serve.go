@@ -34,7 +34,7 @@ func serve(args []string) int {
 		"UPSTREAM=LISTEN[=ADVERTISE]: front a broker that advertises UPSTREAM with a gateway listener (repeatable)")
 	fs.StringVar(&g.NATSPlainListen, "nats-plain-listen", "", "optional NATS listener with tcp_proxy alone, no filter (benchmark baseline)")
 	fs.StringVar(&g.KafkaUpstream, "kafka-upstream", "127.0.0.1:19092", "Kafka bootstrap broker address")
-	bufferLimit := fs.Uint("buffer-limit-bytes", 4<<20, "per-connection buffer in Envoy before TCP backpressure")
+	bufferLimit := fs.Uint("buffer-limit-bytes", 32<<10, "per-connection buffer in Envoy before TCP backpressure; under sustained overload a held connection forwards in steps of about this much")
 	fs.StringVar(&g.Wasm.File, "wasm-file", "", "path of the filter module Envoy loads")
 	fs.StringVar(&g.Wasm.URL, "wasm-url", "", "URL Envoy fetches the filter module from (with --wasm-sha256)")
 	fs.StringVar(&g.Wasm.SHA256, "wasm-sha256", "", "sha256 of the module at --wasm-url")

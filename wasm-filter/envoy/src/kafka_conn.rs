@@ -292,12 +292,20 @@ impl ResponseHandler for Responses<'_> {
     }
 }
 
+/// The largest Produce (or SaslAuthenticate) request the filter reads whole to decide it; a
+/// larger one is passed through after its header.
+const HOLD_LIMIT: usize = 4 << 20;
+
+/// A request being read whole is carried until complete; behind a held request, sarama's
+/// pipelining (five requests at most by default) is what is carried.
+type KafkaCarry = Carry<{ HOLD_LIMIT + (1 << 20) }>;
+
 /// A Kafka connection's state.
 pub struct State {
     conn: Conn,
     requests: RequestStream,
     responses: ResponseStream,
-    carry: Carry,
+    carry: KafkaCarry,
 }
 
 impl State {
@@ -335,7 +343,7 @@ impl State {
 }
 
 /// A Kafka connection's stream context.
-pub fn connection(context_id: u32, hold_limit: usize) -> Connection<State> {
+pub fn connection(context_id: u32) -> Connection<State> {
     Connection::new(
         context_id,
         State {
@@ -346,9 +354,9 @@ pub fn connection(context_id: u32, hold_limit: usize) -> Connection<State> {
                 pending: HashMap::new(),
                 refused: false,
             },
-            requests: RequestStream::new(hold_limit),
+            requests: RequestStream::new(HOLD_LIMIT),
             responses: ResponseStream::default(),
-            carry: Carry::default(),
+            carry: KafkaCarry::default(),
         },
     )
 }

@@ -126,11 +126,15 @@ impl Gate for NatsGate<'_> {
     }
 }
 
+/// NATS decides a message on its control line (at most 4096 bytes) and streams the payload, so
+/// nothing needs a large carry; a small one keeps the hidden backlog behind a held message small.
+type NatsCarry = Carry<{ 64 << 10 }>;
+
 /// A NATS connection's state.
 pub struct State {
     session: Session,
     conn: Conn,
-    carry: Carry,
+    carry: NatsCarry,
 }
 
 impl State {
@@ -195,7 +199,7 @@ pub fn connection(context_id: u32) -> Connection<State> {
                 pending: HashMap::new(),
                 next_expiry: 0,
             },
-            carry: Carry::default(),
+            carry: NatsCarry::default(),
         },
     )
 }

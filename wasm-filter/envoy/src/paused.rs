@@ -2,16 +2,20 @@
 //! buffer reachable (and clears it on Continue), and `resume_downstream` passes it on to the
 //! next filter without asking this one again. So while anything is held the filter never
 //! returns Continue: what was admitted ahead of the held message is forwarded by rewriting the
-//! buffer to it and resuming, and the bytes behind it are carried by the filter — up to
-//! CARRY_LIMIT, beyond which they stay in Envoy's buffer, which fills up to
+//! buffer to it and resuming, and the bytes behind it are carried by the filter — up to the
+//! protocol's LIMIT, beyond which they stay in Envoy's buffer, which fills up to
 //! per_connection_buffer_limit_bytes and then pushes back on the client through TCP.
+//!
+//! Forwarding always empties Envoy's buffer (it forwards all of it), and Envoy then reads up to
+//! its limit again. So under sustained overload, once LIMIT is reached, the admitted prefix goes
+//! out in steps of about one Envoy buffer: that buffer (a listener's
+//! per_connection_buffer_limit_bytes, 32 KiB by default) sets how bursty a held connection's
+//! forwarding is, and LIMIT how much the filter itself keeps per connection.
 
 use proxy_wasm::types::{Action, BufferType, Status};
 
 use crate::host;
 use weighstation_core::scan::Outcome;
-
-const CARRY_LIMIT: usize = 1 << 20;
 
 /// What to do with Envoy's buffer after a scan.
 pub enum Plan {
@@ -21,11 +25,11 @@ pub enum Plan {
     Hold { buffer: Option<Vec<u8>>, resume: bool },
 }
 
-/// Held bytes that precede Envoy's buffer.
+/// Held bytes that precede Envoy's buffer, at most LIMIT of them.
 #[derive(Default)]
-pub struct Carry(Vec<u8>);
+pub struct Carry<const LIMIT: usize>(Vec<u8>);
 
-impl Carry {
+impl<const LIMIT: usize> Carry<LIMIT> {
     /// Runs `scan` over the carried bytes followed by Envoy's. Also returns how many bytes of a
     /// held buffer the plan forwards: the scanner must be told, as its next buffer starts there.
     pub fn scan<E>(
@@ -47,7 +51,7 @@ impl Carry {
             return Ok((Plan::Forward(changed.then(|| output.to_vec())), 0));
         }
         let (ahead, behind) = output.split_at(outcome.decided.min(output.len()));
-        if behind.len() > CARRY_LIMIT {
+        if behind.len() > LIMIT {
             return Ok((
                 Plan::Hold {
                     buffer: changed.then(|| output.to_vec()),

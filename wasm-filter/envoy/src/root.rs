@@ -4,10 +4,6 @@ use weighstation_core::config::{Config, Protocol};
 
 use crate::{clock, kafka_conn, metrics, nats_conn, state, waiters};
 
-/// Envoy's per-connection buffer is the hold limit for a Kafka request the filter must read
-/// whole; a larger request is passed through after its header.
-const KAFKA_HOLD_LIMIT: usize = 4 << 20;
-
 /// One per listener filter configuration (and per reconfiguration).
 pub struct Root {
     id: u32,
@@ -60,7 +56,7 @@ impl RootContext for Root {
     fn create_stream_context(&self, context_id: u32) -> Option<Box<dyn StreamContext>> {
         match self.protocol? {
             Protocol::Nats => Some(Box::new(nats_conn::connection(context_id))),
-            Protocol::Kafka => Some(Box::new(kafka_conn::connection(context_id, KAFKA_HOLD_LIMIT))),
+            Protocol::Kafka => Some(Box::new(kafka_conn::connection(context_id))),
         }
     }
 }
