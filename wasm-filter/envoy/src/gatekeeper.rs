@@ -260,7 +260,7 @@ fn hold(ask: &Ask<'_>, held: &mut Held, retry_ns: Option<u64>, detail: String) -
         let text = format!("queue limit of tenant {name}: not admitted within maxWait {ms}ms ({detail})");
         return Admit::Refuse(Reason::Queue, text, retry_ms(retry_ns));
     }
-    waiters::hold(ask.me, name, wake_at.min(deadline));
+    waiters::hold(ask.me, name, since, wake_at.min(deadline));
     Admit::Hold
 }
 

@@ -22,6 +22,8 @@ pub trait Retry {
 
 struct Waiter {
     wake_at: u64,
+    /// When its message started waiting: the longest waiting is retried first.
+    since: u64,
     tenant: String,
 }
 
@@ -52,8 +54,9 @@ pub fn set_driver(root_context_id: u32) {
     }
 }
 
-/// Registers (or re-arms) a held connection; `me` is the calling stream's context id.
-pub fn hold(me: u32, tenant: &str, wake_at: u64) {
+/// Registers (or re-arms) a held connection; `me` is the calling stream's context id, `since`
+/// when its held message started waiting.
+pub fn hold(me: u32, tenant: &str, since: u64, wake_at: u64) {
     WAITERS.with(|w| {
         let mut w = w.borrow_mut();
         match w.get_mut(&me) {
@@ -63,6 +66,7 @@ pub fn hold(me: u32, tenant: &str, wake_at: u64) {
                     me,
                     Waiter {
                         wake_at,
+                        since,
                         tenant: tenant.to_owned(),
                     },
                 );
@@ -103,16 +107,19 @@ fn retry(id: u32) {
     }
 }
 
-/// From the driver root's on_tick: retry every waiter that is due; stop ticking when none wait.
+/// From the driver root's on_tick: retry every waiter that is due, longest waiting first (a
+/// tick frees a few tokens and the first retried take them: a fixed order would starve the
+/// last until its maxWait); stop ticking when none wait.
 pub fn tick(root: u32, now: u64) {
-    let due: Vec<u32> = WAITERS.with(|w| {
+    let mut due: Vec<(u64, u32)> = WAITERS.with(|w| {
         w.borrow()
             .iter()
             .filter(|(_, v)| v.wake_at <= now)
-            .map(|(id, _)| *id)
+            .map(|(id, v)| (v.since, *id))
             .collect()
     });
-    for id in due {
+    due.sort_unstable();
+    for (_, id) in due {
         retry(id);
     }
     let _ = hostcalls::set_effective_context(root);
@@ -122,19 +129,21 @@ pub fn tick(root: u32, now: u64) {
     }
 }
 
-/// Retries the tenant's waiters on this worker now, from stream `me`'s callback.
+/// Retries the tenant's waiters on this worker now, longest waiting first, from stream `me`'s
+/// callback.
 pub fn wake_tenant(me: u32, tenant: &str) {
-    let ids: Vec<u32> = WAITERS.with(|w| {
+    let mut ids: Vec<(u64, u32)> = WAITERS.with(|w| {
         w.borrow()
             .iter()
             .filter(|(id, v)| **id != me && v.tenant == tenant)
-            .map(|(id, _)| *id)
+            .map(|(id, v)| (v.since, *id))
             .collect()
     });
     if ids.is_empty() {
         return;
     }
-    for id in ids {
+    ids.sort_unstable();
+    for (_, id) in ids {
         retry(id);
     }
     let _ = hostcalls::set_effective_context(me);
