@@ -225,11 +225,16 @@ func waitHTTP(p *process, url string, timeout time.Duration) error {
 	return errors.New(p.name + " not ready at " + url)
 }
 
-// randomClusterID is a Kafka cluster id: 16 random bytes, base64url without padding.
+// randomClusterID is a Kafka cluster id: 16 random bytes, base64url without padding. One in 64
+// starts with '-', which StorageTool's argument parser takes for an option: draw again.
 func randomClusterID() string {
 	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
+	for {
+		_, _ = rand.Read(b)
+		if id := base64.RawURLEncoding.EncodeToString(b); id[0] != '-' {
+			return id
+		}
+	}
 }
 
 // Exited reports the name of the first process that exits on its own.
