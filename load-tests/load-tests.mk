@@ -7,7 +7,7 @@ load_tests_default_goal := $(.DEFAULT_GOAL)
 LOAD_TESTS_SOURCES := $(shell find load-tests -path load-tests/k6 -prune -o \( -name '*.go' -o -name go.mod -o -name go.sum -o -name '*.yaml' \) -print)
 K6_SOURCES := $(shell find load-tests/k6 -name '*.go' -o -name go.mod -o -name go.sum)
 
-.PHONY: bench bench-quick bench-install k6 test-load-harness lint-load-tests
+.PHONY: bench bench-nats bench-quick bench-install k6 test-load-harness lint-load-tests
 
 # weighstation-bench, the benchmark suite and k6 (v1.8.1 with k6/x/weighstation) into .tools/bin.
 bench-install: $(BIN)/weighstation-bench $(BIN)/weighstation-benchsuite $(BIN)/k6
@@ -39,6 +39,12 @@ test-load-harness: tools $(BIN)/k6 lint-load-tests
 # docs/benchmarks/ (README.md with the tables and plots, suite.json, runs/).
 bench: tools wasm control-plane $(BIN)/weighstation-benchsuite
 	$(BIN)/weighstation-benchsuite -root $(ROOT) -out $(ROOT)/docs/benchmarks
+
+# NATS request/reply alone (~3 minutes): direct nats-server vs Envoy's tcp_proxy vs the filter,
+# alternating in one run at 10%, 40% and 80% of the gateway's saturation, with the ratios.
+bench-nats: tools wasm control-plane $(BIN)/weighstation-benchsuite
+	$(BIN)/weighstation-benchsuite -root $(ROOT) -out $(TOOLS)/bench-nats -only nats-request
+	@sed -n '/^## Direct/,/^## Rate/p' $(TOOLS)/bench-nats/README.md | grep -v '^!\[' | grep -v '^## Rate'
 
 # The same suite with measurements of a few seconds, to check it end to end (~3 minutes);
 # its figures are not evidence, so they go to .tools/bench-quick.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,14 +25,25 @@ func main() {
 	root := flag.String("root", ".", "repository root (holds .tools/ and the built filter)")
 	out := flag.String("out", "docs/benchmarks", "where the evidence goes (its runs/ is replaced)")
 	quick := flag.Bool("quick", false, "short measurements, to check the suite itself (figures are not evidence)")
+	only := flag.String("only", "", "comma-separated scenarios to measure (e.g. nats-request), each with its saturation probe; default all")
 	flag.Parse()
-	if err := run(*root, *out, *quick); err != nil {
+	if err := run(*root, *out, *quick, scenarioSet(*only)); err != nil {
 		fmt.Fprintln(os.Stderr, "weighstation-benchsuite:", err)
 		os.Exit(1)
 	}
 }
 
-func run(root, out string, quick bool) error {
+func scenarioSet(list string) map[string]bool {
+	set := map[string]bool{}
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			set[s] = true
+		}
+	}
+	return set
+}
+
+func run(root, out string, quick bool, only map[string]bool) error {
 	root, err := filepath.Abs(root)
 	if err != nil {
 		return err
@@ -46,7 +58,7 @@ func run(root, out string, quick bool) error {
 	if err != nil {
 		return err
 	}
-	s := &suite{ctx: ctx, root: root, stack: st, out: out, timing: fullTiming, watch: st.processes()}
+	s := &suite{ctx: ctx, root: root, stack: st, out: out, timing: fullTiming, watch: st.processes(), only: only}
 	defer func() { s.stack.stop() }() // the stack in use at the end (a failure restarts it)
 	if quick {
 		s.timing = quickTiming
@@ -94,13 +106,32 @@ func (s *suite) runAll() error {
 	}{{"nats-pubsub", 2000}, {"nats-request", 1000}, {"kafka-acks1", 1000}}
 	// Warm the stack up first (Kafka's JIT, Envoy's and the brokers' buffers), unmeasured, so
 	// the first probe step does not measure a stack that has just started.
+	// JetStream and acks=all are measured at the rate of their closest probe.
+	probed := map[string]string{"jetstream": "nats-request", "kafka-acksall": "kafka-acks1"}
+	needed := func(probe string) bool {
+		if len(s.only) == 0 || s.only[probe] {
+			return true
+		}
+		for scen, p := range probed {
+			if p == probe && s.only[scen] {
+				return true
+			}
+		}
+		return false
+	}
 	for _, scen := range []string{"nats-pubsub", "nats-request", "kafka-acks1"} {
+		if !needed(scen) {
+			continue
+		}
 		if err := s.try("warming up with "+scen, func() error { return s.warmUp(scen) }); err != nil {
 			return err
 		}
 	}
 	saturation := map[string]float64{}
 	for _, p := range probes {
+		if !needed(p.scenario) {
+			continue
+		}
 		fmt.Fprintf(os.Stderr, "saturation probe: %s\n", p.scenario)
 		err := s.try("saturation probe "+p.scenario, func() error {
 			pr, err := s.probeSaturation(p.scenario, p.start)
@@ -117,7 +148,12 @@ func (s *suite) runAll() error {
 		run  func() error
 	}
 	var steps []step
-	add := func(what string, run func() error) { steps = append(steps, step{what, run}) }
+	add := func(what string, run func() error) {
+		scen, _, _ := strings.Cut(what, " ")
+		if len(s.only) == 0 || s.only[scen] {
+			steps = append(steps, step{what, run})
+		}
+	}
 	for _, scen := range []string{"nats-pubsub", "nats-request", "kafka-acks1"} {
 		for _, l := range levels {
 			rate := roundRate(l.share * saturation[scen])

@@ -63,6 +63,7 @@ type suite struct {
 	out    string // docs/benchmarks
 	timing timing
 	watch  map[string]int
+	only   map[string]bool // scenarios to measure; empty: all
 
 	Probes      []probe
 	Comparisons []comparison

@@ -13,16 +13,17 @@ use crate::{shared, waiters};
 const INFLIGHT_POLL_NS: u64 = 5_000_000;
 
 /// In-flight counters a request holds until its reply (or timeout, or the connection's close).
+/// Only bounded counters are kept in shared data (a compare-and-swap each way); the in-flight
+/// gauge is counted either way. A limit set on a reload counts the requests admitted after it.
 #[derive(Debug, Clone)]
 pub struct InFlightSlot {
-    tenant_key: Rc<str>,
+    tenant_key: Option<Rc<str>>,
     override_key: Option<Rc<str>>,
 }
 
 impl InFlightSlot {
     pub fn release(&self) {
-        shared::release(&self.tenant_key);
-        if let Some(k) = &self.override_key {
+        for k in [&self.tenant_key, &self.override_key].into_iter().flatten() {
             shared::release(k);
         }
     }
@@ -126,19 +127,25 @@ fn check(ask: &Ask<'_>) -> Check {
             retry_ns: None,
             detail: format!("inFlight limit of tenant {name}: {limit} requests awaiting a reply"),
         };
-        if !shared::acquire(&who.keys.in_flight, tenant.limits.in_flight) {
-            return inflight_exhausted(tenant.limits.in_flight.unwrap_or_default());
+        let mut tenant_key = None;
+        if let Some(limit) = tenant.limits.in_flight {
+            if !shared::acquire(&who.keys.in_flight, Some(limit)) {
+                return inflight_exhausted(limit);
+            }
+            tenant_key = Some(who.keys.in_flight.clone());
         }
         let mut override_key = None;
-        if let Some((o, keys, _)) = over.filter(|(o, _, _)| o.in_flight.is_some()) {
-            if !shared::acquire(&keys.in_flight, o.in_flight) {
-                shared::release(&who.keys.in_flight);
-                return inflight_exhausted(o.in_flight.unwrap_or_default());
+        if let Some((limit, keys)) = over.and_then(|(o, k, _)| Some((o.in_flight?, k))) {
+            if !shared::acquire(&keys.in_flight, Some(limit)) {
+                if let Some(k) = &tenant_key {
+                    shared::release(k);
+                }
+                return inflight_exhausted(limit);
             }
             override_key = Some(keys.in_flight.clone());
         }
         slot = Some(InFlightSlot {
-            tenant_key: who.keys.in_flight.clone(),
+            tenant_key,
             override_key,
         });
     }
