@@ -52,6 +52,16 @@ func paced(t *testing.T, tenant, subject string, rate float64, conns int, d time
 	return total
 }
 
+// restedSubject is a fresh subject with a direct subscriber counting it, after a pause that
+// lets the tenant's bucket refill from earlier use.
+func restedSubject(t *testing.T, prefix string) (string, *collector) {
+	t.Helper()
+	subject := uniqueSubject(prefix)
+	c := collect(t, subject)
+	time.Sleep(200 * time.Millisecond)
+	return subject, c
+}
+
 // With Envoy on two workers and publishers spread over both, the delivered rate stays within
 // ±5% of the configured rate at 2x and 10x overload: the bucket is shared, not per worker.
 func TestNATSRateAccuracyAcrossWorkers(t *testing.T) {
@@ -60,9 +70,7 @@ func TestNATSRateAccuracyAcrossWorkers(t *testing.T) {
 	for _, overload := range []float64{2, 10} {
 		t.Run(strconv.Itoa(int(overload))+"x", func(t *testing.T) {
 			sink := &errorSink{}
-			subject := uniqueSubject("accuracy")
-			c := collect(t, subject)
-			time.Sleep(200 * time.Millisecond) // let the bucket refill from earlier use
+			subject, c := restedSubject(t, "accuracy")
 			sent := paced(t, "rate-reject", subject, limit*overload, 4, window, 0, sink)
 			d, _ := requireConservation(t, "accuracy", sent, c, func() int {
 				return sink.count("rate limit of tenant rate-reject")
@@ -88,19 +96,11 @@ func TestNATSRateDelayAccuracyUnderSustainedOverload(t *testing.T) {
 	for _, overload := range []float64{2, 4} {
 		t.Run(strconv.Itoa(int(overload))+"x", func(t *testing.T) {
 			sink := &errorSink{}
-			subject := uniqueSubject("delayaccuracy")
-			c := collect(t, subject)
-			time.Sleep(200 * time.Millisecond) // let the bucket refill from earlier use
+			subject, c := restedSubject(t, "delayaccuracy")
 			start := time.Now()
-			var sent int
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				sent = paced(t, "delay-accuracy", subject, limit*overload, 4, window, 1024, sink)
-			}()
+			sent := paced(t, "delay-accuracy", subject, limit*overload, 4, window, 1024, sink)
 			// The first second holds the burst; what follows is the sustained rate.
 			from, to := start.Add(time.Second), start.Add(window)
-			<-done
 			d, r := requireConservationWithin(t, "delay accuracy", sent, c, func() int {
 				return sink.count("queue limit of tenant delay-accuracy")
 			}, 20*time.Second)

@@ -380,6 +380,45 @@ func TestNATSInFlightRejectFailsFastNotByTimeout(t *testing.T) {
 	}
 }
 
+// A responder over its tenant's rate has its replies refused; each requester waiting for one
+// hears no-responders at once instead of timing out, and the responder is told why.
+func TestNATSRefusedReplyFailsItsRequesterFast(t *testing.T) {
+	subject := uniqueSubject("svc.limited")
+	sink := &errorSink{}
+	responder := tenantNATS(t, "rate-reject", sink)
+	if _, err := responder.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond([]byte("pong")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := responder.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	requester := directNATS(t, "acme", "acme-secret")
+	const sent = 40
+	var answered, noResponders int
+	var slowest time.Duration
+	for i := 0; i < sent; i++ {
+		start := time.Now()
+		_, err := requester.Request(subject, []byte("ping"), 5*time.Second)
+		switch {
+		case err == nil:
+			answered++
+		case errors.Is(err, nats.ErrNoResponders):
+			noResponders++
+			slowest = max(slowest, time.Since(start))
+		default:
+			t.Fatalf("request %d: %v after %s; want a reply or no-responders, never a timeout", i, err, time.Since(start))
+		}
+	}
+	t.Logf("responder at its rate limit: %d of %d answered, %d refused replies heard as no-responders (slowest %s)",
+		answered, sent, noResponders, slowest.Round(time.Microsecond))
+	if answered == 0 || noResponders == 0 {
+		t.Fatalf("answered %d, no-responders %d: want the burst answered and the rest refused", answered, noResponders)
+	}
+	eventually(t, 5*time.Second, "the responder told of each refused reply", func() bool {
+		return sink.count("Permissions Violation", "rate limit of tenant rate-reject") == noResponders
+	})
+}
+
 func TestNATSConnectionLimitRefusesTheNextConnection(t *testing.T) {
 	a := tenantNATS(t, "conns", nil)
 	tenantNATS(t, "conns", nil)

@@ -335,6 +335,7 @@ func (s *suite) compare(scen, level string, rate float64) error {
 func (s *suite) overload(scen string, t tenant, factor float64) error {
 	rate := factor * tenantLimit
 	dir := fmt.Sprintf("overload-%s-%s-%.0fx", scen, t.name, factor)
+	s.settle(t.name)
 	o := bench.Options{
 		Scenario: scen, Plan: s.plan(rate, s.timing.limitWarmup, s.timing.limitLength),
 		Config:    config(t, slug(dir), "weighstation-bench-"+t.name),
@@ -354,6 +355,8 @@ func (s *suite) overload(scen string, t tenant, factor float64) error {
 // noisyNeighbour measures acme at rate alone, then again while globex offers 10× its limit.
 func (s *suite) noisyNeighbour(scen string, rate float64) error {
 	n := neighbour{Scenario: scen, Rate: rate}
+	s.settle(acme.name)
+	s.settle(globex.name)
 	victim := func(dir string) bench.Options {
 		return bench.Options{
 			Scenario: scen, Plan: s.plan(rate, s.timing.limitWarmup, s.timing.limitLength),

@@ -11,12 +11,16 @@ pub use server::{ServerEdit, ServerHandler, ServerOp, ServerStream, MAX_SERVER_L
 pub use session::{Gate, Session, Verdict, SERVER_REFUSES_PAYLOAD};
 pub use stream::{ClientHandler, ClientStream, Publish};
 
-/// The user named in a CONNECT's JSON, if any. Only `user` is read; nats-server has already
-/// authenticated it by the time any PUB is forwarded.
-pub fn connect_user(json: &[u8]) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Connect {
-        user: Option<String>,
-    }
-    serde_json::from_slice::<Connect>(json).ok().and_then(|c| c.user)
+/// What the filter reads of a CONNECT's JSON (once per connection): the `user`, which
+/// nats-server has authenticated by the time any PUB is forwarded, and whether the client
+/// speaks headers (may send HPUB). Unreadable JSON reads as neither; nats-server judges it.
+#[derive(Debug, Default, PartialEq, Eq, serde::Deserialize)]
+pub struct Connect {
+    pub user: Option<String>,
+    #[serde(default)]
+    pub headers: bool,
+}
+
+pub fn parse_connect(json: &[u8]) -> Connect {
+    serde_json::from_slice(json).unwrap_or_default()
 }

@@ -5,7 +5,9 @@
 //!   swapped for the client's non-fatal `-ERR 'Permissions Violation …'`. PONGs come back in the
 //!   order of the PINGs, so the session keeps a queue of who owns each outstanding PING. A
 //!   refused request (it has a reply subject) is also sent to a subject nobody subscribes to,
-//!   so nats-server itself answers the requester with a no-responders status.
+//!   so nats-server itself answers the requester with a no-responders status. A refused reply
+//!   (a publish to an `_INBOX.` subject) is replaced by that status, sent to the requester
+//!   waiting for it, when the responder's connection speaks headers.
 //! - An oversized message is replaced by a PUB whose size exceeds any server's max_payload:
 //!   nats-server answers `-ERR 'Maximum Payload Violation'` and closes, as it would have.
 //! - After the PONG that completes the client's connect handshake, an INFO carrying the
@@ -24,6 +26,10 @@ use crate::scan::{Admission, Outcome};
 pub const SERVER_REFUSES_PAYLOAD: &[u8] = b"PUB _WEIGHSTATION.MAX_PAYLOAD 999999999\r\n";
 /// A subject for refused requests: with no subscriber, nats-server replies "no responders".
 const NO_RESPONDERS_SUBJECT: &str = "_WEIGHSTATION.REFUSED";
+/// Where nats.go's requests wait for their reply (its default inbox prefix).
+const INBOX_PREFIX: &[u8] = b"_INBOX.";
+/// The no-responders status nats-server sends a requester, as headers of an empty message.
+const NO_RESPONDERS_STATUS: &[u8] = b"NATS/1.0 503\r\n\r\n";
 
 /// The filter's limit decision for one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +78,8 @@ struct State {
     info_now: bool,
     server_info: Option<Vec<u8>>,
     advertised: Option<u64>,
+    /// The client's CONNECT declared headers: it may publish HPUB.
+    headers: bool,
 }
 
 impl Session {
@@ -118,7 +126,9 @@ struct ClientSide<'a, G> {
 
 impl<G: Gate> ClientHandler for ClientSide<'_, G> {
     fn connect(&mut self, json: &[u8]) -> Admission {
-        match self.gate.connect(super::connect_user(json).as_deref()) {
+        let connect = super::parse_connect(json);
+        self.state.headers = connect.headers;
+        match self.gate.connect(connect.user.as_deref()) {
             Ok(()) => {
                 self.state.info_after_pong = true;
                 Admission::Forward
@@ -146,12 +156,23 @@ impl<G: Gate> ClientHandler for ClientSide<'_, G> {
             Verdict::Refuse(text) => {
                 self.state.pongs.push_back(PongOwner::Refusal(text));
                 let mut with = Vec::with_capacity(64);
+                // Whoever waits for an answer hears no-responders at once instead of waiting
+                // out its timeout: the requester of a refused request from nats-server itself
+                // (it answers a request nobody subscribes to), the requester of a refused reply
+                // from the filter.
                 if let Some(reply) = p.reply {
                     with.extend_from_slice(b"PUB ");
                     with.extend_from_slice(NO_RESPONDERS_SUBJECT.as_bytes());
                     with.push(b' ');
                     with.extend_from_slice(reply);
                     with.extend_from_slice(b" 0\r\n\r\n");
+                } else if self.state.headers && p.subject.starts_with(INBOX_PREFIX) {
+                    let n = NO_RESPONDERS_STATUS.len();
+                    with.extend_from_slice(b"HPUB ");
+                    with.extend_from_slice(p.subject);
+                    with.extend_from_slice(format!(" {n} {n}\r\n").as_bytes());
+                    with.extend_from_slice(NO_RESPONDERS_STATUS);
+                    with.extend_from_slice(b"\r\n");
                 }
                 with.extend_from_slice(b"PING\r\n");
                 Admission::Replace(with)
@@ -326,6 +347,28 @@ mod tests {
         assert_eq!(text(&sent), "PUB _WEIGHSTATION.REFUSED _INBOX.a.1 0\r\n\r\nPING\r\n");
         server(&mut s, &mut g, b"HMSG _INBOX.a.1 1 16 16\r\nNATS/1.0 503\r\n\r\n\r\n");
         assert_eq!(g.delivered, vec![b"_INBOX.a.1".to_vec()]);
+    }
+
+    #[test]
+    fn a_refused_reply_tells_its_requester_no_responders() {
+        let (mut s, mut g) = (Session::default(), FakeGate::default());
+        client(&mut s, &mut g, b"CONNECT {\"headers\":true}\r\n");
+        g.verdicts = VecDeque::from([Verdict::Refuse("x".into()), Verdict::Refuse("y".into())]);
+        let sent = client(&mut s, &mut g, b"PUB _INBOX.r.7 5\r\nreply\r\nPUB orders 1\r\n1\r\n");
+        assert_eq!(
+            text(&sent),
+            "HPUB _INBOX.r.7 16 16\r\nNATS/1.0 503\r\n\r\n\r\nPING\r\nPING\r\n",
+            "a refused publish to any other subject has nobody waiting"
+        );
+    }
+
+    #[test]
+    fn a_client_without_headers_sends_no_status() {
+        let (mut s, mut g) = (Session::default(), FakeGate::default());
+        client(&mut s, &mut g, b"CONNECT {\"user\":\"a\"}\r\n");
+        g.verdicts = VecDeque::from([Verdict::Refuse("x".into())]);
+        let sent = client(&mut s, &mut g, b"PUB _INBOX.r.7 5\r\nreply\r\n");
+        assert_eq!(text(&sent), "PING\r\n", "nats-server would refuse its HPUB");
     }
 
     #[test]
