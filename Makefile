@@ -32,10 +32,13 @@ $(BIN)/weighstation-localstack: $(GO_SOURCES)
 validate: control-plane
 	$(BIN)/weighstation validate $${POLICY_DIR:-policies}
 
+# The fuzz targets are checked (on stable) too: a core API change that breaks them fails here,
+# not at the next `make fuzz`.
 lint: lint-load-tests
 	@test -z "$$(gofmt -l control-plane)" || { gofmt -l control-plane; echo "gofmt: files above need formatting"; exit 1; }
 	cd wasm-filter && cargo fmt --check
 	cd wasm-filter && cargo clippy --locked --target wasm32-wasip1 -p weighstation-filter -p weighstation-core -- -D warnings
+	cd wasm-filter/fuzz && CARGO_TARGET_DIR=$(TOOLS)/fuzz-check cargo check --locked --bins --quiet
 	cd control-plane && go vet ./...
 
 test-unit: test-rust test-go

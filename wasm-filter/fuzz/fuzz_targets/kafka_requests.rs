@@ -1,17 +1,32 @@
 //! Any bytes, in any split: the Kafka request scanner and the Produce walker never panic and
-//! never ask to buffer past their bounds.
+//! never ask to buffer past their bounds. The buffer is handled as the glue does: forwarded
+//! whole, or up to the held request, whose bytes are presented again with the next read.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weighstation_core::kafka::{sasl_plain_user, MAX_HEADER_BYTES, visit_produce, RequestHandler, RequestHeader, RequestStream, StreamOutcome};
+use weighstation_core::kafka::{sasl_plain_user, visit_produce, RequestHandler, RequestHeader, RequestStream, MAX_HEADER_BYTES};
+use weighstation_core::scan::Admission;
 
-struct Walk;
+/// Walks every body it is given; holds each request once, then forwards or replaces it by
+/// its correlation id, so holding, editing and forwarding all run.
+#[derive(Default)]
+struct Walk {
+    held_once: bool,
+}
 
 impl RequestHandler for Walk {
-    fn request(&mut self, h: &RequestHeader<'_>, body: Option<&[u8]>) {
-        if let Some(b) = body {
-            let _ = visit_produce(b, h.api_version, |_| {});
-            let _ = sasl_plain_user(b, h.api_version);
+    fn request(&mut self, h: &RequestHeader<'_>, body: Option<&[u8]>) -> Admission {
+        let Some(b) = body else { return Admission::Forward };
+        let _ = visit_produce(b, h.api_version, |_| {});
+        let _ = sasl_plain_user(b, h.api_version);
+        self.held_once = !self.held_once;
+        if self.held_once {
+            return Admission::Hold;
+        }
+        match h.correlation_id.rem_euclid(3) {
+            0 => Admission::Forward,
+            1 => Admission::Replace(h.correlation_id.to_be_bytes().to_vec()),
+            _ => Admission::Close(Vec::new()),
         }
     }
 }
@@ -22,13 +37,22 @@ const MAX_HELD: usize = 4096 + MAX_HEADER_BYTES + 4;
 fuzz_target!(|data: &[u8]| {
     let Some((&split, stream)) = data.split_first() else { return };
     let mut scanner = RequestStream::new(4096);
+    let mut walk = Walk::default();
     let mut held: Vec<u8> = Vec::new();
     for chunk in stream.chunks(usize::from(split).max(1)) {
         held.extend_from_slice(chunk);
-        match scanner.process(&held, &mut Walk) {
-            StreamOutcome::Forward => held.clear(),
-            StreamOutcome::Hold => assert!(held.len() <= MAX_HELD, "held {} bytes", held.len()),
-            StreamOutcome::Close(_) => return,
+        // A hold is retried once more, as a tick would, before the next read arrives.
+        for _ in 0..2 {
+            let Ok(outcome) = scanner.process(&held, &mut walk) else { return };
+            let out = outcome.replace.unwrap_or_else(|| held.clone());
+            if !outcome.hold {
+                held.clear();
+                break;
+            }
+            assert!(outcome.decided <= out.len(), "decided {} of {}", outcome.decided, out.len());
+            held = out[outcome.decided..].to_vec();
+            scanner.forwarded(outcome.decided);
+            assert!(held.len() <= MAX_HELD + chunk.len(), "held {} bytes", held.len());
         }
     }
 });
