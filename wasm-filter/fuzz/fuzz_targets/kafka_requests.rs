@@ -4,7 +4,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weighstation_core::kafka::{sasl_plain_user, visit_produce, RequestHandler, RequestHeader, RequestStream, MAX_HEADER_BYTES};
+use weighstation_core::kafka::{
+    sasl_plain_user, visit_produce, RequestHandler, RequestHeader, RequestStream, MAX_HEADER_BYTES,
+};
 use weighstation_core::scan::Admission;
 
 /// Walks every body it is given; holds each request once, then forwards or replaces it by
@@ -35,7 +37,9 @@ impl RequestHandler for Walk {
 const MAX_HELD: usize = 4096 + MAX_HEADER_BYTES + 4;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&split, stream)) = data.split_first() else { return };
+    let Some((&split, stream)) = data.split_first() else {
+        return;
+    };
     let mut scanner = RequestStream::new(4096);
     let mut walk = Walk::default();
     let mut held: Vec<u8> = Vec::new();
@@ -43,13 +47,20 @@ fuzz_target!(|data: &[u8]| {
         held.extend_from_slice(chunk);
         // A hold is retried once more, as a tick would, before the next read arrives.
         for _ in 0..2 {
-            let Ok(outcome) = scanner.process(&held, &mut walk) else { return };
+            let Ok(outcome) = scanner.process(&held, &mut walk) else {
+                return;
+            };
             let out = outcome.replace.unwrap_or_else(|| held.clone());
             if !outcome.hold {
                 held.clear();
                 break;
             }
-            assert!(outcome.decided <= out.len(), "decided {} of {}", outcome.decided, out.len());
+            assert!(
+                outcome.decided <= out.len(),
+                "decided {} of {}",
+                outcome.decided,
+                out.len()
+            );
             held = out[outcome.decided..].to_vec();
             scanner.forwarded(outcome.decided);
             assert!(held.len() <= MAX_HELD + chunk.len(), "held {} bytes", held.len());

@@ -13,7 +13,11 @@ struct DrawnGate<'a> {
 
 impl DrawnGate<'_> {
     fn draw(&mut self) -> u8 {
-        let c = self.choices.get(self.next % self.choices.len().max(1)).copied().unwrap_or(0);
+        let c = self
+            .choices
+            .get(self.next % self.choices.len().max(1))
+            .copied()
+            .unwrap_or(0);
         self.next += 1;
         c
     }
@@ -42,7 +46,9 @@ impl Gate for DrawnGate<'_> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&split, rest)) = data.split_first() else { return };
+    let Some((&split, rest)) = data.split_first() else {
+        return;
+    };
     let (choices, stream) = rest.split_at(rest.len().min(8));
     let mut gate = DrawnGate { choices, next: 0 };
     let mut session = Session::default();
