@@ -12,10 +12,11 @@ import (
 	"github.com/weighstation/weighstation/control-plane/internal/localstack"
 )
 
-// testTenants have a policy each in testdata/tenants.yaml and a NATS user of the same name.
+// testTenants have a NATS user of the same name and, but for those a test writes itself
+// (reload-rate), a policy each in testdata/tenants.yaml.
 var testTenants = []string{
 	"size-enforce", "size-dry", "rate-reject", "rate-delay", "delay-accuracy", "rate-dry", "queue-tight",
-	"inflight-delay", "inflight-reject", "conns", "override", "iso-a", "iso-b", "slow-rate",
+	"inflight-delay", "inflight-reject", "conns", "override", "iso-a", "iso-b", "slow-rate", "reload-rate",
 }
 
 var (

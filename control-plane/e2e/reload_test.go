@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -184,5 +186,128 @@ func TestReloadKeepsUnchangedBuckets(t *testing.T) {
 	refill := int(time.Since(start).Seconds()) + 1
 	if d > refill {
 		t.Fatalf("%d of 10 got through right after the reload, more than the %d a second's refill allows: the bucket was reset", d, refill)
+	}
+}
+
+// A reload that leaves a tenant's inFlight unchanged keeps the count of its requests awaiting a
+// reply: five requests held by a responder still fill a limit of five after someone else's
+// policy changes, and their replies free the slots.
+func TestReloadKeepsInFlightCounts(t *testing.T) {
+	t.Cleanup(func() {
+		removePolicy(t, "keep-inflight.yaml")
+		if err := stack.WaitInSync(10 * time.Second); err != nil {
+			t.Error(err)
+		}
+	})
+	subject := uniqueSubject("svc.held")
+	requests := make(chan *nats.Msg, 10)
+	responder := directNATS(t, "acme", "acme-secret")
+	if _, err := responder.ChanSubscribe(subject, requests); err != nil {
+		t.Fatal(err)
+	}
+	if err := responder.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	nc := tenantNATS(t, "inflight-reject", &errorSink{})
+	answers := make(chan error, 5)
+	for i := 0; i < 5; i++ {
+		go func() {
+			_, err := nc.Request(subject, []byte("held"), 15*time.Second)
+			answers <- err
+		}()
+	}
+	var held []*nats.Msg
+	for len(held) < 5 {
+		select {
+		case m := <-requests:
+			held = append(held, m)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of 5 requests reached the responder", len(held))
+		}
+	}
+
+	old := activeVersion(t)
+	writePolicy(t, "keep-inflight.yaml", strings.NewReplacer("late", "keep-inflight", "[anon]", "[keep-inflight]").Replace(lateTenant))
+	eventually(t, 2*time.Second, "the unrelated change is in force", func() bool {
+		return activeVersion(t) != old && stack.WaitInSync(10*time.Millisecond) == nil
+	})
+
+	if _, err := nc.Request(subject, []byte("sixth"), 5*time.Second); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("a sixth request after the reload: %v; want %v (the five in flight still count)", err, nats.ErrNoResponders)
+	}
+	for _, m := range held {
+		if err := m.Respond([]byte("done")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 5; i++ {
+		if err := <-answers; err != nil {
+			t.Fatalf("a held request: %v", err)
+		}
+	}
+	go func() {
+		for m := range requests {
+			_ = m.Respond([]byte("done"))
+		}
+	}()
+	eventually(t, 2*time.Second, "the replies free the slots", func() bool {
+		_, err := nc.Request(subject, []byte("again"), 2*time.Second)
+		return err == nil
+	})
+}
+
+// A reload that changes a tenant's rate governs its open connections within 2 s.
+func TestReloadAppliesANewRateToOpenConnections(t *testing.T) {
+	policy := func(perSecond, burst int) string {
+		return fmt.Sprintf(`apiVersion: weighstation.io/v1alpha1
+kind: LimitPolicy
+metadata:
+  name: reload-rate
+spec:
+  tenant: reload-rate
+  identify:
+    nats: { users: [reload-rate] }
+  onLimit: reject
+  limits:
+    rate: { messagesPerSecond: %d, burstMessages: %d }
+`, perSecond, burst)
+	}
+	t.Cleanup(func() {
+		removePolicy(t, "reload-rate.yaml")
+		if err := stack.WaitInSync(10 * time.Second); err != nil {
+			t.Error(err)
+		}
+	})
+	old := activeVersion(t)
+	writePolicy(t, "reload-rate.yaml", policy(1000, 1000))
+	eventually(t, 5*time.Second, "the tenant is in force", func() bool {
+		return activeVersion(t) != old && stack.WaitInSync(10*time.Millisecond) == nil
+	})
+	sink := &errorSink{}
+	nc := tenantNATS(t, "reload-rate", sink)
+	refused := func() int { return sink.count("rate limit of tenant reload-rate") }
+
+	subject := uniqueSubject("reloadrate")
+	c := collect(t, subject)
+	publishBurst(t, nc, subject, 50, "before")
+	requireConservation(t, "at 1000/s", 50, c, refused)
+	if refused() != 0 {
+		t.Fatalf("%d of 50 refused under a 1000/s limit", refused())
+	}
+
+	old = activeVersion(t)
+	start := time.Now()
+	writePolicy(t, "reload-rate.yaml", policy(1, 5))
+	took := eventually(t, 2*time.Second, "the new rate is in force", func() bool {
+		return activeVersion(t) != old && stack.WaitInSync(10*time.Millisecond) == nil
+	})
+	subject = uniqueSubject("reloadrate")
+	c = collect(t, subject)
+	publishBurst(t, nc, subject, 50, "after")
+	d, r := requireConservation(t, "at 1/s", 50, c, refused)
+	t.Logf("the new rate was in force on the open connection %s after the file was written; of 50 sent then, %d delivered, %d refused",
+		took.Round(time.Millisecond), d, r)
+	if d > 5+int(time.Since(start).Seconds())+1 {
+		t.Fatalf("%d of 50 delivered on the open connection: the 1/s limit (burst 5) is not in force", d)
 	}
 }
