@@ -65,6 +65,15 @@ impl<'a> Cursor<'a> {
         self.bytes(usize::try_from(n - 1).ok()?).map(Some)
     }
 
+    /// A nullable string in a flexible (compact) or classic encoding.
+    pub(crate) fn string_field(&mut self, compact: bool) -> Option<Option<&'a [u8]>> {
+        if compact {
+            self.compact_nullable()
+        } else {
+            self.nullable_string()
+        }
+    }
+
     /// Nullable bytes (int32 length, -1 = null).
     pub(crate) fn nullable_bytes(&mut self) -> Option<Option<&'a [u8]>> {
         let len = self.i32()?;

@@ -102,11 +102,7 @@ fn produce_throttle_offset(frame: &[u8], version: i16) -> Option<usize> {
     }
     let topics = c.array_len(flexible)?;
     for _ in 0..topics {
-        if flexible {
-            c.compact_nullable()?;
-        } else {
-            c.nullable_string()?;
-        }
+        c.string_field(flexible)?;
         let partitions = c.array_len(flexible)?;
         for _ in 0..partitions {
             c.bytes(4 + 2 + 8 + 8)?; // index, error, base offset, log append time
@@ -117,18 +113,12 @@ fn produce_throttle_offset(frame: &[u8], version: i16) -> Option<usize> {
                 let record_errors = c.array_len(flexible)?;
                 for _ in 0..record_errors {
                     c.i32()?;
+                    c.string_field(flexible)?;
                     if flexible {
-                        c.compact_nullable()?;
                         c.skip_tagged_fields()?;
-                    } else {
-                        c.nullable_string()?;
                     }
                 }
-                if flexible {
-                    c.compact_nullable()?;
-                } else {
-                    c.nullable_string()?;
-                }
+                c.string_field(flexible)?;
             }
             if flexible {
                 c.skip_tagged_fields()?;

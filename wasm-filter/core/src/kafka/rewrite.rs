@@ -47,12 +47,7 @@ impl Writer {
 
 /// Reads one broker endpoint (host, port) and writes it back, rewritten if the map knows it.
 fn endpoint(c: &mut Cursor<'_>, w: &mut Writer, map: &impl BrokerMap) -> Option<()> {
-    let host = if w.flexible {
-        c.compact_nullable()?
-    } else {
-        c.nullable_string()?
-    }
-    .unwrap_or_default();
+    let host = c.string_field(w.flexible)?.unwrap_or_default();
     let port = c.i32()?;
     match map.gateway_for(host, port) {
         Some((h, p)) => {
@@ -108,11 +103,7 @@ pub fn rewrite_brokers(frame: &[u8], api_key: i16, version: i16, map: &impl Brok
                 endpoint(&mut c, &mut w, map)?;
                 let at = c.position();
                 if version >= 1 {
-                    if flexible {
-                        c.compact_nullable()?;
-                    } else {
-                        c.nullable_string()?;
-                    }
+                    c.string_field(flexible)?;
                 }
                 if flexible {
                     c.skip_tagged_fields()?;
@@ -144,11 +135,7 @@ pub fn rewrite_brokers(frame: &[u8], api_key: i16, version: i16, map: &impl Brok
             } else {
                 c.i16()?; // error code
                 if version >= 1 {
-                    if flexible {
-                        c.compact_nullable()?;
-                    } else {
-                        c.nullable_string()?;
-                    }
+                    c.string_field(flexible)?;
                 }
                 c.i32()?; // node id
                 copy_since(frame, &c, start, &mut w)?;
