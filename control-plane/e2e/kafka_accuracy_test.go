@@ -39,13 +39,7 @@ func pacedProduceSpan(t *testing.T, clientID, topic string, rate float64, conns 
 			defer wg.Done()
 			// In flight per connection: an open-loop schedule over a request/response protocol.
 			var inner sync.WaitGroup
-			start := time.Now()
-			for n := 0; ; n++ {
-				at := start.Add(time.Duration(float64(n) / perConn * float64(time.Second)))
-				if at.Sub(start) >= d {
-					break
-				}
-				time.Sleep(time.Until(at))
+			onSchedule(perConn, d, func(n int) bool {
 				req := &sarama.ProduceRequest{RequiredAcks: acks, Timeout: 10000, Version: 7}
 				req.AddBatch(topic, 0, &sarama.RecordBatch{Version: 2, FirstTimestamp: time.Now(), MaxTimestamp: time.Now(), ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
 					Records: []*sarama.Record{{Value: []byte(strconv.Itoa(c) + "-" + strconv.Itoa(n))}}})
@@ -72,7 +66,8 @@ func pacedProduceSpan(t *testing.T, clientID, topic string, rate float64, conns 
 						t.Errorf("produce: %v", resp.GetBlock(topic, 0).Err)
 					}
 				}()
-			}
+				return true
+			})
 			inner.Wait()
 		}(c, b)
 	}

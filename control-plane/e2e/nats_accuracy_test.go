@@ -10,6 +10,22 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
+// onSchedule calls send with n = 0, 1, 2, … at rate per second for d, each at its planned
+// time whatever the previous call took (open loop), until d has passed or send returns false.
+func onSchedule(rate float64, d time.Duration, send func(n int) bool) {
+	start := time.Now()
+	for n := 0; ; n++ {
+		at := start.Add(time.Duration(float64(n) / rate * float64(time.Second)))
+		if at.Sub(start) >= d {
+			return
+		}
+		time.Sleep(time.Until(at))
+		if !send(n) {
+			return
+		}
+	}
+}
+
 // paced publishes at a fixed rate (open loop: the schedule never waits for the gateway) on
 // conns connections for d, and returns how many messages it sent. Payloads are padded to at
 // least pad bytes.
@@ -26,21 +42,16 @@ func paced(t *testing.T, tenant, subject string, rate float64, conns int, d time
 		wg.Add(1)
 		go func(i int, nc *nats.Conn) {
 			defer wg.Done()
-			start := time.Now()
-			for n := 0; ; n++ {
-				at := start.Add(time.Duration(float64(n) / perConn * float64(time.Second)))
-				if at.Sub(start) >= d {
-					break
-				}
-				time.Sleep(time.Until(at))
+			onSchedule(perConn, d, func(n int) bool {
 				payload := []byte(strconv.Itoa(i) + "-" + strconv.Itoa(n) + "-")
 				payload = append(payload, make([]byte, max(0, pad-len(payload)))...)
 				if err := nc.Publish(subject, payload); err != nil {
 					t.Errorf("publish: %v", err)
-					return
+					return false
 				}
 				sent[i]++
-			}
+				return true
+			})
 			_ = nc.FlushTimeout(30 * time.Second)
 		}(i, nc)
 	}
