@@ -84,6 +84,10 @@ type Engine struct {
 	state   []atomic.Uint32
 	start   time.Time
 	targets []*targetStats
+	// sleepUntil is how the dispatcher waits for the next send: nanosleepUntil in a real run.
+	// It is the engine's one way of waiting that the time package cannot fake, so tests
+	// replace it with Go's timers and run the engine on testing/synctest's virtual clock.
+	sleepUntil func(t time.Time, maxNap time.Duration)
 
 	// closing makes late completions (after the run's results were taken) no-ops.
 	closing sync.RWMutex
@@ -129,11 +133,12 @@ func New(plan Plan, targetNames []string) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		plan:     plan,
-		offsets:  offsets,
-		state:    make([]atomic.Uint32, len(offsets)),
-		lag:      hist.NewRecorder(),
-		interval: hist.NewRecorder(),
+		plan:       plan,
+		offsets:    offsets,
+		state:      make([]atomic.Uint32, len(offsets)),
+		sleepUntil: nanosleepUntil,
+		lag:        hist.NewRecorder(),
+		interval:   hist.NewRecorder(),
 	}
 	for _, n := range targetNames {
 		e.targets = append(e.targets, &targetStats{name: n, latency: hist.NewRecorder()})

@@ -78,7 +78,7 @@ func (e *Engine) dispatch(ctx context.Context, targets []Target) {
 			if ctx.Err() != nil {
 				return
 			}
-			sleepUntil(due, 50*time.Millisecond)
+			e.sleepUntil(due, 50*time.Millisecond)
 		}
 		ti := e.targetOf(seq)
 		if e.inFlight.Load() >= int64(e.plan.MaxInFlight) {
