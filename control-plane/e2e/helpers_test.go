@@ -3,7 +3,9 @@ package e2e
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -75,6 +77,77 @@ func labelsMatch(set string, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// peakGauge samples one of the filter's gauges from Envoy's admin endpoint, as often as it
+// answers, until stop is called; stop returns the highest value seen and how many samples were
+// taken. Gauges are summed across Envoy's workers, so the peak is the tenant's, not a worker's.
+type peakGauge struct {
+	stopping chan struct{}
+	done     chan struct{}
+	peak     float64
+	samples  int
+	err      error
+}
+
+// samplePeak starts sampling metric{protocol, tenant} (a gauge the filter defines per tenant).
+func samplePeak(t *testing.T, metric, protocol, tenant string) *peakGauge {
+	t.Helper()
+	stat := fmt.Sprintf("wasmcustom.%s.protocol.%s.tenant.%s", metric, protocol, tenant)
+	u := "http://" + addr(ports.Admin) + "/stats?filter=" + url.QueryEscape("^"+regexp.QuoteMeta(stat)+"$")
+	g := &peakGauge{stopping: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(g.done)
+		for {
+			select {
+			case <-g.stopping:
+				return
+			default:
+			}
+			v, err := readStat(u, stat)
+			if err != nil {
+				g.err = err
+				return
+			}
+			g.peak = max(g.peak, v)
+			g.samples++
+		}
+	}()
+	return g
+}
+
+// stop ends the sampling and returns the peak; it fails the test if sampling failed or took
+// too few samples to mean anything.
+func (g *peakGauge) stop(t *testing.T) float64 {
+	t.Helper()
+	close(g.stopping)
+	<-g.done
+	if g.err != nil {
+		t.Fatalf("sampling a gauge: %v", g.err)
+	}
+	if g.samples < 20 {
+		t.Fatalf("only %d gauge samples: the peak means nothing", g.samples)
+	}
+	return g.peak
+}
+
+// readStat reads one stat from /stats (text: "name: value"); a stat not defined yet reads 0.
+func readStat(u, stat string) (float64, error) {
+	resp, err := http.Get(u)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, stat+": "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, nil
 }
 
 // eventually polls cond until it holds or timeout passes, and reports how long it took.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,11 +35,21 @@ func produceEach(t *testing.T, clientID, topic string, n, size int) (int, []erro
 	return acked, errs
 }
 
-// topicRecords reads partition 0 of topic from the start (directly from the broker's listener
-// through the gateway is fine: Fetch passes untouched) until it has been quiet for a moment.
+// topicRecords reads partition 0 of topic from the start up to its high watermark, read first:
+// every record the broker has committed (acks=all acknowledges only committed records), and no
+// waiting for a quiet moment. Fetch passes through the gateway untouched.
 func topicRecords(t *testing.T, topic string) []string {
 	t.Helper()
-	c, err := sarama.NewConsumer([]string{addr(ports.Kafka)}, kafkaConfig("acme-reader"))
+	client, err := sarama.NewClient([]string{addr(ports.Kafka)}, kafkaConfig("acme-reader"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	end, err := client.GetOffset(topic, 0, sarama.OffsetNewest)
+	if err != nil {
+		t.Fatalf("the end of %s: %v", topic, err)
+	}
+	c, err := sarama.NewConsumerFromClient(client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,14 +60,17 @@ func topicRecords(t *testing.T, topic string) []string {
 	}
 	defer pc.Close()
 	var out []string
-	for {
+	for int64(len(out)) < end {
 		select {
 		case m := <-pc.Messages():
 			out = append(out, string(m.Value))
-		case <-time.After(1500 * time.Millisecond):
-			return out
+		case err := <-pc.Errors():
+			t.Fatalf("reading %s: %v", topic, err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("read %d of the %d records in %s", len(out), end, topic)
 		}
 	}
+	return out
 }
 
 func errorsWith(errs []error, target error) int {
@@ -135,35 +149,77 @@ func TestKafkaRateDelayHoldsTheProducerAndLosesNothing(t *testing.T) {
 	}
 }
 
-// throttle_time_ms in the real Produce response reports the delay the gateway added.
+// throttle_time_ms in the real Produce response reports the delay the gateway added: fifteen
+// connections send one Produce each at once to a 50/s tenant with a burst of 5, so ten are held
+// for about 20 to 200 ms. Each response's throttle_time_ms must be the hold its own client saw:
+// no more than the round trip, and no less than the round trip minus throttleSlack (the broker's
+// acks=all write and the loopback hops, which a loaded 2-core machine stretches).
 func TestKafkaDelayIsReportedInThrottleTime(t *testing.T) {
+	const conns = 15
+	const throttleSlack = 50 * time.Millisecond
 	topic := strings.ReplaceAll(uniqueSubject("kafka-throttle"), ".", "-")
 	produceEach(t, "kafka-delay-warm", topic, 1, 10) // creates the topic
-	cfg := kafkaConfig("kafka-delay-raw")
-	b := sarama.NewBroker(addr(ports.Kafka))
-	if err := b.Open(cfg); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	most := time.Duration(0)
-	for i := 0; i < 15; i++ {
-		req := &sarama.ProduceRequest{RequiredAcks: sarama.WaitForAll, Timeout: 10000, Version: 7}
-		req.AddBatch(topic, 0, &sarama.RecordBatch{
-			Version: 2, FirstTimestamp: time.Now(), MaxTimestamp: time.Now(), ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
-			Records: []*sarama.Record{{Value: []byte(fmt.Sprintf("r%d", i))}},
-		})
-		resp, err := b.Produce(req)
-		if err != nil {
-			t.Fatalf("produce %d: %v", i, err)
+	var brokers []*sarama.Broker
+	for i := 0; i < conns; i++ {
+		b := sarama.NewBroker(addr(ports.Kafka))
+		if err := b.Open(kafkaConfig("kafka-delay-raw")); err != nil {
+			t.Fatal(err)
 		}
-		if blk := resp.GetBlock(topic, 0); blk == nil || blk.Err != sarama.ErrNoError {
-			t.Fatalf("produce %d: %+v", i, blk)
+		defer b.Close()
+		if _, err := b.ApiVersions(&sarama.ApiVersionsRequest{}); err != nil { // connected
+			t.Fatal(err)
 		}
-		most = max(most, resp.ThrottleTime)
+		brokers = append(brokers, b)
 	}
-	t.Logf("largest throttle_time_ms reported: %s", most)
-	if most <= 0 {
-		t.Fatal("no delay was reported in throttle_time_ms")
+	roundTrip := make([]time.Duration, conns)
+	throttle := make([]time.Duration, conns)
+	errs := make([]error, conns)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, b := range brokers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := &sarama.ProduceRequest{RequiredAcks: sarama.WaitForAll, Timeout: 10000, Version: 7}
+			req.AddBatch(topic, 0, &sarama.RecordBatch{
+				Version: 2, FirstTimestamp: time.Now(), MaxTimestamp: time.Now(), ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
+				Records: []*sarama.Record{{Value: []byte(fmt.Sprintf("r%d", i))}},
+			})
+			<-start
+			sent := time.Now()
+			resp, err := b.Produce(req)
+			roundTrip[i] = time.Since(sent)
+			switch {
+			case err != nil:
+				errs[i] = err
+			case resp.GetBlock(topic, 0) == nil || resp.GetBlock(topic, 0).Err != sarama.ErrNoError:
+				errs[i] = fmt.Errorf("%+v", resp.GetBlock(topic, 0))
+			default:
+				throttle[i] = resp.ThrottleTime
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	held := 0
+	for i := range brokers {
+		if errs[i] != nil {
+			t.Fatalf("produce %d: %v", i, errs[i])
+		}
+		t.Logf("request %2d: round trip %6.1f ms, throttle_time_ms %4d", i, float64(roundTrip[i].Microseconds())/1000, throttle[i].Milliseconds())
+		// throttle_time_ms is whole milliseconds, truncated, so it never exceeds a true round trip.
+		if throttle[i] > roundTrip[i] {
+			t.Errorf("request %d: throttle_time_ms %s is more than its round trip %s", i, throttle[i], roundTrip[i])
+		}
+		if roundTrip[i]-throttle[i] > throttleSlack {
+			t.Errorf("request %d: throttle_time_ms %s is more than %s under its round trip %s", i, throttle[i], throttleSlack, roundTrip[i])
+		}
+		if throttle[i] >= 20*time.Millisecond {
+			held++
+		}
+	}
+	if held < conns/2 {
+		t.Fatalf("%d of %d requests were reported held ≥ 20 ms; ten of them had to wait for the 50/s rate", held, conns)
 	}
 }
 
@@ -198,9 +254,11 @@ func TestKafkaConsumerGroupThroughGateway(t *testing.T) {
 	}
 	defer group.Close()
 	h := &countingHandler{want: 5, done: make(chan struct{})}
+	consumed := make(chan error, 1)
 	go func() {
-		for h.err == nil {
+		for {
 			if err := group.Consume(t.Context(), []string{topic}, h); err != nil {
+				consumed <- err
 				return
 			}
 			select {
@@ -212,15 +270,26 @@ func TestKafkaConsumerGroupThroughGateway(t *testing.T) {
 	}()
 	select {
 	case <-h.done:
+	case err := <-consumed:
+		t.Fatalf("the group stopped after %d of 5 records: %v", h.count(), err)
 	case <-time.After(30 * time.Second):
-		t.Fatalf("the group consumed %d of 5 records", h.got)
+		t.Fatalf("the group consumed %d of 5 records", h.count())
 	}
 }
 
+// countingHandler closes done once it has consumed want records. sarama calls ConsumeClaim on
+// its own goroutines (one per claimed partition), so the count is guarded.
 type countingHandler struct {
-	want, got int
-	done      chan struct{}
-	err       error
+	want int
+	done chan struct{}
+	mu   sync.Mutex
+	got  int
+}
+
+func (h *countingHandler) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.got
 }
 
 func (h *countingHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
@@ -228,8 +297,11 @@ func (h *countingHandler) Cleanup(sarama.ConsumerGroupSession) error { return ni
 func (h *countingHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
 	for m := range c.Messages() {
 		s.MarkMessage(m, "")
+		h.mu.Lock()
 		h.got++
-		if h.got == h.want {
+		reached := h.got == h.want
+		h.mu.Unlock()
+		if reached {
 			close(h.done)
 			return nil
 		}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,7 @@ func tenantNATS(t *testing.T, tenant string, sink *errorSink) *nats.Conn {
 
 // collector counts distinct messages a direct subscriber receives on a subject.
 type collector struct {
+	nc       *nats.Conn
 	mu       sync.Mutex
 	seen     map[string]int
 	arrivals []time.Time // of each distinct message
@@ -69,8 +71,8 @@ type collector struct {
 
 func collect(t *testing.T, subject string) *collector {
 	t.Helper()
-	c := &collector{seen: map[string]int{}}
 	nc := directNATS(t, "acme", "acme-secret")
+	c := &collector{nc: nc, seen: map[string]int{}}
 	if _, err := nc.Subscribe(subject, func(m *nats.Msg) {
 		c.mu.Lock()
 		now := time.Now()
@@ -90,6 +92,16 @@ func collect(t *testing.T, subject string) *collector {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// settle makes sure the subscriber has been given everything nats-server had received for it
+// when settle was called: the server answers the subscriber's PING after delivering what it
+// routed to it before.
+func (c *collector) settle(t *testing.T) {
+	t.Helper()
+	if err := c.nc.Flush(); err != nil {
+		t.Fatalf("flushing the subscriber: %v", err)
+	}
 }
 
 func (c *collector) delivered() int {
@@ -184,7 +196,10 @@ func TestNATSMaxPayloadIsAdvertisedAndEnforced(t *testing.T) {
 	if !raw.closed(5 * time.Second) {
 		t.Fatal("the connection stayed open after a payload violation")
 	}
-	time.Sleep(200 * time.Millisecond)
+	// The gateway's connection to nats-server is closed too, so whatever it forwarded has been
+	// routed: once the small message has arrived, settle shows whether the large one followed.
+	eventually(t, 5*time.Second, "the small message is delivered", func() bool { return c.delivered() >= 1 })
+	c.settle(t)
 	if c.delivered() != 1 {
 		t.Fatalf("the direct subscriber got %d messages, want only the small one", c.delivered())
 	}
@@ -230,22 +245,31 @@ func TestNATSRateRejectRefusesTheExcessAndReportsEveryRefusal(t *testing.T) {
 	}
 }
 
+// A publisher over its rate in delay mode is held — its own flush completes only as the gateway
+// admits its messages — and the messages reach the subscriber at the limit, none lost. A gateway
+// that buffered the messages instead would let the flush return at once.
 func TestNATSRateDelayHoldsThePublisherAndLosesNothing(t *testing.T) {
+	const limit, burst, sent = 200.0, 10, 400
 	sink := &errorSink{}
 	nc := tenantNATS(t, "rate-delay", sink)
 	subject := uniqueSubject("ratedelay")
 	c := collect(t, subject)
 	labels := map[string]string{"protocol": "nats", "tenant": "rate-delay"}
 	delayedBefore := metric(t, "weighstation_messages_delayed", labels)
-	const sent = 400
 	start := time.Now()
-	publishBurst(t, nc, subject, sent, "m")
+	publishBurst(t, nc, subject, sent, "m") // returns when the flush's PONG is back
+	accepted := time.Since(start)
 	requireConservation(t, "rate delay", sent, c, func() int { return 0 })
-	elapsed := time.Since(start)
-	rate := float64(sent-10) / c.last.Sub(c.first).Seconds()
-	t.Logf("400 messages at a 200/s limit took %s; delivered rate %.0f msg/s", elapsed.Round(time.Millisecond), rate)
-	if elapsed < 1500*time.Millisecond {
-		t.Fatalf("the publisher was not slowed: %s for %d messages at 200/s", elapsed, sent)
+	// After the burst, one message every 1/limit: the span from the first to the last arrival
+	// holds sent-burst intervals.
+	rate := float64(sent-burst) / c.last.Sub(c.first).Seconds()
+	least := time.Duration(0.95 * (sent - burst) / limit * float64(time.Second))
+	t.Logf("%d messages at a %.0f/s limit: the publisher's flush took %s; delivered at %.1f msg/s", sent, limit, accepted.Round(time.Millisecond), rate)
+	if accepted < least {
+		t.Fatalf("the publisher's messages were all accepted after %s; held to %.0f/s they take at least %s", accepted, limit, least)
+	}
+	if math.Abs(rate-limit)/limit > 0.05 {
+		t.Fatalf("delivered at %.1f msg/s, want %.0f ± 5%%", rate, limit)
 	}
 	if sink.total() != 0 {
 		t.Fatalf("delay mode reported errors: %v", sink.errs)
@@ -255,26 +279,112 @@ func TestNATSRateDelayHoldsThePublisherAndLosesNothing(t *testing.T) {
 	}
 }
 
+// The queue bounds what delay mode holds, in number and in time. queue-tight holds at most 2
+// messages for at most 100 ms: three connections bursting over its 50/s rate never have more
+// than 2 held at once (the tenant's queue-depth gauge, sampled through the run), and the
+// overflow is refused and reported.
 func TestNATSQueueBoundsHeldMessages(t *testing.T) {
 	sink := &errorSink{}
 	subject := uniqueSubject("queue")
 	c := collect(t, subject)
-	const perConn, conns = 50, 3
-	var wg sync.WaitGroup
+	const perConn, conns, maxMessages = 50, 3, 2
+	var ncs []*nats.Conn
 	for i := 0; i < conns; i++ {
-		nc := tenantNATS(t, "queue-tight", sink)
+		ncs = append(ncs, tenantNATS(t, "queue-tight", sink))
+	}
+	gauge := samplePeak(t, "weighstation_queue_depth", "nats", "queue-tight")
+	var wg sync.WaitGroup
+	for i, nc := range ncs {
 		wg.Add(1)
-		go func(i int) {
+		go func() {
 			defer wg.Done()
 			publishBurst(t, nc, subject, perConn, "c"+strconv.Itoa(i))
-		}(i)
+		}()
 	}
 	wg.Wait()
+	peak := gauge.stop(t)
 	_, r := requireConservation(t, "queue", perConn*conns, c, func() int {
 		return sink.count("Permissions Violation", "queue limit of tenant queue-tight")
 	})
-	if r == 0 {
-		t.Fatal("nothing was refused by the queue's bounds")
+	t.Logf("at most %.0f messages held at once (%d samples)", peak, gauge.samples)
+	if sink.count("queue limit of tenant queue-tight: 2 messages already held") == 0 {
+		t.Fatal("no message was refused for the queue being full")
+	}
+	if r == 0 || peak < 1 {
+		t.Fatalf("refused %d, held at most %.0f: the queue was never used", r, peak)
+	}
+	if peak > maxMessages {
+		t.Fatalf("%.0f messages held at once, over queue.maxMessages %d", peak, maxMessages)
+	}
+}
+
+// A held message is refused once it has waited maxWait, never later. queue-wait lets one
+// request be in flight and holds the rest for at most 200 ms, two at a time: of five requests
+// sent at once to a responder that takes 2 s, one is answered, two are held and refused after
+// maxWait, and two are refused at once (the queue is full). Each requester hears no-responders.
+func TestNATSQueueMaxWaitRefusesHeldRequests(t *testing.T) {
+	const maxWait, tick = 200 * time.Millisecond, 5 * time.Millisecond
+	subject := uniqueSubject("svc.slow")
+	responder := directNATS(t, "acme", "acme-secret")
+	if _, err := responder.Subscribe(subject, func(m *nats.Msg) {
+		go func() {
+			time.Sleep(2 * time.Second)
+			_ = m.Respond([]byte("done"))
+		}()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := responder.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// One connection each, so each held request holds only itself.
+	first := tenantNATS(t, "queue-wait", &errorSink{})
+	answered := make(chan error, 1)
+	go func() {
+		_, err := first.Request(subject, []byte("first"), 10*time.Second)
+		answered <- err
+	}()
+	eventually(t, 5*time.Second, "the first request is in flight", func() bool {
+		return metric(t, "weighstation_in_flight", natsLabels("queue-wait")) == 1
+	})
+	const others = 4
+	var ncs []*nats.Conn
+	for i := 0; i < others; i++ {
+		ncs = append(ncs, tenantNATS(t, "queue-wait", &errorSink{}))
+	}
+	took := make([]time.Duration, others)
+	errs := make([]error, others)
+	var wg sync.WaitGroup
+	for i, nc := range ncs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			_, errs[i] = nc.Request(subject, []byte("held"), 10*time.Second)
+			took[i] = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	var waited int
+	for i, err := range errs {
+		t.Logf("request %d: %v after %s", i, err, took[i].Round(time.Millisecond))
+		if !errors.Is(err, nats.ErrNoResponders) {
+			t.Fatalf("request %d: %v after %s; want no-responders", i, err, took[i])
+		}
+		// A held request is refused at maxWait, on the next tick; fastRefusal covers the
+		// refusal's way back to the requester on a loaded machine.
+		if took[i] > maxWait+tick+fastRefusal/5 {
+			t.Errorf("request %d was refused after %s, later than maxWait %s", i, took[i], maxWait)
+		}
+		if took[i] >= maxWait {
+			waited++
+		}
+	}
+	if waited != 2 {
+		t.Fatalf("%d requests were held until maxWait; want 2 (queue.maxMessages), the other 2 refused at once", waited)
+	}
+	if err := <-answered; err != nil {
+		t.Fatalf("the request in flight: %v", err)
 	}
 }
 
@@ -380,6 +490,9 @@ func TestNATSInFlightRejectFailsFastNotByTimeout(t *testing.T) {
 	}
 }
 
+// fastRefusal bounds how long a refused request or reply may take to reach its requester.
+const fastRefusal = 500 * time.Millisecond
+
 // A responder over its tenant's rate has its replies refused; each requester waiting for one
 // hears no-responders at once instead of timing out, and the responder is told why.
 func TestNATSRefusedReplyFailsItsRequesterFast(t *testing.T) {
@@ -426,6 +539,12 @@ func TestNATSRefusedReplyFailsItsRequesterFast(t *testing.T) {
 		answered, sent, noResponders, slowest.Round(time.Microsecond))
 	if answered == 0 || noResponders == 0 {
 		t.Fatalf("answered %d, no-responders %d: want the burst answered and the rest refused", answered, noResponders)
+	}
+	// Fast: a refused reply is answered as the gateway decides it, a few milliseconds after the
+	// request (3 ms measured); the bound leaves a loaded machine room and is a tenth of the
+	// requester's 5 s timeout, which a requester left waiting for a reply would reach.
+	if slowest > fastRefusal {
+		t.Fatalf("the slowest requester heard no-responders after %s; want within %s", slowest, fastRefusal)
 	}
 	eventually(t, 5*time.Second, "the responder told of each refused reply", func() bool {
 		return sink.count("Permissions Violation", "rate limit of tenant rate-reject") == noResponders

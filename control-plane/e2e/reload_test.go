@@ -101,6 +101,7 @@ func TestPolicyChangeGovernsOpenConnections(t *testing.T) {
 func TestInvalidPolicyKeepsTheLastGoodVersion(t *testing.T) {
 	t.Cleanup(func() { removePolicy(t, "broken.yaml") })
 	good := activeVersion(t)
+	generation := metric(t, "weighstation_policy_generation", map[string]string{"protocol": "nats"})
 	writePolicy(t, "broken.yaml", `apiVersion: weighstation.io/v1alpha1
 kind: LimitPolicy
 metadata:
@@ -142,13 +143,19 @@ spec:
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("/readyz = %d after an invalid change, want 200", resp.StatusCode)
 	}
-	// Traffic is still governed by the good version.
-	nc := gatewayNATS(t, "acme", "acme-secret")
-	if err := nc.Publish("invalid.still.works", []byte("x")); err != nil {
-		t.Fatal(err)
+	// Envoy still holds the good version (nothing else was pushed) and so does the filter.
+	if err := stack.WaitInSync(5 * time.Second); err != nil {
+		t.Fatalf("after an invalid change: %v", err)
 	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
+	if g := metric(t, "weighstation_policy_generation", map[string]string{"protocol": "nats"}); g != generation {
+		t.Fatalf("the filter's policy generation moved from %v to %v on an invalid change", generation, g)
+	}
+	// Traffic is still governed by the good version: size-enforce's 1 KiB limit still bites (with
+	// no policy in force, its user would be the default tenant's, allowed 64 KiB).
+	raw := dialRawNATS(t, `{"verbose":false,"user":"size-enforce","pass":"size-enforce-secret"}`)
+	raw.send("PUB invalid.still.governed 2048\r\n" + strings.Repeat("x", 2048) + "\r\n")
+	if got := raw.expect("-ERR"); got != "-ERR 'Maximum Payload Violation'" {
+		t.Fatalf("a 2 KiB message of size-enforce after the invalid change: %q, want the good version's size refusal", got)
 	}
 
 	removePolicy(t, "broken.yaml")
@@ -159,7 +166,8 @@ spec:
 }
 
 // A reload that does not change a tenant's rate keeps its bucket: an exhausted tenant is not
-// refilled by someone else's policy change. (slow-rate refills one message a second.)
+// refilled by someone else's policy change. slow-rate refills one message a second and holds a
+// burst of 20, so a reset bucket lets 20 through where a kept one lets through one a second.
 func TestReloadKeepsUnchangedBuckets(t *testing.T) {
 	t.Cleanup(func() {
 		removePolicy(t, "unrelated.yaml")
@@ -167,25 +175,32 @@ func TestReloadKeepsUnchangedBuckets(t *testing.T) {
 			t.Error(err)
 		}
 	})
+	const burst = 20
 	sink := &errorSink{}
 	nc := tenantNATS(t, "slow-rate", sink)
 	subject := uniqueSubject("keep")
-	publishBurst(t, nc, subject, 20, "drain") // empties the 5-message bucket
+	publishBurst(t, nc, subject, 2*burst, "drain") // empties the bucket
+	drained := time.Now()                          // every drain message has been decided
 	old := activeVersion(t)
-	start := time.Now()
 	writePolicy(t, "unrelated.yaml", strings.NewReplacer("late", "unrelated", "[anon]", "[unrelated]").Replace(lateTenant))
 	eventually(t, 2*time.Second, "the unrelated change is in force", func() bool {
 		return activeVersion(t) != old && stack.WaitInSync(10*time.Millisecond) == nil
 	})
 	refusedBefore := sink.count("rate limit of tenant slow-rate")
 	c := collect(t, subject)
-	publishBurst(t, nc, subject, 10, "after")
-	d, _ := requireConservation(t, "after reload", 10, c, func() int {
+	publishBurst(t, nc, subject, 2*burst, "after")
+	// What a kept bucket can have refilled by the time the last message was decided: one a
+	// second since it was emptied, and one more for a token that was nearly whole.
+	refill := int(time.Since(drained).Seconds()) + 1
+	d, _ := requireConservation(t, "after reload", 2*burst, c, func() int {
 		return sink.count("rate limit of tenant slow-rate") - refusedBefore
 	})
-	refill := int(time.Since(start).Seconds()) + 1
+	t.Logf("after an unrelated reload, %d of %d got through; a kept bucket allows %d, a reset one %d", d, 2*burst, refill, burst)
+	if refill >= burst {
+		t.Fatalf("the reload took %s: too long to tell a kept bucket from a reset one", time.Since(drained))
+	}
 	if d > refill {
-		t.Fatalf("%d of 10 got through right after the reload, more than the %d a second's refill allows: the bucket was reset", d, refill)
+		t.Fatalf("%d of %d got through right after the reload, more than the %d the refill allows: the bucket was reset", d, 2*burst, refill)
 	}
 }
 
