@@ -1,13 +1,16 @@
 //! weighstation's filter core. Nothing here depends on proxy-wasm: the policy model, tenant
-//! attribution and the NATS and Kafka protocol scanners are plain Rust, tested natively.
-//! The Envoy glue (`weighstation-filter`) feeds them bytes and turns their verdicts into
-//! host calls.
+//! attribution, the NATS and Kafka protocol scanners and the bookkeeping of held connections
+//! are plain Rust, tested natively. The Envoy glue (`weighstation-filter`) feeds them bytes and
+//! turns their verdicts into host calls.
 
+pub mod carry;
 pub mod config;
 mod edit;
+pub mod identity;
 pub mod kafka;
 pub mod limits;
 pub mod metrics;
 pub mod nats;
 pub mod patterns;
 pub mod scan;
+pub mod waitlist;

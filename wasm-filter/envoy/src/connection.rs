@@ -5,14 +5,16 @@ use proxy_wasm::traits::{Context, StreamContext};
 use proxy_wasm::types::{Action, BufferType, PeerType};
 use std::cell::RefCell;
 use std::rc::Rc;
+use weighstation_core::carry::Plan;
 
 use crate::host;
-use crate::paused::{self, Plan};
+use crate::paused;
 use crate::waiters::{self, Retry};
 
 /// What a protocol does with a connection's bytes.
 pub trait Protocol: 'static {
-    /// Client bytes (carried bytes first, see paused.rs); Err closes the connection.
+    /// Client bytes (carried bytes first, see weighstation_core::carry); Err closes the
+    /// connection.
     fn client_data(&mut self, envoy: &[u8]) -> Result<Plan, &'static str>;
     /// Server bytes; Some replaces them.
     fn server_data(&mut self, buf: &[u8]) -> Option<Vec<u8>>;

@@ -7,6 +7,7 @@
 //! cannot read.
 
 use std::collections::HashMap;
+use weighstation_core::carry::{Carry, Plan};
 use weighstation_core::config::Protocol;
 use weighstation_core::kafka::{
     api_versions_request, cap_produce_version, produce_response, raise_produce_throttle, rewrite_brokers,
@@ -20,9 +21,8 @@ use weighstation_core::scan::Admission;
 use crate::clock::now_ns;
 use crate::connection::{self, Connection};
 use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot};
-use crate::paused::{self, Carry};
 use crate::state;
-use crate::tenancy::{Attribution, Identity};
+use crate::tenancy::Attribution;
 use crate::waiters;
 
 /// What a forwarded request's response must do.
@@ -51,25 +51,12 @@ struct Conn {
 }
 
 impl Conn {
-    /// Attributes on the first request and whenever the client id or SASL user changes; the
-    /// comparison avoids allocating on every request.
+    /// Attributes on the first request and whenever the client id or SASL user changes.
     fn observe(&mut self, client_id: Option<&[u8]>, sasl_user: Option<&[u8]>) {
-        let (known_client, known_sasl) = match self.who.identity() {
-            Identity::Kafka { client_id, sasl_user } => (client_id.as_deref(), sasl_user.as_deref()),
-            _ => (None, None),
-        };
-        let client_same =
-            matches!(self.who.identity(), Identity::Kafka { .. }) && known_client.map(str::as_bytes) == client_id;
-        let sasl_same = sasl_user.is_none() || known_sasl.map(str::as_bytes) == sasl_user;
-        if client_same && sasl_same {
+        let Some(identity) = self.who.identity().after_kafka_request(client_id, sasl_user) else {
             return;
-        }
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        let sasl = sasl_user.map(text).or_else(|| known_sasl.map(str::to_owned));
-        if let Err(why) = self.who.connect(Identity::Kafka {
-            client_id: client_id.map(text),
-            sasl_user: sasl,
-        }) {
+        };
+        if let Err(why) = self.who.connect(identity) {
             log::info!("weighstation: kafka connection refused: {why}");
             self.refused = true;
         }
@@ -309,8 +296,9 @@ pub struct State {
 }
 
 impl State {
-    /// Scans what Envoy holds, behind any carried bytes (see paused.rs); Err closes.
-    fn client_data(&mut self, envoy: &[u8]) -> Result<paused::Plan, &'static str> {
+    /// Scans what Envoy holds, behind any carried bytes (see weighstation_core::carry); Err
+    /// closes.
+    fn client_data(&mut self, envoy: &[u8]) -> Result<Plan, &'static str> {
         let now = now_ns();
         self.conn.who.refresh();
         let State {
@@ -362,7 +350,7 @@ pub fn connection(context_id: u32) -> Connection<State> {
 }
 
 impl connection::Protocol for State {
-    fn client_data(&mut self, envoy: &[u8]) -> Result<paused::Plan, &'static str> {
+    fn client_data(&mut self, envoy: &[u8]) -> Result<Plan, &'static str> {
         let plan = State::client_data(self, envoy);
         if self.conn.refused {
             // Kafka has no way to say "too many connections": a broker's answer is to close.

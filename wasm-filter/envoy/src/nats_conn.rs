@@ -2,15 +2,16 @@
 //! the tenant's limits (shared across workers) and keeps the connection's in-flight requests.
 
 use std::collections::HashMap;
+use weighstation_core::carry::{Carry, Plan};
 use weighstation_core::config::Protocol;
+use weighstation_core::identity::Identity;
 use weighstation_core::limits::Reason;
 use weighstation_core::nats::{Gate, Publish, Session, Verdict};
 
 use crate::clock::now_ns;
 use crate::connection::{self, Connection};
 use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot};
-use crate::paused::{Carry, Plan};
-use crate::tenancy::{Attribution, Identity};
+use crate::tenancy::Attribution;
 use crate::waiters;
 
 /// A request whose reply never passes this connection (sent elsewhere, or lost) gives its
@@ -157,7 +158,7 @@ impl State {
         )
     }
 
-    /// Scans what Envoy holds, behind any carried bytes (see paused.rs).
+    /// Scans what Envoy holds, behind any carried bytes (see weighstation_core::carry).
     fn client_data(&mut self, envoy: &[u8]) -> Plan {
         let mut carry = std::mem::take(&mut self.carry);
         let scanned = carry.scan(envoy, |buf| {

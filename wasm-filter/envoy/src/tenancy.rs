@@ -5,25 +5,12 @@
 
 use std::rc::Rc;
 use weighstation_core::config::{Config, Protocol, Tenant, TenantId, TenantPlan};
+use weighstation_core::identity::Identity;
 use weighstation_core::limits::Reason;
 
 use crate::keys::TenantKeys;
 use crate::metrics::TenantMetrics;
 use crate::{shared, state};
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Identity {
-    /// Nothing seen yet (before CONNECT or the first Kafka request).
-    #[default]
-    Unknown,
-    Nats {
-        user: Option<String>,
-    },
-    Kafka {
-        client_id: Option<String>,
-        sasl_user: Option<String>,
-    },
-}
 
 /// The tenant a connection is attributed to, with what deciding for it needs.
 pub struct Attributed {

@@ -3,13 +3,15 @@
 //! this one again, so a retry first decides the held messages anew (with the stream as the
 //! effective context, its held buffer can be read and rewritten) and resumes only when they may
 //! all go. Retries run from the root context's tick — running only while someone waits, since
-//! an idle tick costs CPU — and at once when capacity frees on this worker (an in-flight reply).
+//! an idle tick costs CPU — and at once when capacity frees on this worker (an in-flight reply),
+//! in the core [`WaitList`]'s order.
 
 use proxy_wasm::hostcalls;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Weak;
 use std::time::Duration;
+use weighstation_core::waitlist::WaitList;
 
 /// Envoy delivers ticks every ~4 ms at best.
 const TICK: Duration = Duration::from_millis(5);
@@ -20,15 +22,8 @@ pub trait Retry {
     fn retry(&self);
 }
 
-struct Waiter {
-    wake_at: u64,
-    /// When its message started waiting: the longest waiting is retried first.
-    since: u64,
-    tenant: String,
-}
-
 thread_local! {
-    static WAITERS: RefCell<HashMap<u32, Waiter>> = RefCell::new(HashMap::new());
+    static WAITERS: RefCell<WaitList> = RefCell::new(WaitList::default());
     static HANDLES: RefCell<HashMap<u32, Weak<dyn Retry>>> = RefCell::new(HashMap::new());
     /// The root context that ticks for this VM: the most recently configured one.
     static DRIVER: RefCell<Option<u32>> = const { RefCell::new(None) };
@@ -57,27 +52,12 @@ pub fn set_driver(root_context_id: u32) {
 /// Registers (or re-arms) a held connection; `me` is the calling stream's context id, `since`
 /// when its held message started waiting.
 pub fn hold(me: u32, tenant: &str, since: u64, wake_at: u64) {
-    WAITERS.with(|w| {
-        let mut w = w.borrow_mut();
-        match w.get_mut(&me) {
-            Some(existing) => existing.wake_at = wake_at,
-            None => {
-                w.insert(
-                    me,
-                    Waiter {
-                        wake_at,
-                        since,
-                        tenant: tenant.to_owned(),
-                    },
-                );
-            }
-        }
-    });
+    WAITERS.with(|w| w.borrow_mut().hold(me, tenant, since, wake_at));
     start_ticking(Some(me));
 }
 
 pub fn release(me: u32) {
-    WAITERS.with(|w| w.borrow_mut().remove(&me));
+    WAITERS.with(|w| w.borrow_mut().release(me));
 }
 
 /// Starts the driver's tick; host calls act on the effective context, so switch to the root
@@ -107,19 +87,11 @@ fn retry(id: u32) {
     }
 }
 
-/// From the driver root's on_tick: retry every waiter that is due, longest waiting first (a
-/// tick frees a few tokens and the first retried take them: a fixed order would starve the
-/// last until its maxWait); stop ticking when none wait.
+/// From the driver root's on_tick: retry every waiter that is due, longest waiting first; stop
+/// ticking when none wait.
 pub fn tick(root: u32, now: u64) {
-    let mut due: Vec<(u64, u32)> = WAITERS.with(|w| {
-        w.borrow()
-            .iter()
-            .filter(|(_, v)| v.wake_at <= now)
-            .map(|(id, v)| (v.since, *id))
-            .collect()
-    });
-    due.sort_unstable();
-    for (_, id) in due {
+    let due = WAITERS.with(|w| w.borrow().due(now));
+    for id in due {
         retry(id);
     }
     let _ = hostcalls::set_effective_context(root);
@@ -132,18 +104,11 @@ pub fn tick(root: u32, now: u64) {
 /// Retries the tenant's waiters on this worker now, longest waiting first, from stream `me`'s
 /// callback.
 pub fn wake_tenant(me: u32, tenant: &str) {
-    let mut ids: Vec<(u64, u32)> = WAITERS.with(|w| {
-        w.borrow()
-            .iter()
-            .filter(|(id, v)| **id != me && v.tenant == tenant)
-            .map(|(id, v)| (v.since, *id))
-            .collect()
-    });
+    let ids = WAITERS.with(|w| w.borrow().tenant_waiters(tenant, me));
     if ids.is_empty() {
         return;
     }
-    ids.sort_unstable();
-    for (_, id) in ids {
+    for id in ids {
         retry(id);
     }
     let _ = hostcalls::set_effective_context(me);

@@ -1,14 +1,47 @@
 //! Any bytes, in any split, in either direction, with any decisions: the NATS session never
-//! panics and never forwards more than it was given plus what it inserts.
+//! panics, never decides more of a held buffer than there is, and never forwards more than it
+//! was given plus what it inserts (a refusal's or close's replacement, the -ERR in place of a
+//! PONG, an INFO with the tenant's limit); while it inserts nothing, it forwards what it was
+//! given, in order. The client's buffer is handled as the glue does: forwarded whole, or up to
+//! the held message, whose bytes are presented again with the next read.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weighstation_core::nats::{Gate, Publish, Session, Verdict};
+use std::cell::Cell;
+use weighstation_core::nats::{Gate, Publish, Session, Verdict, SERVER_REFUSES_PAYLOAD};
 
-/// Decisions drawn from the input, so the fuzzer explores holds, refusals and closes too.
+/// No refusal or close adds more than this to the client's stream beyond the bytes it replaces:
+/// a refused CONNECT is replaced by its line again, a PING and the oversized PUB. A refused
+/// message's no-responders PUB or HPUB and PING, or a close's oversized PUB, add less; the reply
+/// subject or subject they repeat was in the message they replace.
+const CLIENT_INSERT: usize = b"CONNECT \r\nPING\r\n".len() + SERVER_REFUSES_PAYLOAD.len();
+
+/// What the -ERR line owed for a refusal adds to the server's stream: it replaces the PONG that
+/// answers the refusal's PING.
+fn err_line_growth(text: &str) -> usize {
+    b"-ERR ''\r\n".len() + text.len() - b"PONG\n".len()
+}
+
+/// An INFO line the session writes re-encodes the server's last INFO (at most all the server
+/// sent): a JSON number may grow (`1e15,` is written out as `1000000000000000.0,`, under 4
+/// times as long), strings and whitespace do not, and max_payload may be added.
+fn info_line_bound(server_sent: usize) -> usize {
+    5 * server_sent + b"INFO ,\"max_payload\":1024\r\n".len()
+}
+
+/// Decisions drawn from the input, so the fuzzer explores holds, refusals and closes too; it
+/// counts what the session may insert because of them.
 struct DrawnGate<'a> {
     choices: &'a [u8],
     next: usize,
+    /// The tenant's limit to advertise in INFO, if any.
+    advertise: Option<u64>,
+    /// Refusals and closes: each replaces client bytes with at most CLIENT_INSERT more.
+    client_inserts: usize,
+    /// What the -ERR lines owed to the client for refusals add to the server's stream.
+    errors_owed: usize,
+    /// Limits handed out to advertise: each may become one INFO line.
+    infos: Cell<usize>,
 }
 
 impl DrawnGate<'_> {
@@ -21,12 +54,18 @@ impl DrawnGate<'_> {
         self.next += 1;
         c
     }
+
+    fn refuse(&mut self, text: &str) -> String {
+        self.client_inserts += 1;
+        self.errors_owed += err_line_growth(text);
+        text.into()
+    }
 }
 
 impl Gate for DrawnGate<'_> {
     fn connect(&mut self, _user: Option<&str>) -> Result<(), String> {
         if self.draw() % 7 == 0 {
-            Err("maximum connections exceeded".into())
+            Err(self.refuse("maximum connections exceeded"))
         } else {
             Ok(())
         }
@@ -34,15 +73,28 @@ impl Gate for DrawnGate<'_> {
     fn publish(&mut self, _p: &Publish<'_>) -> Verdict {
         match self.draw() % 5 {
             0 => Verdict::Hold,
-            1 => Verdict::Refuse("refused".into()),
-            2 => Verdict::Close,
+            1 => Verdict::Refuse(self.refuse("refused")),
+            2 => {
+                self.client_inserts += 1;
+                Verdict::Close
+            }
             _ => Verdict::Forward,
         }
     }
     fn delivered(&mut self, _subject: &[u8]) {}
     fn max_payload(&self) -> Option<u64> {
-        Some(1024)
+        if self.advertise.is_some() {
+            self.infos.set(self.infos.get() + 1);
+        }
+        self.advertise
     }
+}
+
+/// What one direction was given and what it forwarded.
+#[derive(Default)]
+struct Direction {
+    given: Vec<u8>,
+    forwarded: Vec<u8>,
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -50,25 +102,58 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let (choices, stream) = rest.split_at(rest.len().min(8));
-    let mut gate = DrawnGate { choices, next: 0 };
+    let mut gate = DrawnGate {
+        choices,
+        next: 0,
+        // A split of 128 or more also means the tenant has no limit to advertise: no INFO is
+        // written, so the server's bytes are held to the tight bound.
+        advertise: (split < 128).then_some(1024),
+        client_inserts: 0,
+        errors_owed: 0,
+        infos: Cell::new(0),
+    };
     let mut session = Session::default();
     let mut held: Vec<u8> = Vec::new();
+    let (mut client, mut server) = (Direction::default(), Direction::default());
     for (i, chunk) in stream.chunks(usize::from(split).max(1)).enumerate() {
         if i % 2 == 0 {
+            client.given.extend_from_slice(chunk);
             held.extend_from_slice(chunk);
             let o = session.client_data(&held, &mut gate);
             if let Some(r) = o.replace {
                 held = r;
             }
             if o.hold {
-                let decided = o.decided.min(held.len());
-                held.drain(..decided);
-                session.forwarded(decided);
+                assert!(o.decided <= held.len(), "decided {} of {}", o.decided, held.len());
+                client.forwarded.extend(held.drain(..o.decided));
+                session.forwarded(o.decided);
             } else {
-                held.clear();
+                client.forwarded.append(&mut held);
+            }
+            let (given, forwarded) = (client.given.len(), client.forwarded.len());
+            let bound = given + gate.client_inserts * CLIENT_INSERT;
+            assert!(
+                forwarded <= bound,
+                "client: forwarded {forwarded} of {given}, bound {bound}"
+            );
+            if gate.client_inserts == 0 {
+                assert!(client.given.starts_with(&client.forwarded), "client bytes changed");
             }
         } else {
-            let _ = session.server_data(chunk, &mut gate);
+            server.given.extend_from_slice(chunk);
+            match session.server_data(chunk, &mut gate) {
+                Some(r) => server.forwarded.extend(r),
+                None => server.forwarded.extend_from_slice(chunk),
+            }
+            let (given, forwarded) = (server.given.len(), server.forwarded.len());
+            let bound = given + gate.errors_owed + gate.infos.get() * info_line_bound(given);
+            assert!(
+                forwarded <= bound,
+                "server: forwarded {forwarded} of {given}, bound {bound}"
+            );
+            if gate.errors_owed == 0 && gate.infos.get() == 0 {
+                assert!(server.given.starts_with(&server.forwarded), "server bytes changed");
+            }
         }
     }
 });

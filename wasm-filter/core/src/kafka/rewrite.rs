@@ -69,7 +69,7 @@ fn copy_since(frame: &[u8], c: &Cursor<'_>, from: usize, w: &mut Writer) -> Opti
 }
 
 /// Rewrites the broker addresses of a whole response frame (size prefix included); None if the
-/// response is not one that carries addresses or does not parse.
+/// response is not one that carries addresses, is not whole or does not parse.
 pub fn rewrite_brokers(frame: &[u8], api_key: i16, version: i16, map: &impl BrokerMap) -> Option<Vec<u8>> {
     let flexible = match api_key {
         API_METADATA => version >= 9,
@@ -81,8 +81,13 @@ pub fn rewrite_brokers(frame: &[u8], api_key: i16, version: i16, map: &impl Brok
         out: Vec::with_capacity(frame.len() + 64),
         flexible,
     };
-    c.i32()?; // size: rewritten at the end
+    let size = c.i32()?; // rewritten at the end
     let start = c.position();
+    // Only a whole frame: what follows the addresses is copied as it is, so a cut one would go
+    // out complete-looking under a size recomputed from what is there.
+    if usize::try_from(size).ok()? != frame.len() - start {
+        return None;
+    }
     c.i32()?; // correlation id
     if flexible {
         c.skip_tagged_fields()?;
@@ -272,10 +277,29 @@ mod tests {
 
     #[test]
     fn truncated_responses_are_left_alone() {
-        let original = metadata(12, &[(1, "kafka-1.internal", 9092)], b"");
-        for cut in 8..original.len() - 1 {
-            let _ = rewrite_brokers(&original[..cut], API_METADATA, 12, &Map);
+        let metadata_frames = (0..=12).map(|v| {
+            let frame = metadata(v, &[(1, "kafka-1.internal", 9092)], b"TAIL");
+            (API_METADATA, v, frame)
+        });
+        let coordinator_frames = (0..=6).map(|v| {
+            let frame = find_coordinator(v, "kafka-1.internal", 9092);
+            (API_FIND_COORDINATOR, v, frame)
+        });
+        for (api_key, v, original) in metadata_frames.chain(coordinator_frames) {
+            assert!(
+                rewrite_brokers(&original, api_key, v, &Map).is_some(),
+                "api {api_key} v{v}: the whole frame is rewritten"
+            );
+            for cut in 0..original.len() {
+                assert_eq!(
+                    rewrite_brokers(&original[..cut], api_key, v, &Map),
+                    None,
+                    "api {api_key} v{v} cut at {cut} of {}",
+                    original.len()
+                );
+            }
         }
+        let original = metadata(12, &[(1, "kafka-1.internal", 9092)], b"");
         assert_eq!(rewrite_brokers(&original, 1, 12, &Map), None);
     }
 }
