@@ -49,6 +49,20 @@ var promLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)
 // A metric the filter has not defined yet reads as 0.
 func metric(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
+	v, _ := metricSeries(t, name, labels)
+	return v
+}
+
+// metricTotal sums every series of a metric whose labels match (e.g. refusals of all reasons).
+func metricTotal(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	_, total := metricSeries(t, name, labels)
+	return total
+}
+
+// metricSeries returns the first matching series' value and the sum of all matching ones.
+func metricSeries(t *testing.T, name string, labels map[string]string) (first, total float64) {
+	t.Helper()
 	resp, err := http.Get("http://" + addr(ports.Admin) + "/stats/prometheus")
 	if err != nil {
 		t.Fatalf("reading Envoy stats: %v", err)
@@ -56,6 +70,7 @@ func metric(t *testing.T, name string, labels map[string]string) float64 {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	found := false
 	for sc.Scan() {
 		m := promLine.FindStringSubmatch(sc.Text())
 		if m == nil || m[1] != name || !labelsMatch(m[2], labels) {
@@ -65,9 +80,12 @@ func metric(t *testing.T, name string, labels map[string]string) float64 {
 		if err != nil {
 			t.Fatalf("metric %s: %v", name, err)
 		}
-		return v
+		if !found {
+			first, found = v, true
+		}
+		total += v
 	}
-	return 0
+	return first, total
 }
 
 func labelsMatch(set string, want map[string]string) bool {

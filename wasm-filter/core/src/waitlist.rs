@@ -44,9 +44,9 @@ impl WaitList {
         self.in_line(|_, w| w.wake_at <= now)
     }
 
-    /// The tenant's waiting connections but `me`, longest waiting first.
-    pub fn tenant_waiters(&self, tenant: &str, me: u32) -> Vec<u32> {
-        self.in_line(|id, w| id != me && w.tenant == tenant)
+    /// The waiting connections of any of `tenants` but `me`, each once, longest waiting first.
+    pub fn waiters_of(&self, tenants: &[String], me: u32) -> Vec<u32> {
+        self.in_line(|id, w| id != me && tenants.contains(&w.tenant))
     }
 
     fn in_line(&self, wanted: impl Fn(u32, &Waiter) -> bool) -> Vec<u32> {
@@ -94,9 +94,11 @@ mod tests {
         list.hold(2, "globex", 10, 100);
         list.hold(3, "acme", 20, 500);
         list.hold(4, "acme", 5, 100);
-        assert_eq!(list.tenant_waiters("acme", 4), vec![3, 1], "due or not");
-        assert_eq!(list.tenant_waiters("globex", 4), vec![2]);
-        assert_eq!(list.tenant_waiters("initech", 4), Vec::<u32>::new());
+        let of = |tenants: &[&str], me| list.waiters_of(&tenants.iter().map(|t| t.to_string()).collect::<Vec<_>>(), me);
+        assert_eq!(of(&["acme"], 4), vec![3, 1], "due or not");
+        assert_eq!(of(&["globex"], 4), vec![2]);
+        assert_eq!(of(&["acme", "globex"], 4), vec![2, 3, 1], "each once, in one line");
+        assert_eq!(of(&["initech"], 4), Vec::<u32>::new());
     }
 
     #[test]
@@ -107,7 +109,7 @@ mod tests {
         list.release(1);
         list.release(3);
         assert_eq!(list.due(100), vec![2]);
-        assert_eq!(list.tenant_waiters("acme", 0), vec![2]);
+        assert_eq!(list.waiters_of(&["acme".to_string()], 0), vec![2]);
         list.release(2);
         assert!(list.is_empty());
         list.hold(1, "acme", 40, 300);

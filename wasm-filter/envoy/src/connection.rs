@@ -48,6 +48,7 @@ impl<P: Protocol> Retry for Shared<P> {
 }
 
 pub struct Connection<P> {
+    id: u32,
     state: Rc<Shared<P>>,
 }
 
@@ -56,13 +57,14 @@ impl<P: Protocol> Connection<P> {
         let state = Rc::new(Shared(RefCell::new(protocol)));
         let handle: Rc<dyn Retry> = state.clone();
         waiters::register(context_id, Rc::downgrade(&handle));
-        Connection { state }
+        Connection { id: context_id, state }
     }
 
     fn close(&self) {
         if let Ok(mut st) = self.state.0.try_borrow_mut() {
             st.close();
         }
+        waiters::retry_freed(self.id);
     }
 }
 
@@ -83,12 +85,15 @@ impl<P: Protocol> StreamContext for Connection<P> {
             Ok(plan) => paused::in_callback(plan).map_err(|s| format!("host refused the buffer: {s:?}")),
             Err(why) => Err(why.to_owned()),
         };
-        applied.unwrap_or_else(|why| {
+        let action = applied.unwrap_or_else(|why| {
             log::warn!("weighstation: closing connection: {why}");
             st.close();
             let _ = host::close_downstream();
             Action::Pause
-        })
+        });
+        drop(st);
+        waiters::retry_freed(self.id);
+        action
     }
 
     fn on_upstream_data(&mut self, size: usize, _end_of_stream: bool) -> Action {
@@ -108,6 +113,8 @@ impl<P: Protocol> StreamContext for Connection<P> {
                 let _ = host::close_downstream();
             }
         }
+        drop(st);
+        waiters::retry_freed(self.id);
         Action::Continue
     }
 

@@ -198,7 +198,7 @@ impl Conn {
             slot.release();
             if let Some(who) = self.who.current() {
                 who.metrics.in_flight(-1);
-                waiters::wake_tenant(self.id, who.name());
+                waiters::capacity_freed(who.name());
             }
         }
     }

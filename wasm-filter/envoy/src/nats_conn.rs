@@ -38,7 +38,7 @@ impl Conn {
             p.slot.release();
             if let Some(who) = self.who.current() {
                 who.metrics.in_flight(-1);
-                waiters::wake_tenant(self.id, who.name());
+                waiters::capacity_freed(who.name());
             }
         }
     }

@@ -28,6 +28,7 @@ thread_local! {
     /// The root context that ticks for this VM: the most recently configured one.
     static DRIVER: RefCell<Option<u32>> = const { RefCell::new(None) };
     static TICKING: RefCell<bool> = const { RefCell::new(false) };
+    static FREED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A new connection makes itself retryable.
@@ -101,10 +102,33 @@ pub fn tick(root: u32, now: u64) {
     }
 }
 
-/// Retries the tenant's waiters on this worker now, longest waiting first, from stream `me`'s
-/// callback.
-pub fn wake_tenant(me: u32, tenant: &str) {
-    let ids = WAITERS.with(|w| w.borrow().tenant_waiters(tenant, me));
+/// Capacity of `tenant` freed during the current callback (an in-flight reply, a closed
+/// connection): its waiters on this worker are retried once the callback is done with its own
+/// bytes, by [`retry_freed`].
+pub fn capacity_freed(tenant: &str) {
+    FREED.with(|f| {
+        let mut f = f.borrow_mut();
+        if !f.iter().any(|t| t == tenant) {
+            f.push(tenant.to_owned());
+        }
+    });
+}
+
+/// At the end of stream `me`'s callback: retries, once each and longest waiting first, the other
+/// waiters of every tenant whose capacity freed during it.
+///
+/// Once each, because a retry that forwards replaces the held connection's buffer and asks Envoy
+/// to resume it, and Envoy resumes only after the whole callback: a second retry of the same
+/// connection in the same callback would find those bytes still in Envoy's buffer and replace
+/// them, sending them later, behind requests that followed them (responses out of order). One
+/// reply per freed slot used to retry every waiter — several replies in one read retried the same
+/// connection several times.
+pub fn retry_freed(me: u32) {
+    let tenants = FREED.with(|f| std::mem::take(&mut *f.borrow_mut()));
+    if tenants.is_empty() {
+        return;
+    }
+    let ids = WAITERS.with(|w| w.borrow().waiters_of(&tenants, me));
     if ids.is_empty() {
         return;
     }
