@@ -1,0 +1,73 @@
+// ProducerProbe drives Apache Kafka's own Java producer (kafka-clients, as users run it:
+// idempotent, 5 in flight, retries until delivery.timeout.ms) open loop at a fixed record rate
+// for a while, and prints one line of outcomes for the e2e conformance tests to parse:
+//
+//   sent=N acked=N failed=N errors=Class:count,... first_ack_ms=N last_ack_ms=N
+//
+// Usage: ProducerProbe bootstrap topic clientId recordsPerSecond seconds recordBytes [key=value ...]
+// Extra key=value pairs are producer settings (e.g. delivery.timeout.ms=30000).
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class ProducerProbe {
+    public static void main(String[] args) throws Exception {
+        String bootstrap = args[0], topic = args[1], clientId = args[2];
+        double rate = Double.parseDouble(args[3]);
+        double seconds = Double.parseDouble(args[4]);
+        int size = Integer.parseInt(args[5]);
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.CLIENT_ID_CONFIG, clientId);
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        for (int i = 6; i < args.length; i++) {
+            String[] kv = args[i].split("=", 2);
+            p.put(kv[0], kv[1]);
+        }
+        AtomicLong acked = new AtomicLong(), failed = new AtomicLong();
+        AtomicLong firstAck = new AtomicLong(-1), lastAck = new AtomicLong(-1);
+        Map<String, Integer> errors = new TreeMap<>();
+        long total = (long) (rate * seconds);
+        long start = System.nanoTime();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            for (long n = 0; n < total; n++) {
+                // Open loop: each record at its planned time, whatever the producer did before.
+                long due = start + (long) (n * 1e9 / rate);
+                long wait = due - System.nanoTime();
+                if (wait > 0) {
+                    Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
+                }
+                byte[] value = new byte[size];
+                byte[] id = (clientId + "-" + n).getBytes();
+                System.arraycopy(id, 0, value, 0, Math.min(id.length, size));
+                producer.send(new ProducerRecord<>(topic, 0, null, value), (md, e) -> {
+                    long at = (System.nanoTime() - start) / 1_000_000;
+                    if (e == null) {
+                        acked.incrementAndGet();
+                        firstAck.compareAndSet(-1, at);
+                        lastAck.set(at);
+                    } else {
+                        failed.incrementAndGet();
+                        synchronized (errors) {
+                            errors.merge(e.getClass().getSimpleName(), 1, Integer::sum);
+                        }
+                    }
+                });
+            }
+            producer.flush();
+        }
+        StringBuilder errs = new StringBuilder();
+        synchronized (errors) {
+            errors.forEach((k, v) -> errs.append(errs.length() > 0 ? "," : "").append(k).append(':').append(v));
+        }
+        System.out.printf("sent=%d acked=%d failed=%d errors=%s first_ack_ms=%d last_ack_ms=%d%n",
+                total, acked.get(), failed.get(), errs, firstAck.get(), lastAck.get());
+    }
+}
