@@ -28,7 +28,14 @@ thread_local! {
     /// The root context that ticks for this VM: the most recently configured one.
     static DRIVER: RefCell<Option<u32>> = const { RefCell::new(None) };
     static TICKING: RefCell<bool> = const { RefCell::new(false) };
-    static FREED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    static FREED: RefCell<Freed> = const { RefCell::new(Freed { names: Vec::new(), len: 0 }) };
+}
+
+/// The tenants whose capacity freed during the current callback: the first `len` names. The
+/// strings are kept and overwritten, so a reply costs no allocation once a worker has warmed up.
+struct Freed {
+    names: Vec<String>,
+    len: usize,
 }
 
 /// A new connection makes itself retryable.
@@ -107,10 +114,18 @@ pub fn tick(root: u32, now: u64) {
 /// bytes, by [`retry_freed`].
 pub fn capacity_freed(tenant: &str) {
     FREED.with(|f| {
-        let mut f = f.borrow_mut();
-        if !f.iter().any(|t| t == tenant) {
-            f.push(tenant.to_owned());
+        let Freed { names, len } = &mut *f.borrow_mut();
+        if names[..*len].iter().any(|t| t == tenant) {
+            return;
         }
+        match names.get_mut(*len) {
+            Some(slot) => {
+                slot.clear();
+                slot.push_str(tenant);
+            }
+            None => names.push(tenant.to_owned()),
+        }
+        *len += 1;
     });
 }
 
@@ -124,11 +139,14 @@ pub fn capacity_freed(tenant: &str) {
 /// reply per freed slot used to retry every waiter — several replies in one read retried the same
 /// connection several times.
 pub fn retry_freed(me: u32) {
-    let tenants = FREED.with(|f| std::mem::take(&mut *f.borrow_mut()));
-    if tenants.is_empty() {
-        return;
-    }
-    let ids = WAITERS.with(|w| w.borrow().waiters_of(&tenants, me));
+    let ids = FREED.with(|f| {
+        let Freed { names, len } = &mut *f.borrow_mut();
+        let tenants = &names[..std::mem::take(len)];
+        if tenants.is_empty() {
+            return Vec::new();
+        }
+        WAITERS.with(|w| w.borrow().waiters_of(tenants, me))
+    });
     if ids.is_empty() {
         return;
     }
