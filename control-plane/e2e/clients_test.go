@@ -48,7 +48,7 @@ var javaProbe struct {
 
 // javaProducer compiles (once) and runs ProducerProbe: Apache Kafka's Java producer from the
 // kafka-clients jar the local Kafka runs on.
-func javaProducer(t *testing.T, topic, clientID string, rate float64, d time.Duration, size int, extra ...string) clientRun {
+func javaProducer(t *testing.T, topic, clientID string, rate float64, d time.Duration, size int) clientRun {
 	t.Helper()
 	libs := filepath.Join(root, ".tools/kafka/libs/*")
 	javaProbe.once.Do(func() {
@@ -63,9 +63,8 @@ func javaProducer(t *testing.T, topic, clientID string, rate float64, d time.Dur
 	if javaProbe.err != nil {
 		t.Fatal(javaProbe.err)
 	}
-	args := append([]string{"-cp", javaProbe.dir + string(os.PathListSeparator) + libs, "ProducerProbe",
-		addr(ports.Kafka), topic, clientID, fmt.Sprint(rate), fmt.Sprint(d.Seconds()), fmt.Sprint(size)}, extra...)
-	cmd := exec.Command("java", args...)
+	cmd := exec.Command("java", "-cp", javaProbe.dir+string(os.PathListSeparator)+libs, "ProducerProbe",
+		addr(ports.Kafka), topic, clientID, fmt.Sprint(rate), fmt.Sprint(d.Seconds()), fmt.Sprint(size))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +50,7 @@ func pipelined(t *testing.T, clientID, topic string, conns, n, maxOpen int) (ack
 					defer mu.Unlock()
 					switch blk := resp.GetBlock(topic, 0); {
 					case blk == nil:
-						failures = append(failures, errNoBlock)
+						failures = append(failures, errors.New("a response without the partition's answer"))
 					case blk.Err == sarama.ErrNoError:
 						acked++
 					case blk.Err == sarama.ErrThrottlingQuotaExceeded:
@@ -68,8 +69,6 @@ func pipelined(t *testing.T, clientID, topic string, conns, n, maxOpen int) (ack
 	wg.Wait()
 	return acked, refused, failures
 }
-
-var errNoBlock = sarama.ErrUnknown
 
 // Kafka answers a connection's requests strictly in order, and pipelining clients depend on it.
 // Four connections each pipelining 750 requests, ten at a time, through a tenant that holds them

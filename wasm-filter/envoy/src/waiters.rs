@@ -3,8 +3,8 @@
 //! this one again, so a retry first decides the held messages anew (with the stream as the
 //! effective context, its held buffer can be read and rewritten) and resumes only when they may
 //! all go. Retries run from the root context's tick — running only while someone waits, since
-//! an idle tick costs CPU — and at once when capacity frees on this worker (an in-flight reply),
-//! in the core [`WaitList`]'s order.
+//! an idle tick costs CPU — and at the end of a callback in which capacity freed on this worker
+//! (an in-flight reply, a closed connection), in the core [`WaitList`]'s order.
 
 use proxy_wasm::hostcalls;
 use std::cell::RefCell;

@@ -4,8 +4,7 @@
 //
 //   sent=N acked=N failed=N errors=Class:count,... first_ack_ms=N last_ack_ms=N
 //
-// Usage: ProducerProbe bootstrap topic clientId recordsPerSecond seconds recordBytes [key=value ...]
-// Extra key=value pairs are producer settings (e.g. delivery.timeout.ms=30000).
+// Usage: ProducerProbe bootstrap topic clientId recordsPerSecond seconds recordBytes
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
@@ -27,10 +26,6 @@ public final class ProducerProbe {
         p.put(ProducerConfig.ACKS_CONFIG, "all");
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
-        for (int i = 6; i < args.length; i++) {
-            String[] kv = args[i].split("=", 2);
-            p.put(kv[0], kv[1]);
-        }
         AtomicLong acked = new AtomicLong(), failed = new AtomicLong();
         AtomicLong firstAck = new AtomicLong(-1), lastAck = new AtomicLong(-1);
         Map<String, Integer> errors = new TreeMap<>();
