@@ -45,6 +45,16 @@ pub struct Ask<'a> {
     /// Whether `bytes` is one message measured against maxMessageBytes (NATS); Kafka checks
     /// each record batch itself.
     pub check_size: bool,
+    /// Rate already set aside for part of the message (a Kafka retry, see
+    /// weighstation_core::kafka::Retries): not charged again.
+    pub prepaid: Prepaid,
+}
+
+/// Messages and bytes whose rate was taken before.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Prepaid {
+    pub messages: u64,
+    pub bytes: u64,
 }
 
 #[derive(Debug)]
@@ -94,6 +104,66 @@ fn rate_detail(tenant: &str, limit: &RateLimit, mps: Option<u64>, bps: Option<u6
         parts.push(format!("{b} bytes/s"));
     }
     format!("rate limit of tenant {tenant}: {}", parts.join(" and "))
+}
+
+/// The rate limits a message must pass, most specific first: its override's, then its
+/// tenant's — each with its shared-data key and the configured messages/s and bytes/s.
+fn rate_buckets<'a>(ask: &Ask<'a>) -> impl Iterator<Item = (&'a RateLimit, &'a str, Option<u64>, Option<u64>)> {
+    let who = ask.who;
+    let (tenant, plan) = (who.tenant(), who.plan());
+    let over = ask.over.and_then(|i| {
+        Some((
+            plan?.overrides.get(i)?,
+            who.keys.overrides.get(i)?,
+            tenant?.overrides.get(i)?,
+        ))
+    });
+    let overridden = over.filter(|(o, _, _)| !o.rate.is_unlimited()).map(|(o, k, raw)| {
+        (
+            &o.rate,
+            k.rate.as_str(),
+            raw.limits.messages_per_second,
+            raw.limits.bytes_per_second,
+        )
+    });
+    let tenant_wide = tenant.zip(plan).filter(|(_, p)| !p.rate.is_unlimited()).map(|(t, p)| {
+        (
+            &p.rate,
+            who.keys.rate.as_str(),
+            t.limits.messages_per_second,
+            t.limits.bytes_per_second,
+        )
+    });
+    overridden.into_iter().chain(tenant_wide)
+}
+
+/// Sets aside, in every rate bucket the message passes, the rate of `messages` and `bytes` it
+/// was just refused for, so that its retry can spend it (weighstation_core::kafka::Retries):
+/// when that can be, or None, taking nothing, if it is beyond `horizon_ns`.
+pub fn reserve(ask: &Ask<'_>, messages: u64, bytes: u64, horizon_ns: u64) -> Option<u64> {
+    let mut ready_at = ask.now;
+    let mut taken: Vec<(&RateLimit, &str)> = Vec::new();
+    for (limit, key, _, _) in rate_buckets(ask) {
+        let ready = std::cell::Cell::new(None);
+        shared::update::<2>(key, |state| {
+            let (next, at) = limit.reserve_batch(state, ask.now, messages, bytes, horizon_ns)?;
+            ready.set(Some(at));
+            Some(next)
+        });
+        match ready.get() {
+            Some(at) => {
+                ready_at = ready_at.max(at);
+                taken.push((limit, key));
+            }
+            None => {
+                for (limit, key) in taken {
+                    shared::update::<2>(key, |state| Some(limit.refund_batch(state, messages, bytes)));
+                }
+                return None;
+            }
+        }
+    }
+    Some(ready_at)
 }
 
 fn check(ask: &Ask<'_>) -> Check {
@@ -150,34 +220,21 @@ fn check(ask: &Ask<'_>) -> Check {
         });
     }
 
-    let rate_checks = over
-        .filter(|(o, _, _)| !o.rate.is_unlimited())
-        .map(|(o, k, raw)| {
-            (
-                &o.rate,
-                k.rate.as_str(),
-                raw.limits.messages_per_second,
-                raw.limits.bytes_per_second,
-            )
-        })
-        .into_iter()
-        .chain((!plan.rate.is_unlimited()).then_some((
-            &plan.rate,
-            who.keys.rate.as_str(),
-            tenant.limits.messages_per_second,
-            tenant.limits.bytes_per_second,
-        )));
-    for (limit, key, mps, bps) in rate_checks {
+    let messages = ask.messages.saturating_sub(ask.prepaid.messages);
+    let bytes = ask.bytes.saturating_sub(ask.prepaid.bytes);
+    if messages == 0 && bytes == 0 {
+        return Check::Admit(slot);
+    }
+    for (limit, key, mps, bps) in rate_buckets(ask) {
         let wait = std::cell::Cell::new(0);
-        let (_, admitted) = shared::update::<2>(key, |state| {
-            match limit.check_batch(state, ask.now, ask.messages, ask.bytes) {
+        let (_, admitted) =
+            shared::update::<2>(key, |state| match limit.check_batch(state, ask.now, messages, bytes) {
                 Ok(next) => Some(next),
                 Err(w) => {
                     wait.set(w);
                     None
                 }
-            }
-        });
+            });
         if !admitted {
             if let Some(s) = &slot {
                 s.release();

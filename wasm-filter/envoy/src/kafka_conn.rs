@@ -11,16 +11,16 @@ use weighstation_core::carry::{Carry, Plan};
 use weighstation_core::config::Protocol;
 use weighstation_core::kafka::{
     api_versions_request, cap_produce_version, produce_response, raise_produce_throttle, rewrite_brokers,
-    sasl_plain_user, visit_produce, Interest, PartitionError, RequestHandler, RequestHeader, RequestStream,
-    ResponseHandler, ResponseStream, API_FIND_COORDINATOR, API_METADATA, API_PRODUCE, API_SASL_AUTHENTICATE,
-    API_VERSIONS, MAX_PRODUCE_VERSION, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
+    sasl_plain_user, visit_produce, Batch, Interest, PartitionError, ProduceSummary, RequestHandler, RequestHeader,
+    RequestStream, ResponseHandler, ResponseStream, Retries, API_FIND_COORDINATOR, API_METADATA, API_PRODUCE,
+    API_SASL_AUTHENTICATE, API_VERSIONS, HORIZON_NS, MAX_PRODUCE_VERSION, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
 };
 use weighstation_core::limits::Reason;
 use weighstation_core::scan::Admission;
 
 use crate::clock::now_ns;
 use crate::connection::{self, Connection};
-use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot};
+use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot, Prepaid};
 use crate::state;
 use crate::tenancy::Attribution;
 use crate::waiters;
@@ -41,6 +41,19 @@ enum Pending {
     Addresses { api_key: i16, version: i16 },
 }
 
+/// A Produce request as read: its totals, the first override met, and whether a batch is over
+/// its maxMessageBytes.
+struct Inspected {
+    summary: ProduceSummary,
+    over: Option<usize>,
+    oversized: bool,
+}
+
+/// A wait as throttle_time_ms, rounded up: a client that waits it finds the request admissible.
+fn throttle_ms(ns: u64) -> i32 {
+    i32::try_from(ns.div_ceil(1_000_000)).unwrap_or(i32::MAX)
+}
+
 struct Conn {
     id: u32,
     who: Attribution,
@@ -48,6 +61,10 @@ struct Conn {
     pending: HashMap<i32, Pending>,
     /// The connection is over its tenant's connection limit.
     refused: bool,
+    /// Rate set aside for the retries of refused Produce requests.
+    retries: Retries,
+    /// The batches of the Produce being decided (kept to reuse its allocation).
+    batches: Vec<Batch>,
 }
 
 impl Conn {
@@ -74,7 +91,10 @@ impl Conn {
         // record batch is over its topic's maxMessageBytes.
         let mut over = None;
         let mut oversized = false;
+        let mut batches = std::mem::take(&mut self.batches);
+        batches.clear();
         let summary = visit_produce(body, h.api_version, |p| {
+            batches.push(Batch::of(p));
             let o = plan.override_for(Protocol::Kafka, p.topic);
             over = over.or(o);
             let max = o
@@ -84,8 +104,40 @@ impl Conn {
         });
         let Ok(summary) = summary else {
             log::debug!("weighstation: produce v{} not inspected", h.api_version);
+            self.batches = batches;
             return Admission::Forward;
         };
+        let inspected = Inspected {
+            summary,
+            over,
+            oversized,
+        };
+        let admission = self.decide(h, body, &batches, &inspected, now);
+        self.batches = batches;
+        admission
+    }
+
+    /// Decides an inspected Produce: sizes, then the tenant's limits, spending what was set
+    /// aside for it if it is a retry (see weighstation_core::kafka::Retries).
+    fn decide(
+        &mut self,
+        h: &RequestHeader<'_>,
+        body: &[u8],
+        batches: &[Batch],
+        produce: &Inspected,
+        now: u64,
+    ) -> Admission {
+        let Some(who) = self.who.current() else {
+            return Admission::Forward;
+        };
+        let Some(tenant) = who.tenant() else {
+            return Admission::Forward;
+        };
+        let Inspected {
+            summary,
+            over,
+            oversized,
+        } = *produce;
         let awaits_reply = summary.acks != 0;
         if oversized {
             if tenant.dry_run {
@@ -96,6 +148,20 @@ impl Conn {
                 return self.refuse(h, body, Reason::Size, &detail, 0, awaits_reply);
             }
         }
+        self.retries.expire(now);
+        let claim = self.retries.claim(batches);
+        if claim.messages > 0 && !claim.ready(now) && !tenant.dry_run {
+            // The client came back before the time it was given: the same answer again.
+            who.metrics.refused(Reason::Rate, summary.records);
+            let wait = claim.ready_at - now;
+            let detail = format!(
+                "rate limit of tenant {}: retried {} ms before the time given",
+                tenant.name,
+                wait / 1_000_000
+            );
+            self.retries.refused(batches);
+            return self.refuse(h, body, Reason::Rate, &detail, throttle_ms(wait), awaits_reply);
+        }
         let ask = Ask {
             who,
             over,
@@ -105,9 +171,14 @@ impl Conn {
             now,
             me: self.id,
             check_size: false,
+            prepaid: Prepaid {
+                messages: claim.messages,
+                bytes: claim.bytes,
+            },
         };
         match gatekeeper::admit(&ask, &mut self.held) {
             Admit::Forward(slot, delayed) => {
+                self.retries.spent(batches);
                 if awaits_reply {
                     let delay_ms = delayed.map_or(0, |ns| i32::try_from(ns / 1_000_000).unwrap_or(i32::MAX));
                     if slot.is_some() {
@@ -126,7 +197,18 @@ impl Conn {
             }
             Admit::Hold => Admission::Hold,
             Admit::Refuse(reason, detail, retry_ms) => {
-                let throttle = i32::try_from(retry_ms).unwrap_or(i32::MAX);
+                let mut throttle = i32::try_from(retry_ms).unwrap_or(i32::MAX);
+                if reason == Reason::Rate && self.retries.retries_seen() {
+                    let reserved = self
+                        .retries
+                        .unreserved(batches)
+                        .and_then(|(messages, bytes)| gatekeeper::reserve(&ask, messages, bytes, HORIZON_NS));
+                    if let Some(ready_at) = reserved {
+                        self.retries.reserve(batches, ready_at);
+                        throttle = throttle_ms(ready_at.max(claim.ready_at).saturating_sub(now));
+                    }
+                }
+                self.retries.refused(batches);
                 self.refuse(h, body, reason, &detail, throttle, awaits_reply)
             }
         }
@@ -341,6 +423,8 @@ pub fn connection(context_id: u32) -> Connection<State> {
                 held: Held::default(),
                 pending: HashMap::new(),
                 refused: false,
+                retries: Retries::default(),
+                batches: Vec::new(),
             },
             requests: RequestStream::new(HOLD_LIMIT),
             responses: ResponseStream::default(),

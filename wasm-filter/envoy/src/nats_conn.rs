@@ -10,7 +10,7 @@ use weighstation_core::nats::{Gate, Publish, Session, Verdict};
 
 use crate::clock::now_ns;
 use crate::connection::{self, Connection};
-use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot};
+use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot, Prepaid};
 use crate::tenancy::Attribution;
 use crate::waiters;
 
@@ -88,6 +88,7 @@ impl Gate for NatsGate<'_> {
             now: self.now,
             me: conn.id,
             check_size: true,
+            prepaid: Prepaid::default(),
         };
         match gatekeeper::admit(&ask, &mut conn.held) {
             Admit::Forward(slot, _) => {

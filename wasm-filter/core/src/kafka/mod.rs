@@ -6,6 +6,7 @@ mod cursor;
 mod encode;
 mod produce;
 mod response;
+mod retries;
 mod rewrite;
 mod stream;
 
@@ -16,6 +17,7 @@ pub use produce::{
     visit_produce, PartitionBatch, ProduceError, ProduceSummary, MAX_PRODUCE_VERSION, MIN_PRODUCE_VERSION,
 };
 pub use response::{cap_produce_version, raise_produce_throttle, Interest, ResponseHandler, ResponseStream, MAX_WHOLE};
+pub use retries::{Batch, Claim, Retries, HORIZON_NS};
 pub use rewrite::{rewrite_brokers, BrokerMap, API_FIND_COORDINATOR, API_METADATA};
 pub use stream::{
     sasl_plain_user, RequestHandler, RequestHeader, RequestStream, API_SASL_AUTHENTICATE, MAX_HEADER_BYTES,

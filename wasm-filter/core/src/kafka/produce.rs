@@ -8,9 +8,10 @@ pub const MAX_PRODUCE_VERSION: i16 = 12;
 use super::FIRST_FLEXIBLE_PRODUCE as FIRST_FLEXIBLE_VERSION;
 
 /// RecordBatch v2 header: base offset (8) and batch length (4) frame the batch; the record count
-/// is the int32 at offset 57; magic is the byte at offset 16.
+/// is the int32 at offset 57; magic is the byte at offset 16, followed by the CRC-32C of the rest.
 const BATCH_FRAMING: usize = 12;
 const BATCH_MAGIC_OFFSET: usize = 16;
+const BATCH_CRC_OFFSET: usize = 17;
 const BATCH_RECORDS_OFFSET: usize = 57;
 const BATCH_HEADER_LEN: usize = 61;
 
@@ -24,6 +25,9 @@ pub struct PartitionBatch<'a> {
     /// The largest single batch in the record set.
     pub largest_batch: usize,
     pub records: u64,
+    /// The batches' CRCs (each covers everything after it: producer id, sequence, records),
+    /// combined: a retry of the same batches carries the same value.
+    pub crc: u32,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -83,7 +87,7 @@ pub fn visit_produce<'a>(
             }
             .ok_or(t)?
             .unwrap_or_default();
-            let (count, largest) = count_records(records)?;
+            let RecordSet { count, largest, crc } = count_records(records)?;
             if flexible {
                 c.skip_tagged_fields().ok_or(t)?;
             }
@@ -96,6 +100,7 @@ pub fn visit_produce<'a>(
                 bytes: records.len(),
                 largest_batch: largest,
                 records: count,
+                crc,
             });
         }
         if flexible {
@@ -108,10 +113,16 @@ pub fn visit_produce<'a>(
     Ok(summary)
 }
 
-/// Sums the record counts of the batches in a record set; returns (records, largest batch).
-fn count_records(set: &[u8]) -> Result<(u64, usize), ProduceError> {
+struct RecordSet {
+    count: u64,
+    largest: usize,
+    crc: u32,
+}
+
+/// Sums the record counts of the batches in a record set.
+fn count_records(set: &[u8]) -> Result<RecordSet, ProduceError> {
     let mut c = Cursor::new(set);
-    let (mut records, mut largest) = (0u64, 0usize);
+    let (mut records, mut largest, mut crc) = (0u64, 0usize, 0u32);
     while c.position() < set.len() {
         let start = c.position();
         let header = set
@@ -125,9 +136,14 @@ fn count_records(set: &[u8]) -> Result<(u64, usize), ProduceError> {
         let count = i32::from_be_bytes(array(header, BATCH_RECORDS_OFFSET)?);
         records += u64::try_from(count).map_err(|_| ProduceError::BadBatch)?;
         largest = largest.max(total);
+        crc = crc.rotate_left(5) ^ u32::from_be_bytes(array(header, BATCH_CRC_OFFSET)?);
         c.bytes(total).ok_or(ProduceError::Truncated)?;
     }
-    Ok((records, largest))
+    Ok(RecordSet {
+        count: records,
+        largest,
+        crc,
+    })
 }
 
 fn array(b: &[u8], at: usize) -> Result<[u8; 4], ProduceError> {

@@ -50,6 +50,29 @@ impl Gcra {
         }
     }
 
+    /// Sets `cost` units aside at `now` for a request that was just refused, to be spent by its
+    /// retry: the new TAT (as if admitted) and the time from which the units are the retry's —
+    /// the time [`Gcra::check`] would have admitted it. None, taking nothing, if that is more than
+    /// `horizon_ns` away.
+    pub fn reserve(&self, tat: u64, now: u64, cost: u64, horizon_ns: u64) -> Option<(u64, u64)> {
+        let cost_ns = Self::nanos_for(self.per_second, cost);
+        let ready_at = if cost_ns > self.tolerance_ns {
+            tat.max(now)
+        } else {
+            tat.max(now)
+                .saturating_add(cost_ns)
+                .saturating_sub(self.tolerance_ns)
+                .max(now)
+        };
+        let new_tat = tat.max(ready_at).saturating_add(cost_ns);
+        (ready_at - now <= horizon_ns).then_some((new_tat, ready_at))
+    }
+
+    /// Gives back `cost` units taken by [`Gcra::reserve`] and never used.
+    pub fn refund(&self, tat: u64, cost: u64) -> u64 {
+        tat.saturating_sub(Self::nanos_for(self.per_second, cost))
+    }
+
     pub(crate) fn parameters(&self) -> (u64, u64) {
         (self.per_second, self.tolerance_ns)
     }
@@ -107,6 +130,47 @@ mod tests {
             "nothing more until the debt is paid down to the burst"
         );
         assert!(g.check(tat, T0 + 300_000_000, 30).is_ok());
+    }
+
+    #[test]
+    fn a_reservation_is_ready_when_a_check_would_have_admitted_it() {
+        let g = Gcra::new(100, 10).unwrap_or_else(|| unreachable!());
+        let mut tat = 0;
+        for _ in 0..10 {
+            tat = g.check(tat, T0, 1).unwrap_or_else(|w| unreachable!("waited {w}"));
+        }
+        let wait = g.check(tat, T0, 5).err().unwrap_or_default();
+        let (reserved, ready_at) = g.reserve(tat, T0, 5, 1_000_000_000).unwrap_or_else(|| unreachable!());
+        assert_eq!(
+            ready_at,
+            T0 + wait,
+            "ready when the refused request would have been admitted"
+        );
+        assert_eq!(reserved, tat + 50_000_000);
+        assert_eq!(
+            g.check(reserved, ready_at, 1),
+            Err(10_000_000),
+            "what was reserved is not admitted to anyone else"
+        );
+        assert_eq!(
+            g.reserve(tat, T0, 5, wait - 1),
+            None,
+            "beyond the horizon nothing is set aside"
+        );
+        assert_eq!(g.refund(reserved, 5), tat);
+    }
+
+    #[test]
+    fn reserving_a_batch_larger_than_the_bucket_waits_for_a_full_bucket() {
+        let g = Gcra::new(100, 10).unwrap_or_else(|| unreachable!());
+        let tat = T0 + 40_000_000;
+        let (reserved, ready_at) = g.reserve(tat, T0, 30, u64::MAX).unwrap_or_else(|| unreachable!());
+        assert_eq!((ready_at, reserved), (tat, tat + 300_000_000));
+        assert_eq!(
+            g.check(tat, ready_at, 30),
+            Ok(reserved),
+            "the same as a check at ready_at"
+        );
     }
 
     #[test]

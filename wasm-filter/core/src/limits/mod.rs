@@ -57,6 +57,34 @@ impl RateLimit {
         }
     }
 
+    /// Sets aside what `check_batch` refused, for the refused request's retry (see
+    /// [`Gcra::reserve`]): the new state and when the retry may spend it — the later of the two
+    /// buckets. None, taking nothing, if that is beyond `horizon_ns`.
+    pub fn reserve_batch(
+        &self,
+        state: RateState,
+        now: u64,
+        messages: u64,
+        size: u64,
+        horizon_ns: u64,
+    ) -> Option<(RateState, u64)> {
+        let reserve = |g: Option<Gcra>, tat: u64, cost: u64| match g {
+            Some(g) => g.reserve(tat, now, cost, horizon_ns),
+            None => Some((tat, now)),
+        };
+        let (m, m_ready) = reserve(self.messages, state[0], messages)?;
+        let (b, b_ready) = reserve(self.bytes, state[1], size)?;
+        Some(([m, b], m_ready.max(b_ready)))
+    }
+
+    /// Gives back a reservation that will not be spent.
+    pub fn refund_batch(&self, state: RateState, messages: u64, size: u64) -> RateState {
+        [
+            self.messages.map_or(state[0], |g| g.refund(state[0], messages)),
+            self.bytes.map_or(state[1], |g| g.refund(state[1], size)),
+        ]
+    }
+
     /// Identifies the parameters, so state is kept across reloads only while they are unchanged.
     pub fn fingerprint(&self) -> u64 {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
