@@ -292,7 +292,10 @@ pub fn admit(ask: &Ask<'_>, held: &mut Held) -> Admit {
 }
 
 /// onLimit: delay. The first held message of a connection takes a place in the tenant's queue;
-/// it is refused when the queue is full or when it could not be admitted within maxWait.
+/// it is refused when the queue is full or when it could not be admitted within maxWait — which
+/// counts from when the message's own size has been paced: a Kafka batch of more records than
+/// the burst is held the time those records take at the rate, plus maxWait, so that any batch
+/// within maxMessageBytes can be held, whatever maxWait.
 fn hold(ask: &Ask<'_>, held: &mut Held, retry_ns: Option<u64>, detail: String) -> Admit {
     let who = ask.who;
     let Some(tenant) = who.tenant() else {
@@ -307,15 +310,20 @@ fn hold(ask: &Ask<'_>, held: &mut Held, retry_ns: Option<u64>, detail: String) -
                 who.metrics.refused(Reason::Queue, ask.messages);
                 let max = tenant.limits.queue_max_messages.unwrap_or_default();
                 let text = format!("queue limit of tenant {name}: {max} messages already held ({detail})");
-                let retry = u32::try_from(max_wait_ms.unwrap_or_default()).unwrap_or(u32::MAX);
-                return Admit::Refuse(Reason::Queue, text, retry);
+                return Admit::Refuse(Reason::Queue, text, retry_ms(retry_ns));
             }
             who.metrics.queue_depth(1);
             held.since = Some(ask.now);
             ask.now
         }
     };
-    let deadline = since.saturating_add(max_wait_ms.map_or(u64::MAX, |ms| ms.saturating_mul(1_000_000)));
+    let paced = rate_buckets(ask)
+        .map(|(limit, ..)| limit.beyond_burst_ns(ask.messages, ask.bytes))
+        .max()
+        .unwrap_or(0);
+    let deadline = max_wait_ms.map_or(u64::MAX, |ms| {
+        since.saturating_add(ms.saturating_mul(1_000_000)).saturating_add(paced)
+    });
     let wake_at = ask.now.saturating_add(retry_ns.unwrap_or(INFLIGHT_POLL_NS));
     if ask.now >= deadline || (retry_ns.is_some() && wake_at > deadline) {
         held.end(who, ask.me);

@@ -50,6 +50,13 @@ impl Gcra {
         }
     }
 
+    /// How much longer than the bucket's depth `cost` units take to refill: the pacing a
+    /// request larger than the burst (a Kafka batch of more records) imposes by itself, which a
+    /// stream of such requests waits whatever else the tenant sends.
+    pub fn beyond_burst_ns(&self, cost: u64) -> u64 {
+        Self::nanos_for(self.per_second, cost).saturating_sub(self.tolerance_ns)
+    }
+
     /// Sets `cost` units aside at `now` for a request that was just refused, to be spent by its
     /// retry: the new TAT (as if admitted) and the time from which the units are the retry's —
     /// the time [`Gcra::check`] would have admitted it. None, taking nothing, if that is more than
@@ -130,6 +137,12 @@ mod tests {
             "nothing more until the debt is paid down to the burst"
         );
         assert!(g.check(tat, T0 + 300_000_000, 30).is_ok());
+        assert_eq!(
+            g.beyond_burst_ns(30),
+            200_000_000,
+            "the next 30 wait 200 ms for this batch's debt"
+        );
+        assert_eq!(g.beyond_burst_ns(10), 0);
     }
 
     #[test]

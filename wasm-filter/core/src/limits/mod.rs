@@ -57,6 +57,13 @@ impl RateLimit {
         }
     }
 
+    /// The longer of the two buckets' [`Gcra::beyond_burst_ns`] for one batch.
+    pub fn beyond_burst_ns(&self, messages: u64, size: u64) -> u64 {
+        let m = self.messages.map_or(0, |g| g.beyond_burst_ns(messages));
+        let b = self.bytes.map_or(0, |g| g.beyond_burst_ns(size));
+        m.max(b)
+    }
+
     /// Sets aside what `check_batch` refused, for the refused request's retry (see
     /// [`Gcra::reserve`]): the new state and when the retry may spend it — the later of the two
     /// buckets. None, taking nothing, if that is beyond `horizon_ns`.
