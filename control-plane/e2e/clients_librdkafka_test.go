@@ -14,7 +14,8 @@ import (
 func librdkafkaProducer(t *testing.T, topic, clientID string, rate float64, d time.Duration, size int) clientRun {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(root, ".tools/venv/bin/python"), "clients/librdkafka/producer_probe.py",
-		addr(ports.Kafka), topic, clientID, fmt.Sprint(rate), fmt.Sprint(d.Seconds()), fmt.Sprint(size))
+		addr(ports.Kafka), topic, clientID, fmt.Sprint(rate), fmt.Sprint(d.Seconds()), fmt.Sprint(size),
+		fmt.Sprint(matrixDeliveryTimeout.Milliseconds()))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -18,6 +19,12 @@ type producerProbe func(t *testing.T, topic, clientID string, rate float64, d ti
 // tenants' limits: 500 records/s, burst 50, maxMessageBytes 64KiB, inFlight 20; delay holds up
 // to 500 messages for 1 s.
 const matrixLimit, matrixBurst, matrixRecordBytes = 500.0, 50, 500
+
+// matrixDeliveryTimeout bounds how long a probe's client may keep a record before it reports it
+// failed (delivery.timeout.ms and its kin), so that a client the gateway starves fails its cell
+// in seconds instead of retrying for minutes. At the limit, the last record of a 10x cell is
+// acknowledged ~9 s after it was offered.
+const matrixDeliveryTimeout = 15 * time.Second
 
 // The cells: 2x and 10x the limit offered, in delay and reject. 10x is offered for 1 s, not 2:
 // delay delivers it at the limit, 10 s, which keeps every cell within about 10 s.
@@ -54,14 +61,16 @@ func clientMatrix(t *testing.T, client string, produce producerProbe, refusals .
 			topic := strings.ReplaceAll(uniqueSubject(tenant), ".", "-")
 			produceEach(t, "acme-create", topic, 1, 1)
 			refusedBefore := metricTotal(t, "weighstation_messages_refused", kafkaLabels(tenant))
+			reasonsBefore := refusalsByReason(t, tenant)
 			began := time.Now()
 			run := produce(t, topic, clientID, matrixLimit*c.overload, c.window, matrixRecordBytes)
 			took := time.Since(began)
 			refused := int(metricTotal(t, "weighstation_messages_refused", kafkaLabels(tenant)) - refusedBefore)
+			refusedWhy := grownBy(reasonsBefore, refusalsByReason(t, tenant))
 			stored := recordsOf(topicRecords(t, topic), clientID)
 			rate := ackRate(run, matrixBurst)
-			t.Logf("%s %s %.0fx: sent %d, acked %d, failed %d (errors: %s), stored %d, refused by the gateway %d; %.0f records/s acknowledged over %s (%.0f%% of the limit); took %s",
-				client, c.mode, c.overload, run.sent, run.acked, run.failed, orNone(run.errors), stored, refused,
+			t.Logf("%s %s %.0fx: sent %d, acked %d, failed %d (errors: %s), stored %d, refused by the gateway %d (%s); %.0f records/s acknowledged over %s (%.0f%% of the limit); took %s",
+				client, c.mode, c.overload, run.sent, run.acked, run.failed, orNone(run.errors), stored, refused, orNone(refusedWhy),
 				rate, run.ackSpan, 100*rate/matrixLimit, took.Round(100*time.Millisecond))
 			if run.log != "" {
 				t.Logf("%s said:\n%s", client, strings.TrimSpace(run.log))
@@ -93,6 +102,27 @@ func clientMatrix(t *testing.T, client string, produce producerProbe, refusals .
 			}
 		})
 	}
+}
+
+// refusalsByReason reads a Kafka tenant's weighstation_messages_refused, by reason.
+func refusalsByReason(t *testing.T, tenant string) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	for _, reason := range []string{"size", "rate", "inflight", "queue"} {
+		counts[reason] = int(metric(t, "weighstation_messages_refused", map[string]string{"protocol": "kafka", "tenant": tenant, "reason": reason}))
+	}
+	return counts
+}
+
+// grownBy lists the counts that grew from before to after, as "key:increase,...".
+func grownBy(before, after map[string]int) string {
+	var grown []string
+	for _, k := range slices.Sorted(maps.Keys(after)) {
+		if d := after[k] - before[k]; d != 0 {
+			grown = append(grown, fmt.Sprintf("%s:%d", k, d))
+		}
+	}
+	return strings.Join(grown, ",")
 }
 
 // recordsOf counts the records that carry one of clientID's ids (clientID-n).

@@ -1,5 +1,5 @@
 """Drives librdkafka (confluent-kafka for Python, as its users run it: acks=all, retries until
-message.timeout.ms) open loop at a fixed record rate for a while, and prints one line of
+message.timeout.ms, up to a million requests in flight) open loop at a fixed record rate for a while, and prints one line of
 outcomes for the e2e conformance tests to parse:
 
     sent=N acked=N failed=N errors=NAME:count,... first_ack_ms=N last_ack_ms=N
@@ -8,7 +8,7 @@ Every message's delivery report is counted, by librdkafka's error name (e.g.
 THROTTLING_QUOTA_EXCEEDED). The first report of each error name goes to stderr, as the
 application would log it.
 
-Usage: producer_probe.py bootstrap topic clientId recordsPerSecond seconds recordBytes
+Usage: producer_probe.py bootstrap topic clientId recordsPerSecond seconds recordBytes deliveryTimeoutMs
 """
 
 import sys
@@ -20,6 +20,7 @@ from confluent_kafka import Producer
 def main():
     bootstrap, topic, client_id = sys.argv[1:4]
     rate, seconds, size = float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
+    delivery_timeout_ms = int(sys.argv[7])
     producer = Producer({
         "bootstrap.servers": bootstrap,
         "client.id": client_id,
@@ -28,9 +29,9 @@ def main():
         # the tenant's maxMessageBytes (64 KiB) and are refused as MESSAGE_TOO_LARGE. 16 KiB is
         # the Java producer's default, and holds ~30 records of 500 B: under the tenant's burst.
         "batch.size": 16384,
-        # The default 300 s would let a stuck message hold the test for five minutes; with 30 s
-        # every message still gets its delivery report well within the test's time.
-        "message.timeout.ms": 30000,
+        # delivery.timeout.ms: how long a message may wait for delivery before it is reported
+        # failed (default 300 s).
+        "message.timeout.ms": delivery_timeout_ms,
     })
     acked = failed = 0
     first_ack = last_ack = -1
