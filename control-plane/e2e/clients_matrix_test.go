@@ -71,7 +71,7 @@ func clientMatrix(t *testing.T, client string, produce producerProbe, refusals .
 			rate := ackRate(run, matrixBurst)
 			t.Logf("%s %s %.0fx: sent %d, acked %d, failed %d (errors: %s), stored %d, refused by the gateway %d (%s); %.0f records/s acknowledged over %s (%.0f%% of the limit); took %s",
 				client, c.mode, c.overload, run.sent, run.acked, run.failed, orNone(run.errors), stored, refused, orNone(refusedWhy),
-				rate, run.ackSpan, 100*rate/matrixLimit, took.Round(100*time.Millisecond))
+				rate, run.ackSpan.Round(time.Millisecond), 100*rate/matrixLimit, took.Round(100*time.Millisecond))
 			if run.log != "" {
 				t.Logf("%s said:\n%s", client, strings.TrimSpace(run.log))
 			}
