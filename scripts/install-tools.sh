@@ -12,6 +12,7 @@ NATS_SERVER_VERSION=v2.12.15
 CARGO_FUZZ_VERSION=0.13.2
 KAFKA_VERSION=4.1.1
 KAFKA_RUNTIME_REV=2  # bump when scripts/kafka-pom.xml changes
+CONFLUENT_KAFKA_VERSION=2.16.1  # PyPI; its wheels bundle librdkafka (2.16.0 in this release)
 
 stamp_ok() { [ -f "$TOOLS/stamps/$1" ] && [ "$(cat "$TOOLS/stamps/$1")" = "$2" ]; }
 stamp_set() { echo "$2" >"$TOOLS/stamps/$1"; }
@@ -42,6 +43,16 @@ install_kafka() {
   mvn -q -B -f scripts/kafka-pom.xml -Dkafka.version="$KAFKA_VERSION" \
     dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$TOOLS/kafka/libs"
   stamp_set kafka "$KAFKA_VERSION-$KAFKA_RUNTIME_REV"
+}
+
+# librdkafka, as most of its users run it (confluent-kafka for Python), for the e2e client
+# conformance matrix (control-plane/e2e/clients/librdkafka).
+install_confluent_kafka() {
+  stamp_ok confluent-kafka "$CONFLUENT_KAFKA_VERSION" && "$TOOLS/venv/bin/python" -c 'import confluent_kafka' 2>/dev/null && return
+  say "confluent-kafka $CONFLUENT_KAFKA_VERSION (PyPI)"
+  [ -x "$TOOLS/venv/bin/pip" ] || python3 -m venv "$TOOLS/venv"
+  "$TOOLS/venv/bin/pip" install --quiet "confluent-kafka==$CONFLUENT_KAFKA_VERSION"
+  stamp_set confluent-kafka "$CONFLUENT_KAFKA_VERSION"
 }
 
 install_rust_target() {
@@ -146,12 +157,13 @@ install_cargo_fuzz() {
   stamp_set cargo-fuzz "$CARGO_FUZZ_VERSION"
 }
 
-for tool in "${@:-envoy nats-server kafka rust-target}"; do
+for tool in "${@:-envoy nats-server kafka confluent-kafka rust-target}"; do
   for t in $tool; do
     case "$t" in
       envoy) install_envoy ;;
       nats-server) install_nats_server ;;
       kafka) install_kafka ;;
+      confluent-kafka) install_confluent_kafka ;;
       rust-target) install_rust_target ;;
       cargo-fuzz) install_cargo_fuzz ;;
       helm) install_helm ;;

@@ -22,6 +22,9 @@ type clientRun struct {
 	// The time from the first to the last acknowledgement: the span over which the client was
 	// delivering.
 	ackSpan time.Duration
+	// What the client itself said about its errors (the first of each kind), for the cell's
+	// summary: the numbers say what happened, this often says why.
+	log string
 }
 
 var probeLine = regexp.MustCompile(`sent=(\d+) acked=(\d+) failed=(\d+) errors=(\S*) first_ack_ms=(-?\d+) last_ack_ms=(-?\d+)`)

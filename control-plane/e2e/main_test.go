@@ -1,6 +1,7 @@
 // Package e2e drives the real stack — Envoy with the Wasm filter, the control plane, nats-server
-// and Kafka — started once on free loopback ports, with nats.go, sarama and Apache Kafka's Java
-// producer (clients/java, compiled with javac against the kafka-clients jar) as clients.
+// and Kafka — started once on free loopback ports, with nats.go, sarama, franz-go, Apache Kafka's
+// Java producer (clients/java, compiled with javac against the kafka-clients jar) and librdkafka
+// (clients/librdkafka, confluent-kafka in .tools/venv) as clients.
 package e2e
 
 import (
