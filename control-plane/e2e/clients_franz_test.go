@@ -11,7 +11,8 @@ import (
 
 // franzProducer produces with franz-go's kgo client as its users run it: idempotent, acks=all,
 // up to 5 requests in flight, 10 ms linger, snappy when the broker takes it, retrying a record
-// until it is delivered or matrixDeliveryTimeout has passed.
+// until it is delivered or matrixDeliveryTimeout has passed — with the two settings docs/kafka.md
+// gives franz-go users: batches within maxMessageBytes and a short MetadataMinAge.
 func franzProducer(t *testing.T, topic, clientID string, rate float64, d time.Duration, size int) clientRun {
 	t.Helper()
 	client, err := kgo.NewClient(
@@ -24,6 +25,11 @@ func franzProducer(t *testing.T, topic, clientID string, rate float64, d time.Du
 		// holds ~30 records of 500 B: under the tenant's burst.
 		kgo.ProducerBatchMaxBytes(16384),
 		kgo.RecordDeliveryTimeout(matrixDeliveryTimeout),
+		// franz-go retries THROTTLING_QUOTA_EXCEEDED only after a metadata refresh, which it
+		// makes at most every MetadataMinAge (5 s by default): a reject tenant's producer then
+		// delivers ~1% of its limit and its records time out. At 250 ms it retries in time to
+		// spend what the gateway set aside for the retry (docs/kafka.md).
+		kgo.MetadataMinAge(250*time.Millisecond),
 	)
 	if err != nil {
 		t.Fatal(err)
