@@ -67,10 +67,12 @@ pub enum Admit {
     Refuse(Reason, String, u32),
 }
 
-/// Per connection: when its held message started waiting.
+/// Per connection: when its held message started waiting, and how much of its wait was then
+/// pacing (see `hold`).
 #[derive(Debug, Default)]
 pub struct Held {
     since: Option<u64>,
+    paced: u64,
 }
 
 impl Held {
@@ -91,6 +93,8 @@ enum Check {
     Exhausted {
         reason: Reason,
         retry_ns: Option<u64>,
+        /// The part of the wait that is pacing, not queueing (see Gcra::paced_ns).
+        paced_ns: u64,
         detail: String,
     },
 }
@@ -195,6 +199,7 @@ fn check(ask: &Ask<'_>) -> Check {
         let inflight_exhausted = |limit: u64| Check::Exhausted {
             reason: Reason::InFlight,
             retry_ns: None,
+            paced_ns: 0,
             detail: format!("inFlight limit of tenant {name}: {limit} requests awaiting a reply"),
         };
         let mut tenant_key = None;
@@ -227,7 +232,7 @@ fn check(ask: &Ask<'_>) -> Check {
     }
     for (limit, key, mps, bps) in rate_buckets(ask) {
         let wait = std::cell::Cell::new(0);
-        let (_, admitted) =
+        let (seen, admitted) =
             shared::update::<2>(key, |state| match limit.check_batch(state, ask.now, messages, bytes) {
                 Ok(next) => Some(next),
                 Err(w) => {
@@ -242,6 +247,7 @@ fn check(ask: &Ask<'_>) -> Check {
             return Check::Exhausted {
                 reason: Reason::Rate,
                 retry_ns: Some(wait.get()),
+                paced_ns: limit.paced_ns(seen, ask.now, messages, bytes),
                 detail: rate_detail(name, limit, mps, bps),
             };
         }
@@ -283,28 +289,35 @@ pub fn admit(ask: &Ask<'_>, held: &mut Held) -> Admit {
             reason,
             detail,
             retry_ns,
+            ..
         } if tenant.reject => {
             m.refused(reason, ask.messages);
             Admit::Refuse(reason, detail, retry_ms(retry_ns))
         }
-        Check::Exhausted { retry_ns, detail, .. } => hold(ask, held, retry_ns, detail),
+        Check::Exhausted {
+            retry_ns,
+            paced_ns,
+            detail,
+            ..
+        } => hold(ask, held, retry_ns, paced_ns, detail),
     }
 }
 
 /// onLimit: delay. The first held message of a connection takes a place in the tenant's queue;
-/// it is refused when the queue is full or when it could not be admitted within maxWait — which
-/// counts from when the message's own size has been paced: a Kafka batch of more records than
-/// the burst is held the time those records take at the rate, plus maxWait, so that any batch
-/// within maxMessageBytes can be held, whatever maxWait.
-fn hold(ask: &Ask<'_>, held: &mut Held, retry_ns: Option<u64>, detail: String) -> Admit {
+/// it is refused when the queue is full or when it could not be admitted within maxWait. A
+/// Kafka batch of more records than the burst waits for a full bucket and leaves it in debt; the
+/// part of a message's wait that was such pacing when it was first held (Gcra::paced_ns) extends
+/// its maxWait — so that a stream of such batches, each waiting for the one before, can be held
+/// whatever maxWait.
+fn hold(ask: &Ask<'_>, held: &mut Held, retry_ns: Option<u64>, paced_ns: u64, detail: String) -> Admit {
     let who = ask.who;
     let Some(tenant) = who.tenant() else {
         return Admit::Forward(None, None);
     };
     let name = &tenant.name;
     let max_wait_ms = tenant.limits.queue_max_wait_ms;
-    let since = match held.since {
-        Some(s) => s,
+    let (since, paced) = match held.since {
+        Some(s) => (s, held.paced),
         None => {
             if !shared::acquire(&who.keys.queue, tenant.limits.queue_max_messages) {
                 who.metrics.refused(Reason::Queue, ask.messages);
@@ -314,13 +327,10 @@ fn hold(ask: &Ask<'_>, held: &mut Held, retry_ns: Option<u64>, detail: String) -
             }
             who.metrics.queue_depth(1);
             held.since = Some(ask.now);
-            ask.now
+            held.paced = paced_ns;
+            (ask.now, paced_ns)
         }
     };
-    let paced = rate_buckets(ask)
-        .map(|(limit, ..)| limit.beyond_burst_ns(ask.messages, ask.bytes))
-        .max()
-        .unwrap_or(0);
     let deadline = max_wait_ms.map_or(u64::MAX, |ms| {
         since.saturating_add(ms.saturating_mul(1_000_000)).saturating_add(paced)
     });

@@ -50,11 +50,15 @@ impl Gcra {
         }
     }
 
-    /// How much longer than the bucket's depth `cost` units take to refill: the pacing a
-    /// request larger than the burst (a Kafka batch of more records) imposes by itself, which a
-    /// stream of such requests waits whatever else the tenant sends.
-    pub fn beyond_burst_ns(&self, cost: u64) -> u64 {
-        Self::nanos_for(self.per_second, cost).saturating_sub(self.tolerance_ns)
+    /// The part of the wait for `cost` units at `now` that is pacing rather than queueing: the
+    /// debt an earlier batch larger than the bucket left (the time until the bucket is merely
+    /// empty), then the refill of the units themselves (a whole bucket for a batch larger than
+    /// it). A Kafka batch is the unit its client sends: its own records' time at the rate is
+    /// never the reason to refuse it.
+    pub fn paced_ns(&self, tat: u64, now: u64, cost: u64) -> u64 {
+        let debt = tat.saturating_sub(now.saturating_add(self.tolerance_ns));
+        let own = Self::nanos_for(self.per_second, cost).min(self.tolerance_ns);
+        debt.saturating_add(own)
     }
 
     /// Sets `cost` units aside at `now` for a request that was just refused, to be spent by its
@@ -138,11 +142,16 @@ mod tests {
         );
         assert!(g.check(tat, T0 + 300_000_000, 30).is_ok());
         assert_eq!(
-            g.beyond_burst_ns(30),
-            200_000_000,
-            "the next 30 wait 200 ms for this batch's debt"
+            g.paced_ns(tat, T0, 1),
+            210_000_000,
+            "a message waits out the debt, then its own refill"
         );
-        assert_eq!(g.beyond_burst_ns(10), 0);
+        assert_eq!(g.paced_ns(tat, T0 + 250_000_000, 1), 10_000_000, "no debt left");
+        assert_eq!(
+            g.paced_ns(tat, T0 + 250_000_000, 30),
+            100_000_000,
+            "a batch larger than the bucket needs it full"
+        );
     }
 
     #[test]

@@ -57,10 +57,10 @@ impl RateLimit {
         }
     }
 
-    /// The longer of the two buckets' [`Gcra::beyond_burst_ns`] for one batch.
-    pub fn beyond_burst_ns(&self, messages: u64, size: u64) -> u64 {
-        let m = self.messages.map_or(0, |g| g.beyond_burst_ns(messages));
-        let b = self.bytes.map_or(0, |g| g.beyond_burst_ns(size));
+    /// The larger of the two buckets' [`Gcra::paced_ns`] for a batch.
+    pub fn paced_ns(&self, state: RateState, now: u64, messages: u64, size: u64) -> u64 {
+        let m = self.messages.map_or(0, |g| g.paced_ns(state[0], now, messages));
+        let b = self.bytes.map_or(0, |g| g.paced_ns(state[1], now, size));
         m.max(b)
     }
 
