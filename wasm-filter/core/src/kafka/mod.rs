@@ -4,6 +4,8 @@
 
 mod cursor;
 mod encode;
+#[cfg(test)]
+mod order_tests;
 mod produce;
 mod response;
 mod retries;

@@ -13,7 +13,7 @@ const BATCH_FRAMING: usize = 12;
 const BATCH_MAGIC_OFFSET: usize = 16;
 const BATCH_CRC_OFFSET: usize = 17;
 const BATCH_RECORDS_OFFSET: usize = 57;
-const BATCH_HEADER_LEN: usize = 61;
+pub(crate) const BATCH_HEADER_LEN: usize = 61;
 
 /// One partition's record set in a Produce request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

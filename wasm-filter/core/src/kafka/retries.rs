@@ -94,8 +94,8 @@ pub struct Retries {
 }
 
 impl Retries {
-    /// Notes the request's batches (keys) and sums what is reserved for them. A batch refused
-    /// before marks the connection as one that retries.
+    /// Sums what is reserved for the request's batches. A batch refused before marks the
+    /// connection as one that retries (reservations exist only once it has).
     pub fn claim(&mut self, batches: &[Batch]) -> Claim {
         let mut claim = Claim::default();
         for b in batches {
@@ -103,7 +103,6 @@ impl Retries {
                 claim.messages += r.batch.messages;
                 claim.bytes += r.batch.bytes;
                 claim.ready_at = claim.ready_at.max(r.ready_at);
-                self.retries_seen = true;
             } else if self.refused.contains(&b.key) {
                 self.retries_seen = true;
             }

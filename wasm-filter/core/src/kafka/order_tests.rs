@@ -8,25 +8,25 @@
 //! dropped; a held Produce is tried again with the next read or on a tick, and a delayed one's
 //! answer reports the delay in throttle_time_ms.
 
-use proptest::collection::vec;
-use proptest::prelude::*;
-use proptest::sample::select;
-use std::collections::HashMap;
-use weighstation_core::carry::{Carry, Plan};
-use weighstation_core::kafka::{
+use super::produce::tests::{batch, produce_body};
+use super::produce::BATCH_HEADER_LEN;
+use crate::carry::{Carry, Plan};
+use crate::kafka::{
     api_versions_request, produce_response, raise_produce_throttle, visit_produce, Interest, PartitionError,
     RequestHandler, RequestHeader, RequestStream, ResponseHandler, ResponseStream, API_METADATA, API_PRODUCE,
     API_VERSIONS, FIRST_FLEXIBLE_PRODUCE, MAX_PRODUCE_VERSION, MIN_PRODUCE_VERSION, THROTTLING_QUOTA_EXCEEDED,
 };
-use weighstation_core::scan::Admission;
+use crate::scan::Admission;
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::sample::select;
+use std::collections::HashMap;
 
 /// Requests the filter only frames: Fetch, and ConsumerGroupHeartbeat, which it has no name for.
 const FETCH: i16 = 1;
 const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
 
-const TOPIC: &[u8] = b"orders";
-/// RecordBatch v2: the header the filter reads (its length frames it, magic must be 2).
-const BATCH_HEADER_LEN: usize = 61;
+const TOPIC: &str = "orders";
 
 /// A Produce request is held on at most this many attempts before it is decided.
 const MAX_HOLDS: u8 = 3;
@@ -83,7 +83,7 @@ impl Request {
         f.extend_from_slice(&self.correlation_id.to_be_bytes());
         match &self.client_id {
             Some(id) => {
-                length(&mut f, id.len(), false, 2);
+                f.extend_from_slice(&(id.len() as i16).to_be_bytes());
                 f.extend_from_slice(id.as_bytes());
             }
             None => f.extend_from_slice(&(-1i16).to_be_bytes()),
@@ -100,7 +100,8 @@ impl Request {
                 if *version >= FIRST_FLEXIBLE_PRODUCE {
                     f.push(0); // request header v2: no tagged fields
                 }
-                f.extend(produce_body(*version, *acks, *partition, &batch(*records, *padding)));
+                let records = batch(*records, BATCH_HEADER_LEN + padding);
+                f.extend(produce_body(*version, TOPIC, *acks, &[(*partition, records)]));
             }
             Kind::Other { body, .. } => f.extend_from_slice(body),
         }
@@ -122,7 +123,13 @@ impl Request {
         };
         let answer = |error, throttle_ms, message| {
             let partitions = vec![PartitionError { partition, error }];
-            produce_response(version, corr, &[(TOPIC.to_vec(), partitions)], throttle_ms, message)
+            produce_response(
+                version,
+                corr,
+                &[(TOPIC.as_bytes().to_vec(), partitions)],
+                throttle_ms,
+                message,
+            )
         };
         match (verdict.refuse, acks) {
             (true, 0) => (None, None),
@@ -143,58 +150,10 @@ impl Request {
     }
 }
 
-/// A length in the compact encoding (unsigned varint of n + 1), or big-endian in `classic` bytes.
-fn length(out: &mut Vec<u8>, n: usize, compact: bool, classic: usize) {
-    if !compact {
-        out.extend_from_slice(&(n as u32).to_be_bytes()[4 - classic..]);
-        return;
-    }
-    let mut v = n + 1;
-    while v >= 0x80 {
-        out.push((v & 0x7f) as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 fn framed(body: Vec<u8>) -> Vec<u8> {
     let mut f = (body.len() as i32).to_be_bytes().to_vec();
     f.extend(body);
     f
-}
-
-/// A RecordBatch v2 claiming `records` records, `padding` bytes past its header.
-fn batch(records: i32, padding: usize) -> Vec<u8> {
-    let mut b = vec![0u8; BATCH_HEADER_LEN + padding];
-    let after_length = (b.len() - 12) as i32;
-    b[8..12].copy_from_slice(&after_length.to_be_bytes());
-    b[16] = 2; // magic
-    b[57..61].copy_from_slice(&records.to_be_bytes());
-    b
-}
-
-/// A Produce body with one topic and one partition.
-fn produce_body(version: i16, acks: i16, partition: i32, records: &[u8]) -> Vec<u8> {
-    let flexible = version >= FIRST_FLEXIBLE_PRODUCE;
-    let mut b = Vec::new();
-    if flexible {
-        b.push(0); // null transactional id
-    } else {
-        b.extend_from_slice(&(-1i16).to_be_bytes());
-    }
-    b.extend_from_slice(&acks.to_be_bytes());
-    b.extend_from_slice(&30_000i32.to_be_bytes()); // timeout_ms
-    length(&mut b, 1, flexible, 4); // topics
-    length(&mut b, TOPIC.len(), flexible, 2);
-    b.extend_from_slice(TOPIC);
-    length(&mut b, 1, flexible, 4); // partitions
-    b.extend_from_slice(&partition.to_be_bytes());
-    length(&mut b, records.len(), flexible, 4);
-    b.extend_from_slice(records);
-    if flexible {
-        b.extend_from_slice(&[0, 0, 0]); // the partition's, the topic's and the request's tagged fields
-    }
-    b
 }
 
 /// The broker's answer to anything but a Produce: only its correlation id matters.
