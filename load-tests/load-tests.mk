@@ -7,7 +7,7 @@ load_tests_default_goal := $(.DEFAULT_GOAL)
 LOAD_TESTS_SOURCES := $(shell find load-tests -path load-tests/k6 -prune -o \( -name '*.go' -o -name go.mod -o -name go.sum -o -name '*.yaml' \) -print)
 K6_SOURCES := $(shell find load-tests/k6 -name '*.go' -o -name go.mod -o -name go.sum)
 
-.PHONY: bench bench-nats bench-quick bench-install k6 test-load-harness lint-load-tests
+.PHONY: bench bench-cpu bench-nats bench-quick bench-install k6 test-load-harness lint-load-tests
 
 # weighstation-bench, the benchmark suite and k6 (v1.8.1 with k6/x/weighstation) into .tools/bin.
 bench-install: $(BIN)/weighstation-bench $(BIN)/weighstation-benchsuite $(BIN)/k6
@@ -45,6 +45,13 @@ bench: tools wasm control-plane $(BIN)/weighstation-benchsuite
 bench-nats: tools wasm control-plane $(BIN)/weighstation-benchsuite
 	$(BIN)/weighstation-benchsuite -root $(ROOT) -out $(TOOLS)/bench-nats -only nats-request
 	@sed -n '/^## Direct/,/^## Rate/p' $(TOOLS)/bench-nats/README.md | grep -v '^!\[' | grep -v '^## Rate'
+
+# Envoy CPU per message and msgs/s (~4 minutes): nats bench pub at 128 B and 1 KiB through the
+# filter, tcp_proxy and direct, and kafka-producer-perf-test (acks=1) through the gateway and
+# direct, targets alternated in 5 rounds; prints the table and whether the targets are met.
+bench-cpu: tools wasm control-plane $(BIN)/weighstation-benchsuite
+	$(BIN)/weighstation-benchsuite -root $(ROOT) -out $(TOOLS)/bench-cpu -only cpu
+	@sed -n '/^## Envoy CPU/,/^## Direct/p' $(TOOLS)/bench-cpu/README.md | grep -v '^## Direct'
 
 # The same suite with measurements of a few seconds, to check it end to end (~3 minutes);
 # its figures are not evidence, so they go to .tools/bench-quick.

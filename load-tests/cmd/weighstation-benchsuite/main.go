@@ -77,8 +77,9 @@ func run(root, out string, quick bool, only map[string]bool) error {
 		Comparisons []comparison `json:"comparisons"`
 		Overloads   []overload   `json:"overloads"`
 		Neighbours  []neighbour  `json:"noisyNeighbours"`
+		CPU         []cpuCost    `json:"envoyCpuPerMessage"`
 		Failures    []failure    `json:"failures,omitempty"`
-	}{machineHost, s.Probes, s.Comparisons, s.Overloads, s.Neighbours, s.Failures}, "", "  ")
+	}{machineHost, s.Probes, s.Comparisons, s.Overloads, s.Neighbours, s.CPU, s.Failures}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -154,6 +155,8 @@ func (s *suite) runAll() error {
 			steps = append(steps, step{what, run})
 		}
 	}
+	// First, on a fresh stack: CPU is what the filter itself costs.
+	add("cpu Envoy CPU per message", s.measureCPU)
 	for _, scen := range []string{"nats-pubsub", "nats-request", "kafka-acks1"} {
 		for _, l := range levels {
 			rate := roundRate(l.share * saturation[scen])

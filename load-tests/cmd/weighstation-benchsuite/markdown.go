@@ -40,7 +40,7 @@ punctuality. Per-process CPU is in each run's summary.json and report.html. See
 `, s.timing.phase)
 
 	p("## Saturation on this machine\n\n")
-	p("Through the gateway, tenant `acme` (no limits), %s per step after %s warm-up; a step fails when the gateway delivers under 97%% of the rate, p99 exceeds 50 ms, anything fails, or the harness falls more than 10 ms behind at p99 (a step it kept to within 10 ms but not 1 ms is marked invalid and does not stop the probe). The three comparison rates below are 10%%, 40%% and 80%% of the highest rate that held.\n\n", s.timing.probeLength, s.timing.probeWarmup)
+	p("Through the gateway, tenant `acme` (limits enforced, never reached), %s per step after %s warm-up; a step fails when the gateway delivers under 97%% of the rate, p99 exceeds 50 ms, anything fails, or the harness falls more than 10 ms behind at p99 (a step it kept to within 10 ms but not 1 ms is marked invalid and does not stop the probe). The three comparison rates below are 10%%, 40%% and 80%% of the highest rate that held.\n\n", s.timing.probeLength, s.timing.probeWarmup)
 	p("| scenario | rate/s | delivered/s | p50 | p99 | max | machine | verdict |\n|---|---:|---:|---:|---:|---:|---|---|\n")
 	for _, pr := range s.Probes {
 		for _, st := range pr.Steps {
@@ -61,6 +61,10 @@ punctuality. Per-process CPU is in each run's summary.json and report.html. See
 		default:
 			p("| **%s** | **%.0f** | | | | | | **saturation** |\n", pr.Scenario, pr.Saturation)
 		}
+	}
+
+	if len(s.CPU) > 0 {
+		writeCPU(p, s.CPU)
 	}
 
 	p("\n## Direct vs Envoy vs gateway\n\n")
@@ -109,7 +113,7 @@ punctuality. Per-process CPU is in each run's summary.json and report.html. See
 	p("\nA delivered ÷ limit near 1.00 at both 2× and 10× is an enforced limit; near 2 and 10 means the limit was not enforced for that protocol in this build.\n\n")
 
 	p("## Noisy neighbour\n\n")
-	p("Tenant `acme` (no limits) at a fixed rate through the gateway, first alone, then while `globex` offers 10× its %.0f/s limit on the same gateway and broker.\n\n", tenantLimit)
+	p("Tenant `acme` (limits enforced, never reached) at a fixed rate through the gateway, first alone, then while `globex` offers 10× its %.0f/s limit on the same gateway and broker.\n\n", tenantLimit)
 	p("| scenario | acme | p50 | p90 | p99 | p99.9 | p99.99 | max | delivered/s | machine |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, n := range s.Neighbours {
 		a, b := n.Alone.Targets[0], n.Noisy.Targets[0]
@@ -131,6 +135,35 @@ punctuality. Per-process CPU is in each run's summary.json and report.html. See
 		}
 	}
 	p("\nPlots, `.hgrm` distributions (HdrHistogram's plotter reads them) and summary.json for every run are under [runs/](runs/); the suite's every figure is in [suite.json](suite.json).\n")
+}
+
+// writeCPU is the CPU cost section (see cpu.go).
+func writeCPU(p func(string, ...any), costs []cpuCost) {
+	p("\n## Envoy CPU per message\n\n")
+	p("Publishers at full speed, closed loop: `nats bench pub` (natscli, one client) and Kafka's `kafka-producer-perf-test` (the Java producer, acks=1), as tenant `acme`, whose limits are enforced and never reached (rate 100M messages/s, inFlight 1M). Each target in turn, round after round, in one run; *Envoy CPU* is the utime + stime of the Envoy process over the run divided by its messages (the kernel counts CPU in 10 ms ticks, hence runs of a million messages or more). *direct* is the broker itself (Envoy idle), *tcp-proxy* Envoy without the filter. Median (lowest–highest) over the rounds.\n\n")
+	p("| workload | target | messages per run | msgs/s | Envoy CPU µs/msg |\n|---|---|---:|---:|---:|\n")
+	for _, c := range costs {
+		r, m := c.rate(), c.micros()
+		n := 0
+		if len(c.Runs) > 0 {
+			n = c.Runs[0].Messages
+		}
+		p("| %s | %s | %d | %.0f (%.0f–%.0f) | %.3f (%.3f–%.3f) |\n", c.Workload, c.Target, n, r.Median, r.Min, r.Max, m.Median, m.Min, m.Max)
+	}
+	p("\n| workload | gateway over | Envoy CPU µs/msg more | throughput share | target | |\n|---|---|---:|---:|---|---|\n")
+	for _, v := range cpuVerdicts(costs) {
+		target, verdict := "—", ""
+		if v.MaxOverMicros > 0 {
+			target = fmt.Sprintf("≤ %.1f µs, ≥ %.0f%%", v.MaxOverMicros, v.MinShare*100)
+			verdict = "**met**"
+			if !v.met() {
+				verdict = "**missed**"
+			}
+		}
+		p("| %s | %s | %.3f (%.3f–%.3f) | %.0f%% (%.0f–%.0f%%) | %s | %s |\n", v.Workload, v.Baseline, v.OverMicros.Median, v.OverMicros.Min, v.OverMicros.Max,
+			v.Share.Median*100, v.Share.Min*100, v.Share.Max*100, target, verdict)
+	}
+	p("\n")
 }
 
 // percentiles is p50 … max as table cells.

@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// policies are the benchmark's own tenants: acme unlimited (baselines), globex 1000/s delay and
+// policies are the benchmark's own tenants: acme enforced but never limited (baselines), globex 1000/s delay and
 // the default tenant 1000/s reject (overload and noisy neighbour).
 //
 //go:embed policies/*.yaml

@@ -69,6 +69,7 @@ type suite struct {
 	Comparisons []comparison
 	Overloads   []overload
 	Neighbours  []neighbour
+	CPU         []cpuCost
 	Failures    []failure
 
 	broken   bool // the last step failed: the stack may be unusable

@@ -6,22 +6,7 @@ use std::collections::HashMap;
 
 use crate::limits::RateLimit;
 use crate::patterns;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Protocol {
-    Nats,
-    Kafka,
-}
-
-impl Protocol {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Protocol::Nats => "nats",
-            Protocol::Kafka => "kafka",
-        }
-    }
-}
+pub use crate::protocol::Protocol;
 
 /// Resolved limits; `None` is unlimited.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -136,13 +121,21 @@ pub struct OverridePlan {
     pub fingerprint: u64,
 }
 
+/// A limit's rate buckets; a burst left out is one second of its rate.
+fn rate_limit(l: &Limits) -> RateLimit {
+    RateLimit::new(
+        l.messages_per_second.map(|r| (r, l.burst_messages.unwrap_or(r))),
+        l.bytes_per_second.map(|r| (r, l.burst_bytes.unwrap_or(r))),
+    )
+}
+
 impl TenantPlan {
     fn new(protocol: Protocol, t: &Tenant) -> TenantPlan {
         let overrides = t
             .overrides
             .iter()
             .map(|o| {
-                let rate = RateLimit::from_limits(&o.limits);
+                let rate = rate_limit(&o.limits);
                 let mut fingerprint = rate.fingerprint();
                 for p in &o.patterns {
                     for b in p.bytes().chain([0]) {
@@ -165,7 +158,7 @@ impl TenantPlan {
             .collect();
         order.sort_by_key(|(p, _)| std::cmp::Reverse(patterns::specificity(protocol, p)));
         TenantPlan {
-            rate: RateLimit::from_limits(&t.limits),
+            rate: rate_limit(&t.limits),
             overrides,
             order,
         }

@@ -3,8 +3,8 @@
 //! `weighstation_messages_accepted.protocol.nats.tenant.acme` is exposed to Prometheus as
 //! `weighstation_messages_accepted{protocol="nats",tenant="acme"}`.
 
-use crate::config::Protocol;
 use crate::limits::Reason;
+use crate::protocol::Protocol;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

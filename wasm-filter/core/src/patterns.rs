@@ -1,7 +1,7 @@
 //! Override patterns: NATS subject wildcards (`*` one token, `>` the rest) and Kafka topic globs
 //! (`*` any run of characters, `?` one character). Matching allocates nothing.
 
-use crate::config::Protocol;
+use crate::protocol::Protocol;
 
 /// Whether `subject` matches the NATS subject pattern.
 pub fn nats_matches(pattern: &str, subject: &[u8]) -> bool {

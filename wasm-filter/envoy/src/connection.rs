@@ -8,6 +8,7 @@ use std::rc::Rc;
 use weighstation_core::carry::Plan;
 
 use crate::host;
+use crate::metrics;
 use crate::paused;
 use crate::waiters::{self, Retry};
 
@@ -44,6 +45,7 @@ impl<P: Protocol> Retry for Shared<P> {
             st.close();
             let _ = host::close_downstream();
         }
+        metrics::flush();
     }
 }
 
@@ -65,6 +67,7 @@ impl<P: Protocol> Connection<P> {
             st.close();
         }
         waiters::retry_freed(self.id);
+        metrics::flush();
     }
 }
 
@@ -93,6 +96,7 @@ impl<P: Protocol> StreamContext for Connection<P> {
         });
         drop(st);
         waiters::retry_freed(self.id);
+        metrics::flush();
         action
     }
 
@@ -115,6 +119,7 @@ impl<P: Protocol> StreamContext for Connection<P> {
         }
         drop(st);
         waiters::retry_freed(self.id);
+        metrics::flush();
         Action::Continue
     }
 

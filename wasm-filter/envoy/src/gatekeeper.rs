@@ -3,9 +3,11 @@
 //! then what the tenant's mode says to do when a limit is exhausted — count it (dryRun), refuse
 //! it (reject), or hold the connection (delay) within the queue's bounds.
 
-use std::rc::Rc;
+use std::cell::Cell;
+use weighstation_core::leases::{Refusal, SharedRate, SHARED_RATE_WORDS};
 use weighstation_core::limits::{RateLimit, Reason};
 
+use crate::keys::{RateKey, SlotKey};
 use crate::tenancy::Attributed;
 use crate::{shared, waiters};
 
@@ -13,18 +15,34 @@ use crate::{shared, waiters};
 const INFLIGHT_POLL_NS: u64 = 5_000_000;
 
 /// In-flight counters a request holds until its reply (or timeout, or the connection's close).
-/// Only bounded counters are kept in shared data (a compare-and-swap each way); the in-flight
-/// gauge is counted either way. A limit set on a reload counts the requests admitted after it.
+/// Only bounded counters are kept in shared data, taken in blocks by each worker
+/// (weighstation_core::leases::SlotLease); the in-flight gauge is counted either way. A limit
+/// set on a reload counts the requests admitted after it.
 #[derive(Debug, Clone)]
 pub struct InFlightSlot {
-    tenant_key: Option<Rc<str>>,
-    override_key: Option<Rc<str>>,
+    taken: [Option<(SlotKey, u64)>; 2],
 }
 
 impl InFlightSlot {
     pub fn release(&self) {
-        for k in [&self.tenant_key, &self.override_key].into_iter().flatten() {
-            shared::release(k);
+        for (slots, limit) in self.taken.iter().flatten() {
+            let surplus = slots.lease.borrow_mut().put_back(*limit);
+            shared::give_back(&slots.key, surplus);
+        }
+    }
+}
+
+/// Takes one of `limit` in-flight slots: this worker's idle one, or from the shared count.
+fn take_slot(slots: &SlotKey, limit: u64) -> bool {
+    let mut lease = slots.lease.borrow_mut();
+    if lease.take() {
+        return true;
+    }
+    match shared::take_slots(&slots.key, limit) {
+        0 => false,
+        granted => {
+            lease.granted(granted);
+            true
         }
     }
 }
@@ -112,7 +130,7 @@ fn rate_detail(tenant: &str, limit: &RateLimit, mps: Option<u64>, bps: Option<u6
 
 /// The rate limits a message must pass, most specific first: its override's, then its
 /// tenant's — each with its shared-data key and the configured messages/s and bytes/s.
-fn rate_buckets<'a>(ask: &Ask<'a>) -> impl Iterator<Item = (&'a RateLimit, &'a str, Option<u64>, Option<u64>)> {
+fn rate_buckets<'a>(ask: &Ask<'a>) -> impl Iterator<Item = (&'a RateLimit, &'a RateKey, Option<u64>, Option<u64>)> {
     let who = ask.who;
     let (tenant, plan) = (who.tenant(), who.plan());
     let over = ask.over.and_then(|i| {
@@ -125,7 +143,7 @@ fn rate_buckets<'a>(ask: &Ask<'a>) -> impl Iterator<Item = (&'a RateLimit, &'a s
     let overridden = over.filter(|(o, _, _)| !o.rate.is_unlimited()).map(|(o, k, raw)| {
         (
             &o.rate,
-            k.rate.as_str(),
+            &k.rate,
             raw.limits.messages_per_second,
             raw.limits.bytes_per_second,
         )
@@ -133,7 +151,7 @@ fn rate_buckets<'a>(ask: &Ask<'a>) -> impl Iterator<Item = (&'a RateLimit, &'a s
     let tenant_wide = tenant.zip(plan).filter(|(_, p)| !p.rate.is_unlimited()).map(|(t, p)| {
         (
             &p.rate,
-            who.keys.rate.as_str(),
+            &who.keys.rate,
             t.limits.messages_per_second,
             t.limits.bytes_per_second,
         )
@@ -147,27 +165,53 @@ fn rate_buckets<'a>(ask: &Ask<'a>) -> impl Iterator<Item = (&'a RateLimit, &'a s
 pub fn reserve(ask: &Ask<'_>, messages: u64, bytes: u64, horizon_ns: u64) -> Option<u64> {
     let mut ready_at = ask.now;
     let mut taken: Vec<(&RateLimit, &str)> = Vec::new();
-    for (limit, key, _, _) in rate_buckets(ask) {
-        let ready = std::cell::Cell::new(None);
-        shared::update::<2>(key, |state| {
-            let (next, at) = limit.reserve_batch(state, ask.now, messages, bytes, horizon_ns)?;
+    for (limit, rate, _, _) in rate_buckets(ask) {
+        let ready = Cell::new(None);
+        shared::update::<SHARED_RATE_WORDS>(&rate.key, |w| {
+            let (next, at) = SharedRate::decode(w).reserve(limit, ask.now, messages, bytes, horizon_ns)?;
             ready.set(Some(at));
-            Some(next)
+            Some(next.encode())
         });
         match ready.get() {
             Some(at) => {
                 ready_at = ready_at.max(at);
-                taken.push((limit, key));
+                taken.push((limit, &rate.key));
             }
             None => {
                 for (limit, key) in taken {
-                    shared::update::<2>(key, |state| Some(limit.refund_batch(state, messages, bytes)));
+                    shared::update::<SHARED_RATE_WORDS>(key, |w| {
+                        Some(SharedRate::decode(w).refund(limit, ask.now, messages, bytes).encode())
+                    });
                 }
                 return None;
             }
         }
     }
     Some(ready_at)
+}
+
+/// Spends a message's rate from this worker's lease, or renews the lease from the shared
+/// bucket with one compare-and-swap (weighstation_core::leases::RateLease).
+fn spend_rate(limit: &RateLimit, rate: &RateKey, now: u64, messages: u64, bytes: u64) -> Result<(), Refusal> {
+    let mut lease = rate.lease.borrow_mut();
+    if lease.spend(limit, now, messages, bytes) {
+        return Ok(());
+    }
+    let outcome = Cell::new(None);
+    let (_, stored) = shared::update::<SHARED_RATE_WORDS>(&rate.key, |w| {
+        let renewal = lease.renew(limit, w, now, messages, bytes);
+        outcome.set(Some(renewal.map(|(_, grant)| grant)));
+        renewal.ok().map(|(next, _)| next)
+    });
+    match outcome.get() {
+        Some(Ok(grant)) if stored => {
+            lease.renewed(grant, now, messages, bytes);
+            Ok(())
+        }
+        Some(Err(refusal)) if !stored => Err(refusal),
+        // Shared data failed open (see shared::update): so does the limit.
+        _ => Ok(()),
+    }
 }
 
 fn check(ask: &Ask<'_>) -> Check {
@@ -202,27 +246,20 @@ fn check(ask: &Ask<'_>) -> Check {
             paced_ns: 0,
             detail: format!("inFlight limit of tenant {name}: {limit} requests awaiting a reply"),
         };
-        let mut tenant_key = None;
-        if let Some(limit) = tenant.limits.in_flight {
-            if !shared::acquire(&who.keys.in_flight, Some(limit)) {
+        let mut taken = InFlightSlot { taken: [None, None] };
+        let bounds = [
+            tenant.limits.in_flight.map(|l| (&who.keys.in_flight, l)),
+            over.and_then(|(o, k, _)| Some((&k.in_flight, o.in_flight?))),
+        ];
+        for (i, bound) in bounds.into_iter().enumerate() {
+            let Some((slots, limit)) = bound else { continue };
+            if !take_slot(slots, limit) {
+                taken.release();
                 return inflight_exhausted(limit);
             }
-            tenant_key = Some(who.keys.in_flight.clone());
+            taken.taken[i] = Some((slots.clone(), limit));
         }
-        let mut override_key = None;
-        if let Some((limit, keys)) = over.and_then(|(o, k, _)| Some((o.in_flight?, k))) {
-            if !shared::acquire(&keys.in_flight, Some(limit)) {
-                if let Some(k) = &tenant_key {
-                    shared::release(k);
-                }
-                return inflight_exhausted(limit);
-            }
-            override_key = Some(keys.in_flight.clone());
-        }
-        slot = Some(InFlightSlot {
-            tenant_key,
-            override_key,
-        });
+        slot = Some(taken);
     }
 
     let messages = ask.messages.saturating_sub(ask.prepaid.messages);
@@ -230,24 +267,15 @@ fn check(ask: &Ask<'_>) -> Check {
     if messages == 0 && bytes == 0 {
         return Check::Admit(slot);
     }
-    for (limit, key, mps, bps) in rate_buckets(ask) {
-        let wait = std::cell::Cell::new(0);
-        let (seen, admitted) =
-            shared::update::<2>(key, |state| match limit.check_batch(state, ask.now, messages, bytes) {
-                Ok(next) => Some(next),
-                Err(w) => {
-                    wait.set(w);
-                    None
-                }
-            });
-        if !admitted {
+    for (limit, rate, mps, bps) in rate_buckets(ask) {
+        if let Err(refusal) = spend_rate(limit, rate, ask.now, messages, bytes) {
             if let Some(s) = &slot {
                 s.release();
             }
             return Check::Exhausted {
                 reason: Reason::Rate,
-                retry_ns: Some(wait.get()),
-                paced_ns: limit.paced_ns(seen, ask.now, messages, bytes),
+                retry_ns: Some(refusal.wait_ns),
+                paced_ns: refusal.paced_ns,
                 detail: rate_detail(name, limit, mps, bps),
             };
         }

@@ -9,6 +9,7 @@ mod gatekeeper;
 mod host;
 mod kafka_conn;
 mod keys;
+mod leases;
 mod metrics;
 mod nats_conn;
 mod paused;

@@ -1,5 +1,7 @@
 //! Envoy metrics by name, defined once per VM and cached by id. A connection keeps the ids of
-//! its tenant's metrics, so counting a message is one host call and no allocation.
+//! its tenant's metrics. Counter and gauge changes are summed in the VM and handed to Envoy at
+//! the end of each callback ([`flush`]), so counting a message is no host call and no
+//! allocation, and a read of many messages costs one host call per metric it touched.
 
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
@@ -13,6 +15,35 @@ use weighstation_core::metrics::{
 
 thread_local! {
     static IDS: RefCell<HashMap<String, u32>> = RefCell::new(HashMap::new());
+    /// Changes not yet handed to Envoy, by metric id.
+    static PENDING: RefCell<Vec<(u32, i64)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// How many of the latest pending changes a new one is summed into; a callback touches a few
+/// metrics of one tenant, so a short look back finds them.
+const MERGE_WINDOW: usize = 8;
+
+fn pend(id: u32, n: i64) {
+    PENDING.with(|p| {
+        let mut p = p.borrow_mut();
+        let start = p.len().saturating_sub(MERGE_WINDOW);
+        match p[start..].iter_mut().find(|(i, _)| *i == id) {
+            Some((_, sum)) => *sum = sum.saturating_add(n),
+            None => p.push((id, n)),
+        }
+    });
+}
+
+/// Hands the summed changes to Envoy. Called at the end of every callback that can count.
+pub fn flush() {
+    PENDING.with(|p| {
+        let mut p = p.borrow_mut();
+        for (id, n) in p.drain(..) {
+            if n != 0 {
+                let _ = hostcalls::increment_metric(id, n);
+            }
+        }
+    });
 }
 
 fn id(name: String, kind: Kind) -> Option<u32> {
@@ -104,14 +135,14 @@ impl TenantMetrics {
 
 fn add(id: Option<u32>, n: u64) {
     if let (Some(id), Ok(n @ 1..)) = (id, i64::try_from(n)) {
-        let _ = hostcalls::increment_metric(id, n);
+        pend(id, n);
     }
 }
 
 /// Gauges count up and down from every worker, so each VM adds its own changes.
 fn gauge_add(id: Option<u32>, n: i64) {
     if let Some(id) = id {
-        let _ = hostcalls::increment_metric(id, n);
+        pend(id, n);
     }
 }
 

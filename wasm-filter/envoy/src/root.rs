@@ -2,7 +2,7 @@ use proxy_wasm::traits::{Context, RootContext, StreamContext};
 use proxy_wasm::types::ContextType;
 use weighstation_core::config::{Config, Protocol};
 
-use crate::{clock, kafka_conn, metrics, nats_conn, state, waiters};
+use crate::{clock, kafka_conn, leases, metrics, nats_conn, state, waiters};
 
 /// One per listener filter configuration (and per reconfiguration).
 pub struct Root {
@@ -35,6 +35,8 @@ impl RootContext for Root {
                 self.protocol = Some(config.protocol);
                 metrics::configuration_installed(&config);
                 state::install(config);
+                leases::prune();
+                metrics::flush();
                 waiters::set_driver(self.id);
                 true
             }
@@ -47,6 +49,7 @@ impl RootContext for Root {
 
     fn on_tick(&mut self) {
         waiters::tick(self.id, clock::now_ns());
+        metrics::flush();
     }
 
     fn get_type(&self) -> Option<ContextType> {

@@ -84,7 +84,29 @@ impl Gcra {
         tat.saturating_sub(Self::nanos_for(self.per_second, cost))
     }
 
-    pub(crate) fn parameters(&self) -> (u64, u64) {
+    /// The time `units` take to refill (what taking them moves the TAT by).
+    pub fn cost_ns(&self, units: u64) -> u64 {
+        Self::nanos_for(self.per_second, units)
+    }
+
+    /// How many units could be taken at `now` without waiting (none while in debt).
+    pub fn spare(&self, tat: u64, now: u64) -> u64 {
+        let room = now.saturating_add(self.tolerance_ns).saturating_sub(tat.max(now));
+        let units = u128::from(room) * u128::from(self.per_second) / NANOS_PER_SECOND;
+        u64::try_from(units).unwrap_or(u64::MAX)
+    }
+
+    /// The same rate with `held_ns` of its bucket held elsewhere (leased to workers): the
+    /// depth left, possibly none.
+    pub fn narrowed(&self, held_ns: u64) -> Gcra {
+        Gcra {
+            per_second: self.per_second,
+            tolerance_ns: self.tolerance_ns.saturating_sub(held_ns),
+        }
+    }
+
+    /// Units per second and bucket depth (ns).
+    pub fn parameters(&self) -> (u64, u64) {
         (self.per_second, self.tolerance_ns)
     }
 }
@@ -180,6 +202,20 @@ mod tests {
             "beyond the horizon nothing is set aside"
         );
         assert_eq!(g.refund(reserved, 5), tat);
+    }
+
+    #[test]
+    fn spare_is_what_a_check_would_admit_now() {
+        let g = Gcra::new(100, 10).unwrap_or_else(|| unreachable!());
+        assert_eq!(g.spare(0, T0), 10, "a full bucket");
+        let tat = g.check(0, T0, 7).unwrap_or_else(|w| unreachable!("waited {w}"));
+        assert_eq!(g.spare(tat, T0), 3);
+        assert!(g.check(tat, T0, 3).is_ok() && g.check(tat, T0, 4).is_err());
+        assert_eq!(g.spare(tat, T0 + 20_000_000), 5, "two more refilled");
+        let debt = g.check(0, T0, 30).unwrap_or_else(|w| unreachable!("waited {w}"));
+        assert_eq!(g.spare(debt, T0 + 100_000_000), 0, "nothing while in debt");
+        assert_eq!(g.narrowed(50_000_000).spare(0, T0), 5, "half the depth held elsewhere");
+        assert_eq!(g.narrowed(u64::MAX).spare(0, T0), 0);
     }
 
     #[test]

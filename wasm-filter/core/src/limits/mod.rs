@@ -9,8 +9,6 @@ mod reason;
 pub use gcra::Gcra;
 pub use reason::Reason;
 
-use crate::config::Limits;
-
 /// A message and a byte bucket that must both admit a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RateLimit {
@@ -22,11 +20,12 @@ pub struct RateLimit {
 pub type RateState = [u64; 2];
 
 impl RateLimit {
-    pub fn from_limits(l: &Limits) -> RateLimit {
-        let bucket = |rate: Option<u64>, burst: Option<u64>| rate.and_then(|r| Gcra::new(r, burst.unwrap_or(r)));
+    /// From (per second, burst) of messages and of bytes; None or a zero is no limit.
+    pub fn new(messages: Option<(u64, u64)>, bytes: Option<(u64, u64)>) -> RateLimit {
+        let bucket = |b: Option<(u64, u64)>| b.and_then(|(rate, burst)| Gcra::new(rate, burst));
         RateLimit {
-            messages: bucket(l.messages_per_second, l.burst_messages),
-            bytes: bucket(l.bytes_per_second, l.burst_bytes),
+            messages: bucket(messages),
+            bytes: bucket(bytes),
         }
     }
 
@@ -109,19 +108,16 @@ impl RateLimit {
 mod tests {
     use super::*;
 
-    fn limits(mps: Option<u64>, bps: Option<u64>, burst_m: Option<u64>, burst_b: Option<u64>) -> Limits {
-        Limits {
-            messages_per_second: mps,
-            bytes_per_second: bps,
-            burst_messages: burst_m,
-            burst_bytes: burst_b,
-            ..Limits::default()
-        }
+    fn limits(mps: Option<u64>, bps: Option<u64>, burst_m: Option<u64>, burst_b: Option<u64>) -> RateLimit {
+        RateLimit::new(
+            mps.map(|r| (r, burst_m.unwrap_or(r))),
+            bps.map(|r| (r, burst_b.unwrap_or(r))),
+        )
     }
 
     #[test]
     fn both_buckets_must_admit_and_a_refusal_takes_nothing() {
-        let r = RateLimit::from_limits(&limits(Some(10), Some(100), Some(10), Some(100)));
+        let r = limits(Some(10), Some(100), Some(10), Some(100));
         let now = 1_000_000_000_000;
         let s = r.check([0, 0], now, 60).unwrap_or_default();
         // 60 of 100 bytes used: a 50-byte message fails on bytes though messages would admit it.
@@ -136,7 +132,7 @@ mod tests {
 
     #[test]
     fn a_batch_costs_its_record_count() {
-        let r = RateLimit::from_limits(&limits(Some(100), None, Some(10), None));
+        let r = limits(Some(100), None, Some(10), None);
         let s = r.check_batch([0, 0], 1_000_000_000_000, 10, 5000).unwrap();
         assert!(
             r.check(s, 1_000_000_000_000, 1).is_err(),
@@ -151,15 +147,12 @@ mod tests {
 
     #[test]
     fn unlimited_admits_everything_and_fingerprints_differ_by_parameters() {
-        let none = RateLimit::from_limits(&Limits::default());
+        let none = RateLimit::default();
         assert!(none.is_unlimited());
         assert_eq!(none.check([5, 6], 1, u64::MAX), Ok([5, 6]));
-        let a = RateLimit::from_limits(&limits(Some(10), None, None, None));
-        let b = RateLimit::from_limits(&limits(Some(11), None, None, None));
+        let a = limits(Some(10), None, None, None);
+        let b = limits(Some(11), None, None, None);
         assert_ne!(a.fingerprint(), b.fingerprint());
-        assert_eq!(
-            a.fingerprint(),
-            RateLimit::from_limits(&limits(Some(10), None, Some(10), None)).fingerprint()
-        );
+        assert_eq!(a.fingerprint(), limits(Some(10), None, Some(10), None).fingerprint());
     }
 }

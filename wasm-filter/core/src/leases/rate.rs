@@ -1,0 +1,286 @@
+//! Rate tokens in blocks. [`SharedRate`] is a rate limit's state in shared data: each bucket's
+//! TAT and how much of each bucket workers hold. [`RateLease`] is one worker's block.
+//!
+//! Held tokens were taken from the bucket (the TAT moved past them) but not yet spent. Every
+//! operation sees the bucket narrowed by them (`Gcra::narrowed`): its depth less what is held.
+//! So tokens in the bucket plus tokens in hands never exceed the burst, and a tenant's admitted
+//! total over any window of length T is at most burst + rate × T, as without leases.
+//!
+//! Holds are recorded by the epoch (of [`EPOCH_NS`]) they were granted in. A lease may be spent
+//! in its epoch and the next; then it lapses, and the shared state forgets it when the epoch
+//! rolls over twice — so a worker that never gives a lease back (its VM was replaced) cannot
+//! keep part of the bucket forever. A lease given back in time returns its unspent tokens.
+
+use crate::limits::{Gcra, RateLimit, RateState};
+
+/// Leases are granted for this epoch and the next: they last 50 to 100 ms.
+pub const EPOCH_NS: u64 = 50_000_000;
+
+/// A block is sized to about this long of the worker's own recent demand, so a worker's lease
+/// lasts a few ms whatever its share of the tenant's traffic, and a worker that goes quiet
+/// holds little.
+const LEASE_NS: u64 = 5_000_000;
+
+/// And never more than this long of the rate or this share of the burst: the tokens one
+/// worker holds are kept from the others.
+const MAX_BLOCK_NS: u64 = 5_000_000;
+const MAX_SHARE_OF_BURST: u64 = 8;
+
+/// Words of [`SharedRate`] in shared data.
+pub const SHARED_RATE_WORDS: usize = 7;
+
+/// A rate limit's shared state (one per tenant or override, per Envoy process).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SharedRate {
+    /// Each bucket's TAT, counting the tokens workers hold as taken.
+    tat: [u64; 2],
+    /// Per bucket, the ns of it held in leases granted in the current and the previous epoch.
+    held: [[u64; 2]; 2],
+    epoch: u64,
+}
+
+/// Why a message was not admitted: the wait until it could be, and the part of that wait that
+/// is pacing (see `Gcra::paced_ns`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    pub wait_ns: u64,
+    pub paced_ns: u64,
+}
+
+/// What a renewal gave the worker beyond the message's cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    units: [u64; 2],
+    held_ns: [u64; 2],
+    epoch: u64,
+}
+
+fn buckets(limit: &RateLimit) -> [Option<Gcra>; 2] {
+    [limit.messages, limit.bytes]
+}
+
+impl SharedRate {
+    pub fn decode(w: [u64; SHARED_RATE_WORDS]) -> SharedRate {
+        SharedRate {
+            tat: [w[0], w[1]],
+            held: [[w[2], w[3]], [w[4], w[5]]],
+            epoch: w[6],
+        }
+    }
+
+    pub fn encode(&self) -> [u64; SHARED_RATE_WORDS] {
+        let [[m0, m1], [b0, b1]] = self.held;
+        [self.tat[0], self.tat[1], m0, m1, b0, b1, self.epoch]
+    }
+
+    fn roll(&mut self, now: u64) {
+        let e = now / EPOCH_NS;
+        if e == self.epoch {
+            return;
+        }
+        for h in &mut self.held {
+            h[1] = if e == self.epoch + 1 { h[0] } else { 0 };
+            h[0] = 0;
+        }
+        self.epoch = e;
+    }
+
+    fn held_ns(&self, d: usize) -> u64 {
+        self.held[d][0].saturating_add(self.held[d][1])
+    }
+
+    /// The limit as it stands at `now` for whoever is not holding a lease: each bucket
+    /// narrowed by what is held, with the TATs that go with it.
+    fn view(&mut self, limit: &RateLimit, now: u64) -> (RateLimit, RateState) {
+        self.roll(now);
+        let narrowed = RateLimit {
+            messages: limit.messages.map(|g| g.narrowed(self.held_ns(0))),
+            bytes: limit.bytes.map(|g| g.narrowed(self.held_ns(1))),
+        };
+        let tat = [0, 1].map(|d| self.tat[d].saturating_sub(self.held_ns(d)));
+        (narrowed, tat)
+    }
+
+    /// Stores TATs computed on the view.
+    fn set(&mut self, viewed: RateState) {
+        self.tat = [0, 1].map(|d| viewed[d].saturating_add(self.held_ns(d)));
+    }
+
+    /// Takes `messages` and `bytes` (a message or a Kafka batch), and up to `block` more units
+    /// of each bucket to hold. The units granted to hold, or the refusal.
+    fn take(
+        &mut self,
+        limit: &RateLimit,
+        now: u64,
+        messages: u64,
+        bytes: u64,
+        block: [u64; 2],
+    ) -> Result<[u64; 2], Refusal> {
+        let (narrowed, tat) = self.view(limit, now);
+        let mut next = narrowed
+            .check_batch(tat, now, messages, bytes)
+            .map_err(|wait_ns| Refusal {
+                wait_ns,
+                paced_ns: narrowed.paced_ns(tat, now, messages, bytes),
+            })?;
+        let mut units = [0; 2];
+        for (d, g) in buckets(&narrowed).into_iter().enumerate() {
+            if let Some(g) = g {
+                units[d] = block[d].min(g.spare(next[d], now));
+                next[d] = next[d].saturating_add(g.cost_ns(units[d]));
+            }
+        }
+        self.set(next);
+        Ok(units)
+    }
+
+    /// Forgets a lease granted in `epoch` that holds `held_ns`, returning its `unspent` tokens
+    /// to the buckets — unless it has lapsed (then its tokens are lost, and were forgotten).
+    fn give_back(&mut self, limit: &RateLimit, now: u64, epoch: u64, unspent: [u64; 2], held_ns: [u64; 2]) {
+        self.roll(now);
+        let age = if epoch == self.epoch {
+            0
+        } else if epoch + 1 == self.epoch {
+            1
+        } else {
+            return;
+        };
+        for (d, g) in buckets(limit).into_iter().enumerate() {
+            self.held[d][age] = self.held[d][age].saturating_sub(held_ns[d]);
+            if let Some(g) = g {
+                let refund = g.cost_ns(unspent[d]).min(held_ns[d]);
+                self.tat[d] = self.tat[d].saturating_sub(refund);
+            }
+        }
+    }
+
+    /// Sets aside a refused request's cost for its retry (see `RateLimit::reserve_batch`):
+    /// the new state and when the retry may spend it.
+    pub fn reserve(
+        mut self,
+        limit: &RateLimit,
+        now: u64,
+        messages: u64,
+        bytes: u64,
+        horizon_ns: u64,
+    ) -> Option<(SharedRate, u64)> {
+        let (narrowed, tat) = self.view(limit, now);
+        let (next, ready_at) = narrowed.reserve_batch(tat, now, messages, bytes, horizon_ns)?;
+        self.set(next);
+        Some((self, ready_at))
+    }
+
+    /// Gives back a reservation that will not be spent.
+    pub fn refund(mut self, limit: &RateLimit, now: u64, messages: u64, bytes: u64) -> SharedRate {
+        let (narrowed, tat) = self.view(limit, now);
+        self.set(narrowed.refund_batch(tat, messages, bytes));
+        self
+    }
+}
+
+/// One worker's block of a rate limit's tokens.
+#[derive(Debug, Default, Clone)]
+pub struct RateLease {
+    /// Unspent tokens of each bucket (not counted for a bucket the limit does not have).
+    units: [u64; 2],
+    /// What the shared state records as held for this lease.
+    held_ns: [u64; 2],
+    epoch: u64,
+    /// Units spent since the last renewal, and its time: the worker's demand.
+    used: [u64; 2],
+    since: u64,
+}
+
+impl RateLease {
+    /// Spends `messages` and `bytes` from the lease, if it covers both and has not lapsed. No
+    /// shared state is touched.
+    pub fn spend(&mut self, limit: &RateLimit, now: u64, messages: u64, bytes: u64) -> bool {
+        if now / EPOCH_NS > self.epoch + 1 {
+            return false;
+        }
+        let cost = [messages, bytes];
+        let limited = buckets(limit).map(|g| g.is_some());
+        if (0..2).any(|d| limited[d] && self.units[d] < cost[d]) {
+            return false;
+        }
+        for d in 0..2 {
+            if limited[d] {
+                self.units[d] -= cost[d];
+            }
+            self.used[d] = self.used[d].saturating_add(cost[d]);
+        }
+        true
+    }
+
+    /// The work of one compare-and-swap on the shared state: gives this lease back and takes
+    /// the message's cost and a new block. Pure; apply the grant with [`RateLease::renewed`]
+    /// once the new state is stored.
+    pub fn renew(
+        &self,
+        limit: &RateLimit,
+        shared: [u64; SHARED_RATE_WORDS],
+        now: u64,
+        messages: u64,
+        bytes: u64,
+    ) -> Result<([u64; SHARED_RATE_WORDS], Grant), Refusal> {
+        let mut s = SharedRate::decode(shared);
+        s.give_back(limit, now, self.epoch, self.units, self.held_ns);
+        let units = s.take(limit, now, messages, bytes, self.next_block(limit, now))?;
+        let mut held_ns = [0; 2];
+        for (d, g) in buckets(limit).into_iter().enumerate() {
+            if let Some(g) = g {
+                held_ns[d] = g.cost_ns(units[d]);
+                s.held[d][0] = s.held[d][0].saturating_add(held_ns[d]);
+            }
+        }
+        let grant = Grant {
+            units,
+            held_ns,
+            epoch: s.epoch,
+        };
+        Ok((s.encode(), grant))
+    }
+
+    /// The renewal was stored: the lease is now the grant, and `messages` and `bytes` were spent.
+    pub fn renewed(&mut self, grant: Grant, now: u64, messages: u64, bytes: u64) {
+        self.units = grant.units;
+        self.held_ns = grant.held_ns;
+        self.epoch = grant.epoch;
+        self.used = [messages, bytes];
+        self.since = now;
+    }
+
+    /// Whether the lease holds anything the shared state should get back.
+    pub fn holds(&self) -> bool {
+        self.held_ns != [0, 0]
+    }
+
+    /// The work of giving the lease back (its worker is done with the tenant for now); apply
+    /// with [`RateLease::given_back`] once stored.
+    pub fn surrender(&self, limit: &RateLimit, shared: [u64; SHARED_RATE_WORDS], now: u64) -> [u64; SHARED_RATE_WORDS] {
+        let mut s = SharedRate::decode(shared);
+        s.give_back(limit, now, self.epoch, self.units, self.held_ns);
+        s.encode()
+    }
+
+    pub fn given_back(&mut self) {
+        self.units = [0; 2];
+        self.held_ns = [0; 2];
+    }
+
+    /// The next block: the worker's demand over the last lease, scaled to [`LEASE_NS`], capped
+    /// by [`MAX_BLOCK_NS`] of the rate and a [`MAX_SHARE_OF_BURST`] of the burst.
+    fn next_block(&self, limit: &RateLimit, now: u64) -> [u64; 2] {
+        let elapsed = u128::from(now.saturating_sub(self.since).max(1));
+        let mut block = [0; 2];
+        for (d, g) in buckets(limit).into_iter().enumerate() {
+            let Some(g) = g else { continue };
+            let (per_second, _) = g.parameters();
+            let by_rate = u128::from(per_second) * u128::from(MAX_BLOCK_NS) / 1_000_000_000;
+            let by_burst = u128::from(g.spare(0, now) / MAX_SHARE_OF_BURST);
+            let by_demand = u128::from(self.used[d]) * u128::from(LEASE_NS) / elapsed;
+            block[d] = u64::try_from(by_demand.min(by_rate).min(by_burst)).unwrap_or(0);
+        }
+        block
+    }
+}

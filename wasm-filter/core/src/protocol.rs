@@ -1,0 +1,19 @@
+//! The two protocols the gateway speaks.
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    Nats,
+    Kafka,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Nats => "nats",
+            Protocol::Kafka => "kafka",
+        }
+    }
+}
