@@ -1,5 +1,6 @@
 // Command weighstation is the control plane: `serve` runs it, `validate` checks a policy
-// directory (for CI), `bootstrap` prints the Envoy bootstrap that points Envoy at it.
+// directory (for CI), `bootstrap` prints the Envoy bootstrap that points Envoy at it, `quota`
+// serves global tenants' shares.
 package main
 
 import (
@@ -13,6 +14,7 @@ commands:
   serve       load and watch policies, serve xDS to Envoy, status over HTTP
   validate    DIR: check a policy directory; exit 1 and print every error on any problem
   bootstrap   print the Envoy bootstrap (JSON) that connects Envoy to this control plane
+  quota       serve global tenants' shares to the gateway replicas, kept in Redis/Valkey
 `
 
 func main() {
@@ -28,6 +30,8 @@ func main() {
 		code = validate(os.Args[2:], os.Stdout, os.Stderr)
 	case "bootstrap":
 		code = bootstrapCmd(os.Args[2:], os.Stdout, os.Stderr)
+	case "quota":
+		code = quotaCmd(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 	default:

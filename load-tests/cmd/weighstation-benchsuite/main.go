@@ -63,6 +63,9 @@ func run(root, out string, quick bool, only map[string]bool) error {
 	if quick {
 		s.timing = quickTiming
 	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(filepath.Join(out, "runs")); err != nil {
 		return err
 	}
