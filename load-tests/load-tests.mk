@@ -50,8 +50,8 @@ bench-nats: tools wasm control-plane $(BIN)/weighstation-benchsuite
 # filter, tcp_proxy and direct, and kafka-producer-perf-test (acks=1) through the gateway and
 # direct, targets alternated in 5 rounds; prints the table and whether the targets are met.
 bench-cpu: tools wasm control-plane $(BIN)/weighstation-benchsuite
-	$(BIN)/weighstation-benchsuite -root $(ROOT) -out $(TOOLS)/bench-cpu -only cpu
-	@sed -n '/^## Envoy CPU/,/^## Direct/p' $(TOOLS)/bench-cpu/README.md | grep -v '^## Direct'
+	$(BIN)/weighstation-benchsuite -root $(ROOT) -out $(ROOT)/docs/benchmarks/cpu -only cpu
+	@sed -n '/^## Envoy CPU/,/^\(## Direct\|Plots\)/p' $(ROOT)/docs/benchmarks/cpu/README.md | grep -v '^\(## Direct\|Plots\)'
 
 # The same suite with measurements of a few seconds, to check it end to end (~3 minutes);
 # its figures are not evidence, so they go to .tools/bench-quick.

@@ -39,27 +39,29 @@ punctuality. Per-process CPU is in each run's summary.json and report.html. See
 
 `, s.timing.phase)
 
-	p("## Saturation on this machine\n\n")
-	p("Through the gateway, tenant `acme` (limits enforced, never reached), %s per step after %s warm-up; a step fails when the gateway delivers under 97%% of the rate, p99 exceeds 50 ms, anything fails, or the harness falls more than 10 ms behind at p99 (a step it kept to within 10 ms but not 1 ms is marked invalid and does not stop the probe). The three comparison rates below are 10%%, 40%% and 80%% of the highest rate that held.\n\n", s.timing.probeLength, s.timing.probeWarmup)
-	p("| scenario | rate/s | delivered/s | p50 | p99 | max | machine | verdict |\n|---|---:|---:|---:|---:|---:|---|---|\n")
-	for _, pr := range s.Probes {
-		for _, st := range pr.Steps {
-			t := st.Summary.Targets[0]
-			verdict := "held"
-			if !st.OK {
-				verdict = "✗ " + st.Why
+	if len(s.Probes) > 0 {
+		p("## Saturation on this machine\n\n")
+		p("Through the gateway, tenant `acme` (limits enforced, never reached), %s per step after %s warm-up; a step fails when the gateway delivers under 97%% of the rate, p99 exceeds 50 ms, anything fails, or the harness falls more than 10 ms behind at p99 (a step it kept to within 10 ms but not 1 ms is marked invalid and does not stop the probe). The three comparison rates below are 10%%, 40%% and 80%% of the highest rate that held.\n\n", s.timing.probeLength, s.timing.probeWarmup)
+		p("| scenario | rate/s | delivered/s | p50 | p99 | max | machine | verdict |\n|---|---:|---:|---:|---:|---:|---|---|\n")
+		for _, pr := range s.Probes {
+			for _, st := range pr.Steps {
+				t := st.Summary.Targets[0]
+				verdict := "held"
+				if !st.OK {
+					verdict = "✗ " + st.Why
+				}
+				verdict += validity(st.Summary)
+				p("| %s | %.0f | %.0f | %s | %s | %s | %s | %s |\n", pr.Scenario, st.Rate, t.AchievedRate,
+					msf(t.LatencyMicros.P50), msf(t.LatencyMicros.P99), msf(t.LatencyMicros.Max), load(st.Summary), verdict)
 			}
-			verdict += validity(st.Summary)
-			p("| %s | %.0f | %.0f | %s | %s | %s | %s | %s |\n", pr.Scenario, st.Rate, t.AchievedRate,
-				msf(t.LatencyMicros.P50), msf(t.LatencyMicros.P99), msf(t.LatencyMicros.Max), load(st.Summary), verdict)
-		}
-		switch {
-		case pr.AtCeiling:
-			p("| **%s** | **≥ %.0f** | | | | | | **saturation beyond the probe's highest rate** |\n", pr.Scenario, pr.Saturation)
-		case len(pr.Steps) > 0 && !pr.Steps[0].OK:
-			p("| **%s** | **%.0f?** | | | | | | **not even the first rate held: a guess** |\n", pr.Scenario, pr.Saturation)
-		default:
-			p("| **%s** | **%.0f** | | | | | | **saturation** |\n", pr.Scenario, pr.Saturation)
+			switch {
+			case pr.AtCeiling:
+				p("| **%s** | **≥ %.0f** | | | | | | **saturation beyond the probe's highest rate** |\n", pr.Scenario, pr.Saturation)
+			case len(pr.Steps) > 0 && !pr.Steps[0].OK:
+				p("| **%s** | **%.0f?** | | | | | | **not even the first rate held: a guess** |\n", pr.Scenario, pr.Saturation)
+			default:
+				p("| **%s** | **%.0f** | | | | | | **saturation** |\n", pr.Scenario, pr.Saturation)
+			}
 		}
 	}
 
@@ -67,65 +69,71 @@ punctuality. Per-process CPU is in each run's summary.json and report.html. See
 		writeCPU(p, s.CPU)
 	}
 
-	p("\n## Direct vs Envoy vs gateway\n\n")
-	byScenario := map[string][]comparison{}
-	var order []string
-	for _, c := range s.Comparisons {
-		if _, ok := byScenario[c.Scenario]; !ok {
-			order = append(order, c.Scenario)
-		}
-		byScenario[c.Scenario] = append(byScenario[c.Scenario], c)
-	}
-	for _, scen := range order {
-		p("### %s — %s\n\n", scen, scenario.Describe(scen))
-		p("| rate/s | target | p50 | p90 | p99 | p99.9 | p99.99 | max | delivered/s | errors | machine |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
-		for _, c := range byScenario[scen] {
-			sum := c.Summary
-			for _, t := range sum.Targets {
-				p("| %.0f %s | %s | %s | %.0f | %d | %s |\n", sum.Rate, c.Level, t.Name, percentiles(t.LatencyMicros), t.AchievedRate,
-					t.Errors+t.Timeouts+t.Refused, load(sum)+validity(sum))
+	if len(s.Comparisons) > 0 {
+		p("\n## Direct vs Envoy vs gateway\n\n")
+		byScenario := map[string][]comparison{}
+		var order []string
+		for _, c := range s.Comparisons {
+			if _, ok := byScenario[c.Scenario]; !ok {
+				order = append(order, c.Scenario)
 			}
-			for i, r := range sum.Ratios {
-				p("| | **%s ÷ %s** |", r.Target, r.Baseline)
-				for _, v := range r.Named() {
-					p(" **%.2f×** |", v.Value)
-				}
-				link := ""
-				if i == len(sum.Ratios)-1 {
-					link = fmt.Sprintf("[report](%s/report.html)", c.Dir)
-				}
-				p(" | | %s |\n", link)
-			}
+			byScenario[c.Scenario] = append(byScenario[c.Scenario], c)
 		}
-		last := byScenario[scen][len(byScenario[scen])-1]
-		p("\n![%s at %.0f/s](%s/percentiles.png)\n\n", scen, last.Summary.Rate, last.Dir)
+		for _, scen := range order {
+			p("### %s — %s\n\n", scen, scenario.Describe(scen))
+			p("| rate/s | target | p50 | p90 | p99 | p99.9 | p99.99 | max | delivered/s | errors | machine |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+			for _, c := range byScenario[scen] {
+				sum := c.Summary
+				for _, t := range sum.Targets {
+					p("| %.0f %s | %s | %s | %.0f | %d | %s |\n", sum.Rate, c.Level, t.Name, percentiles(t.LatencyMicros), t.AchievedRate,
+						t.Errors+t.Timeouts+t.Refused, load(sum)+validity(sum))
+				}
+				for i, r := range sum.Ratios {
+					p("| | **%s ÷ %s** |", r.Target, r.Baseline)
+					for _, v := range r.Named() {
+						p(" **%.2f×** |", v.Value)
+					}
+					link := ""
+					if i == len(sum.Ratios)-1 {
+						link = fmt.Sprintf("[report](%s/report.html)", c.Dir)
+					}
+					p(" | | %s |\n", link)
+				}
+			}
+			last := byScenario[scen][len(byScenario[scen])-1]
+			p("\n![%s at %.0f/s](%s/percentiles.png)\n\n", scen, last.Summary.Rate, last.Dir)
+		}
 	}
 
-	p("## Rate accuracy under overload\n\n")
-	p("Tenants limited to %.0f messages/s (burst: one second's worth): `globex` holds the sender (delay; queue 1000 messages, 250 ms), the default tenant refuses at once (reject). NATS messages are counted by a subscriber on nats-server itself, i.e. what the gateway let through. %s measured after %s warm-up, through the gateway. *delivered* is what completed (reached the subscriber / was acknowledged) per second; latencies are of those.\n\n", tenantLimit, s.timing.limitLength, s.timing.limitWarmup)
-	p("| scenario | tenant (onLimit) | offered/s | delivered/s | delivered ÷ limit | refused | failed | undelivered | p50 | p99 | max | machine |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
-	for _, o := range s.Overloads {
-		t := o.Summary.Targets[0]
-		p("| %s | %s (%s) | %.0f | %.0f | %.2f | %d | %d | %d | %s | %s | %s | %s |\n", o.Protocol, o.Tenant, o.Mode, o.Offered, t.AchievedRate,
-			t.AchievedRate/o.Limit, t.Refused, t.Errors, t.Timeouts, msf(t.LatencyMicros.P50), msf(t.LatencyMicros.P99), msf(t.LatencyMicros.Max),
-			load(o.Summary)+validity(o.Summary))
-	}
-	p("\nA delivered ÷ limit near 1.00 at both 2× and 10× is an enforced limit; near 2 and 10 means the limit was not enforced for that protocol in this build.\n\n")
-
-	p("## Noisy neighbour\n\n")
-	p("Tenant `acme` (limits enforced, never reached) at a fixed rate through the gateway, first alone, then while `globex` offers 10× its %.0f/s limit on the same gateway and broker.\n\n", tenantLimit)
-	p("| scenario | acme | p50 | p90 | p99 | p99.9 | p99.99 | max | delivered/s | machine |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
-	for _, n := range s.Neighbours {
-		a, b := n.Alone.Targets[0], n.Noisy.Targets[0]
-		p("| %s %.0f/s | alone | %s | %.0f | %s |\n", n.Scenario, n.Rate, percentiles(a.LatencyMicros), a.AchievedRate, load(n.Alone)+validity(n.Alone))
-		p("| | next to globex | %s | %.0f | %s |\n", percentiles(b.LatencyMicros), b.AchievedRate, load(n.Noisy)+validity(n.Noisy))
-		r := report.Compare(b, a)
-		p("| | **with ÷ alone** |")
-		for _, v := range r.Named() {
-			p(" **%.2f×** |", v.Value)
+	if len(s.Overloads) > 0 {
+		p("## Rate accuracy under overload\n\n")
+		p("Tenants limited to %.0f messages/s (burst: one second's worth): `globex` holds the sender (delay; queue 1000 messages, 250 ms), the default tenant refuses at once (reject). NATS messages are counted by a subscriber on nats-server itself, i.e. what the gateway let through. %s measured after %s warm-up, through the gateway. *delivered* is what completed (reached the subscriber / was acknowledged) per second; latencies are of those.\n\n", tenantLimit, s.timing.limitLength, s.timing.limitWarmup)
+		p("| scenario | tenant (onLimit) | offered/s | delivered/s | delivered ÷ limit | refused | failed | undelivered | p50 | p99 | max | machine |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		for _, o := range s.Overloads {
+			t := o.Summary.Targets[0]
+			p("| %s | %s (%s) | %.0f | %.0f | %.2f | %d | %d | %d | %s | %s | %s | %s |\n", o.Protocol, o.Tenant, o.Mode, o.Offered, t.AchievedRate,
+				t.AchievedRate/o.Limit, t.Refused, t.Errors, t.Timeouts, msf(t.LatencyMicros.P50), msf(t.LatencyMicros.P99), msf(t.LatencyMicros.Max),
+				load(o.Summary)+validity(o.Summary))
 		}
-		g := n.Neighbour.Targets[0]
-		p(" | globex delivered %.0f/s of %.0f offered, %d refused |\n", g.AchievedRate, n.Neighbour.Rate, g.Refused)
+		p("\nA delivered ÷ limit near 1.00 at both 2× and 10× is an enforced limit; near 2 and 10 means the limit was not enforced for that protocol in this build.\n\n")
+	}
+
+	if len(s.Neighbours) > 0 {
+		p("## Noisy neighbour\n\n")
+		p("Tenant `acme` (limits enforced, never reached) at a fixed rate through the gateway, first alone, then while `globex` offers 10× its %.0f/s limit on the same gateway and broker.\n\n", tenantLimit)
+		p("| scenario | acme | p50 | p90 | p99 | p99.9 | p99.99 | max | delivered/s | machine |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		for _, n := range s.Neighbours {
+			a, b := n.Alone.Targets[0], n.Noisy.Targets[0]
+			p("| %s %.0f/s | alone | %s | %.0f | %s |\n", n.Scenario, n.Rate, percentiles(a.LatencyMicros), a.AchievedRate, load(n.Alone)+validity(n.Alone))
+			p("| | next to globex | %s | %.0f | %s |\n", percentiles(b.LatencyMicros), b.AchievedRate, load(n.Noisy)+validity(n.Noisy))
+			r := report.Compare(b, a)
+			p("| | **with ÷ alone** |")
+			for _, v := range r.Named() {
+				p(" **%.2f×** |", v.Value)
+			}
+			g := n.Neighbour.Targets[0]
+			p(" | globex delivered %.0f/s of %.0f offered, %d refused |\n", g.AchievedRate, n.Neighbour.Rate, g.Refused)
+		}
 	}
 	if len(s.Failures) > 0 {
 		p("\n## What could not be measured\n\n")

@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use weighstation_core::config::{Protocol, TenantPlan};
 use weighstation_core::leases::{RateLease, SlotLease};
+use weighstation_core::limits::RateLimit;
 
 use crate::leases;
 
@@ -18,9 +19,9 @@ pub struct RateKey {
 }
 
 impl RateKey {
-    fn new(key: String) -> RateKey {
+    fn new(key: String, limit: &RateLimit) -> RateKey {
         RateKey {
-            lease: leases::rate(&key),
+            lease: leases::rate(&key, limit),
             key,
         }
     }
@@ -62,7 +63,7 @@ impl TenantKeys {
     pub fn new(protocol: Protocol, tenant: &str, plan: &TenantPlan) -> TenantKeys {
         let base = format!("weighstation/{}/{tenant}", protocol.as_str());
         TenantKeys {
-            rate: RateKey::new(format!("{base}/rate/{:016x}", plan.rate.fingerprint())),
+            rate: RateKey::new(format!("{base}/rate/{:016x}", plan.rate.fingerprint()), &plan.rate),
             in_flight: SlotKey::new(format!("{base}/inflight")),
             queue: format!("{base}/queue"),
             connections: format!("{base}/connections"),
@@ -70,7 +71,7 @@ impl TenantKeys {
                 .overrides
                 .iter()
                 .map(|o| OverrideKeys {
-                    rate: RateKey::new(format!("{base}/override/{:016x}/rate", o.fingerprint)),
+                    rate: RateKey::new(format!("{base}/override/{:016x}/rate", o.fingerprint), &o.rate),
                     in_flight: SlotKey::new(format!("{base}/override/{:016x}/inflight", o.fingerprint)),
                 })
                 .collect(),

@@ -1,23 +1,31 @@
 //! This worker's leases (weighstation_core::leases), one per shared-data key: every connection
 //! of a tenant on this worker spends from the same block. Rate keys carry the limit's
 //! fingerprint, so a changed limit gets a fresh lease; a reload drops the leases no connection
-//! uses any more, giving their idle in-flight slots back first.
+//! uses any more, giving back their unspent tokens and idle in-flight slots first.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use weighstation_core::leases::{RateLease, SlotLease};
+use weighstation_core::leases::{RateLease, SlotLease, SHARED_RATE_WORDS};
+use weighstation_core::limits::RateLimit;
 
-use crate::shared;
+use crate::{clock, shared};
+
+/// A lease with the limit it is on (what giving it back needs).
+type Leased = (RateLimit, Rc<RefCell<RateLease>>);
 
 thread_local! {
-    static RATE: RefCell<HashMap<String, Rc<RefCell<RateLease>>>> = RefCell::new(HashMap::new());
+    static RATE: RefCell<HashMap<String, Leased>> = RefCell::new(HashMap::new());
     static SLOTS: RefCell<HashMap<Rc<str>, Rc<RefCell<SlotLease>>>> = RefCell::new(HashMap::new());
 }
 
 /// This worker's lease on the rate limit kept at `key`.
-pub fn rate(key: &str) -> Rc<RefCell<RateLease>> {
-    RATE.with(|m| m.borrow_mut().entry(key.to_owned()).or_default().clone())
+pub fn rate(key: &str, limit: &RateLimit) -> Rc<RefCell<RateLease>> {
+    RATE.with(|m| {
+        let mut m = m.borrow_mut();
+        let entry = m.entry(key.to_owned()).or_insert_with(|| (*limit, Rc::default()));
+        entry.1.clone()
+    })
 }
 
 /// This worker's idle slots of the in-flight limit counted at `key`.
@@ -25,10 +33,21 @@ pub fn slots(key: &Rc<str>) -> Rc<RefCell<SlotLease>> {
     SLOTS.with(|m| m.borrow_mut().entry(key.clone()).or_default().clone())
 }
 
-/// Forgets the leases no connection refers to. An unused rate lease lapses by itself (its
-/// tokens are the next epoch's); idle slots are given back to the shared count now.
+/// Forgets the leases no connection refers to, giving back what they hold.
 pub fn prune() {
-    RATE.with(|m| m.borrow_mut().retain(|_, l| Rc::strong_count(l) > 1));
+    let now = clock::now_ns();
+    RATE.with(|m| {
+        m.borrow_mut().retain(|key, (limit, l)| {
+            if Rc::strong_count(l) > 1 {
+                return true;
+            }
+            let lease = l.borrow();
+            if lease.holds() {
+                shared::update::<SHARED_RATE_WORDS>(key, |w| Some(lease.surrender(limit, w, now)));
+            }
+            false
+        })
+    });
     SLOTS.with(|m| {
         m.borrow_mut().retain(|key, l| {
             if Rc::strong_count(l) > 1 {

@@ -255,17 +255,12 @@ impl RateLease {
         self.held_ns != [0, 0]
     }
 
-    /// The work of giving the lease back (its worker is done with the tenant for now); apply
-    /// with [`RateLease::given_back`] once stored.
+    /// The work of giving the lease back, for a worker done with the limit (a reload changed
+    /// it, and no connection of the worker uses it any more).
     pub fn surrender(&self, limit: &RateLimit, shared: [u64; SHARED_RATE_WORDS], now: u64) -> [u64; SHARED_RATE_WORDS] {
         let mut s = SharedRate::decode(shared);
         s.give_back(limit, now, self.epoch, self.units, self.held_ns);
         s.encode()
-    }
-
-    pub fn given_back(&mut self) {
-        self.units = [0; 2];
-        self.held_ns = [0; 2];
     }
 
     /// The next block: the worker's demand over the last lease, scaled to [`LEASE_NS`], capped

@@ -14,7 +14,7 @@ const SECOND: u64 = 1_000_000_000;
 enum Step {
     /// A worker is asked to admit a message of `bytes` after `gap_ns`.
     Message { worker: usize, gap_ns: u64, bytes: u64 },
-    /// A worker gives its lease back (its tenant's connection closed).
+    /// A worker gives its lease back (a reload left it unused).
     Surrender { worker: usize },
     /// A worker's VM is replaced: its lease is lost without a word.
     Lost { worker: usize },
@@ -53,7 +53,7 @@ fn run(limit: &RateLimit, workers: usize, steps: &[Step]) -> Vec<(u64, u64)> {
             Step::Surrender { worker } => {
                 if leases[worker].holds() {
                     shared = leases[worker].surrender(limit, shared, now);
-                    leases[worker].given_back();
+                    leases[worker] = RateLease::default();
                 }
             }
             Step::Lost { worker } => leases[worker] = RateLease::default(),
@@ -187,7 +187,6 @@ fn giving_a_lease_back_returns_its_unspent_tokens() {
         "while a holds its block, the burst left is smaller"
     );
     shared = a.surrender(&l, shared, now);
-    a.given_back();
     assert!(
         b.renew(&l, shared, now, 98, 1).is_ok(),
         "given back, the block is the others' again"
