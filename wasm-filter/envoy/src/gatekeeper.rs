@@ -4,7 +4,7 @@
 //! it (reject), or hold the connection (delay) within the queue's bounds.
 
 use std::cell::Cell;
-use weighstation_core::leases::{Refusal, SharedRate, SHARED_RATE_WORDS};
+use weighstation_core::leases::{Refusal, SharedRate, SlotLease, SHARED_RATE_WORDS};
 use weighstation_core::limits::{RateLimit, Reason};
 
 use crate::keys::{RateKey, SlotKey};
@@ -32,19 +32,24 @@ impl InFlightSlot {
     }
 }
 
-/// Takes one of `limit` in-flight slots: this worker's idle one, or from the shared count.
+/// Takes one of `limit` in-flight slots: this worker's idle one, or one from the shared count
+/// with a block more for this worker.
 fn take_slot(slots: &SlotKey, limit: u64) -> bool {
     let mut lease = slots.lease.borrow_mut();
     if lease.take() {
         return true;
     }
-    match shared::take_slots(&slots.key, limit) {
-        0 => false,
-        granted => {
-            lease.granted(granted);
-            true
-        }
+    let granted = Cell::new(0);
+    let (_, stored) = shared::update::<1>(&slots.key, |[n]| {
+        let (next, taken) = SlotLease::take_shared(limit, n)?;
+        granted.set(taken);
+        Some([next])
+    });
+    if stored {
+        // Stored without a grant: shared data failed open, and so does the limit.
+        lease.granted(granted.get().max(1));
     }
+    stored
 }
 
 /// One message to decide.

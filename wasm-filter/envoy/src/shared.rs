@@ -69,23 +69,6 @@ pub fn release(key: &str) {
     give_back(key, 1);
 }
 
-/// Takes a slot below `limit`, and a block more for this worker (weighstation_core::leases::
-/// SlotLease): the slots taken, 0 if none was free.
-pub fn take_slots(key: &str, limit: u64) -> u64 {
-    let slots = std::cell::Cell::new(0);
-    let (_, stored) = update::<1>(key, |[n]| {
-        let (next, taken) = weighstation_core::leases::SlotLease::take_shared(limit, n)?;
-        slots.set(taken);
-        Some([next])
-    });
-    // Stored without a grant: shared data failed open, and so does the limit.
-    if stored {
-        slots.get().max(1)
-    } else {
-        0
-    }
-}
-
 /// Decrements the counter by `n`.
 pub fn give_back(key: &str, n: u64) {
     if n > 0 {
