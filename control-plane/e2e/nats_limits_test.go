@@ -43,6 +43,12 @@ func (s *errorSink) count(fragments ...string) int {
 	return n
 }
 
+func (s *errorSink) all() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.errs...)
+}
+
 func (s *errorSink) total() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -71,7 +77,12 @@ type collector struct {
 
 func collect(t *testing.T, subject string) *collector {
 	t.Helper()
-	nc := directNATS(t, "acme", "acme-secret")
+	return collectOn(t, directNATS(t, "acme", "acme-secret"), subject)
+}
+
+// collectOn counts what a subscriber on nc receives of subject.
+func collectOn(t *testing.T, nc *nats.Conn, subject string) *collector {
+	t.Helper()
 	c := &collector{nc: nc, seen: map[string]int{}}
 	if _, err := nc.Subscribe(subject, func(m *nats.Msg) {
 		c.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"github.com/weighstation/weighstation/control-plane/internal/localstack"
@@ -34,6 +35,15 @@ func run(root, wasm string) error {
 	if err != nil {
 		return err
 	}
+	replicas := 1
+	if v := os.Getenv("GATEWAY_REPLICAS"); v != "" {
+		if replicas, err = strconv.Atoi(v); err != nil || replicas < 1 || replicas > 16 {
+			return fmt.Errorf("GATEWAY_REPLICAS=%q is not a count of 1 to 16", v)
+		}
+	}
+	if ports, err = ports.ForReplicas(replicas, os.Getenv("KAFKA_BROKER_PORT") != ""); err != nil {
+		return err
+	}
 	policyDir := os.Getenv("POLICY_DIR")
 	if policyDir == "" {
 		policyDir = filepath.Join(root, "policies")
@@ -51,14 +61,22 @@ func run(root, wasm string) error {
 		Ports:            ports,
 		EnvoyConcurrency: 2,
 		WithKafka:        true,
+		Replicas:         replicas,
 	}
-	fmt.Println("starting nats-server, kafka, the control plane and envoy…")
+	fmt.Printf("starting nats-server, kafka, the control plane and %d envoy…\n", replicas)
 	s, err := localstack.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer s.Stop()
 	a := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
+	// r is a port every replica listens on, one up per replica.
+	r := func(p int) string {
+		if replicas == 1 {
+			return a(p)
+		}
+		return fmt.Sprintf("127.0.0.1:%d..%d", p, p+replicas-1)
+	}
 	fmt.Printf(`
 weighstation is up (logs in %s)
 
@@ -72,8 +90,17 @@ weighstation is up (logs in %s)
   upstream Kafka                %s (controller %d, direct %s)
 
 Watching %s: edit a policy and it is in force within 2 s. Ctrl-C stops everything.
-`, s.LogDir(), a(ports.NATS), a(ports.Kafka), a(ports.KafkaBroker), a(ports.Admin), a(ports.ControlPlane), a(ports.XDS),
+`, s.LogDir(), r(ports.NATS), r(ports.Kafka), r(ports.KafkaBroker), r(ports.Admin), a(ports.ControlPlane), a(ports.XDS),
 		a(ports.NATSUpstream), a(ports.KafkaUpstream), ports.KafkaController, a(ports.KafkaDirect), policyDir)
+	if replicas > 1 {
+		fmt.Printf(`  %d gateway replicas: replica i listens on each gateway port + i (admin too).
+  Quota service (global limits)  http://127.0.0.1:%d   store: Redis 127.0.0.1:%d
+  To share a tenant's limits across the replicas, give the GatewayDefaults
+    quotaService: { address: "127.0.0.1:%d" }
+  and the tenant's LimitPolicy  scope: global
+
+`, replicas, ports.Quota, ports.Redis, ports.Quota)
+	}
 	if ports.NATSPlain != 0 {
 		fmt.Printf("  NATS through Envoy without the filter (benchmark baseline): nats://%s\n\n", a(ports.NATSPlain))
 	}

@@ -19,6 +19,7 @@ func bootstrapCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.WasmHost, "wasm-host", "", "host:port serving the filter module over HTTP (for --wasm-url)")
 	fs.StringVar(&o.Metrics, "metrics", "", "host:port of a listener exposing only the admin's /stats/prometheus and /ready (empty: none)")
 	fs.BoolVar(&o.WaitForXDS, "wait-for-xds", false, "stay not ready until the control plane has sent listeners and clusters (no initial fetch timeout)")
+	fs.IntVar(&o.ListenPortOffset, "listen-port-offset", 0, "ask the control plane for every listener moved up by this many ports (several Envoys on one host)")
 	output := fs.String("output", "", "write the bootstrap to this file instead of stdout (for images without a shell)")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/weighstation/weighstation/control-plane/internal/controller"
+	"github.com/weighstation/weighstation/control-plane/internal/quota"
 	"github.com/weighstation/weighstation/control-plane/internal/status"
 	"github.com/weighstation/weighstation/control-plane/internal/watch"
 	"github.com/weighstation/weighstation/control-plane/internal/xds"
@@ -88,7 +89,16 @@ func serve(args []string) int {
 		log.Error("http listen", "err", err)
 		return 1
 	}
-	handler := status.Handler(status.Sources{State: ctrl.State, Nodes: server.Nodes})
+	probe := &quota.Probe{
+		Target: func() (string, time.Duration) {
+			addr, timeout, _ := server.QuotaService()
+			return addr, timeout
+		},
+		Replicas: func() int { _, _, n := server.QuotaService(); return n },
+		Client:   &http.Client{},
+	}
+	go probe.Run(ctx, time.Second)
+	handler := status.Handler(status.Sources{State: ctrl.State, Nodes: server.Nodes, Quota: probe.Standing})
 	if module != nil {
 		handler = withWasm(handler, module)
 		log.Info("serving the filter module", "path", WasmPath, "url", g.Wasm.URL, "sha256", module.sha256)

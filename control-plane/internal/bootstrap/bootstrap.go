@@ -4,6 +4,8 @@ package bootstrap
 
 import (
 	"fmt"
+
+	"google.golang.org/protobuf/types/known/structpb"
 	"net"
 	"strconv"
 	"time"
@@ -37,7 +39,13 @@ type Options struct {
 	// its clusters and listeners, instead of going live without them after Envoy's default 15s
 	// initial fetch timeout: a pod must not become ready with no client listeners.
 	WaitForXDS bool
+	// ListenPortOffset moves every listener the control plane sends this Envoy up by that many
+	// ports (several Envoys on one host, as the local stack's GATEWAY_REPLICAS runs them).
+	ListenPortOffset int
 }
+
+// PortOffsetKey is the node metadata field that carries ListenPortOffset to the control plane.
+const PortOffsetKey = "weighstation.io/listen-port-offset"
 
 const (
 	xdsCluster    = "weighstation_xds"
@@ -148,7 +156,7 @@ func Render(o Options) ([]byte, error) {
 		ads.InitialFetchTimeout = durationpb.New(0)
 	}
 	b := &bootstrapv3.Bootstrap{
-		Node: &corev3.Node{Id: o.NodeID, Cluster: "weighstation"},
+		Node: node(o),
 		Admin: &bootstrapv3.Admin{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
 			Address: adminHost, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(adminPort)},
 		}}}},
@@ -230,4 +238,14 @@ func metricsListener(hostPort string) (*listenerv3.Listener, error) {
 			Name: hcmFilter, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcm},
 		}}}},
 	}, nil
+}
+
+func node(o Options) *corev3.Node {
+	n := &corev3.Node{Id: o.NodeID, Cluster: "weighstation"}
+	if o.ListenPortOffset != 0 {
+		n.Metadata = &structpb.Struct{Fields: map[string]*structpb.Value{
+			PortOffsetKey: structpb.NewNumberValue(float64(o.ListenPortOffset)),
+		}}
+	}
+	return n
 }

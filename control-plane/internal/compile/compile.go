@@ -30,6 +30,20 @@ type FilterConfig struct {
 	// BrokerRoutes (Kafka) map the addresses brokers advertise to the gateway's, so the filter
 	// can rewrite Metadata and FindCoordinator responses.
 	BrokerRoutes []BrokerRoute `json:"brokerRoutes,omitempty"`
+	// Quota is where global tenants' limits are shared among replicas (weighstation quota).
+	Quota *Quota `json:"quota,omitempty"`
+}
+
+// QuotaCluster is the Envoy cluster through which the filter reaches the quota service.
+const QuotaCluster = "weighstation_quota"
+
+// Quota tells the filter how to reach the quota service and how many replicas are live: what a
+// replica divides a global limit by when the service cannot answer.
+type Quota struct {
+	Cluster   string `json:"cluster"`
+	Authority string `json:"authority"`
+	Replicas  int    `json:"replicas"`
+	TimeoutMs int64  `json:"timeoutMs"`
 }
 
 // BrokerRoute is one broker the gateway fronts: the address it advertises (host:port) and the
@@ -43,6 +57,7 @@ type Tenant struct {
 	Name      string     `json:"name"`
 	DryRun    bool       `json:"dryRun,omitempty"`
 	Reject    bool       `json:"reject,omitempty"` // onLimit: reject; otherwise delay
+	Global    bool       `json:"global,omitempty"` // scope: global
 	Identify  Identify   `json:"identify"`
 	Limits    Limits     `json:"limits"`
 	Overrides []Override `json:"overrides,omitempty"`
@@ -73,15 +88,20 @@ type Override struct {
 	Limits   Limits   `json:"limits"`
 }
 
-// Filter builds the configuration for one protocol's filter.
-func Filter(set *policy.Set, version string, proto Protocol) FilterConfig {
+// Filter builds the configuration for one protocol's filter, for a gateway of `replicas` live
+// replicas.
+func Filter(set *policy.Set, version string, proto Protocol, replicas int) FilterConfig {
 	fc := FilterConfig{Version: version, Protocol: proto, DefaultTenant: set.DefaultTenant, Tenants: []Tenant{}}
+	if q := set.QuotaService; q != nil {
+		fc.Quota = &Quota{Cluster: QuotaCluster, Authority: q.Address, Replicas: max(replicas, 1), TimeoutMs: q.Timeout.Milliseconds()}
+	}
 	for _, t := range set.Tenants {
 		p := t.Policy
 		ct := Tenant{
 			Name:   p.Tenant,
 			DryRun: p.Mode == policy.ModeDryRun,
 			Reject: p.OnLimit == policy.OnLimitReject,
+			Global: p.Scope == policy.ScopeGlobal,
 			Limits: limits(t.Limits),
 		}
 		switch proto {

@@ -20,7 +20,7 @@ func TestFilterConfigCarriesResolvedLimitsPerProtocol(t *testing.T) {
 	set := loadExamples(t)
 	var nats, kafka FilterConfig
 	for proto, into := range map[Protocol]*FilterConfig{NATS: &nats, Kafka: &kafka} {
-		if err := json.Unmarshal([]byte(Filter(set, "3-abc", proto).JSON()), into); err != nil {
+		if err := json.Unmarshal([]byte(Filter(set, "3-abc", proto, 1).JSON()), into); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/template"
 )
@@ -160,4 +161,29 @@ func (s *Stack) startControlPlane() error {
 	s.ControlPlane = p2
 	s.procs = append(s.procs, p2)
 	return waitHTTP(p2, "http://"+addr(p.ControlPlane)+"/healthz", startTimeout)
+}
+
+// StartRedis starts the quota store: Redis without persistence (quota reports live seconds).
+// Exported so that tests can kill the store and bring it back.
+func (s *Stack) StartRedis() error {
+	p, err := startProcess("redis", s.logDir, nil, s.tool("redis-server"),
+		"--bind", "127.0.0.1", "--port", strconv.Itoa(s.cfg.Ports.Redis),
+		"--save", "", "--appendonly", "no", "--protected-mode", "no")
+	if err != nil {
+		return err
+	}
+	s.Redis = p
+	s.procs = append(s.procs, p)
+	return waitTCP(p, addr(s.cfg.Ports.Redis), startTimeout)
+}
+
+func (s *Stack) startQuota() error {
+	p, err := startProcess("quota", s.logDir, nil, s.tool("weighstation"), "quota",
+		"--listen", addr(s.cfg.Ports.Quota), "--redis", addr(s.cfg.Ports.Redis))
+	if err != nil {
+		return err
+	}
+	s.Quota = p
+	s.procs = append(s.procs, p)
+	return waitHTTP(p, "http://"+addr(s.cfg.Ports.Quota)+"/healthz", startTimeout)
 }

@@ -23,6 +23,8 @@ type Ports struct {
 	NATSPlain       int // optional: Envoy NATS listener without the filter (0: none)
 	KafkaDirect     int // Kafka's second listener, advertising itself (direct clients, benchmarks)
 	KafkaBroker     int // Envoy listener fronting KafkaDirect: broker addresses are rewritten
+	Redis           int // the quota store (with the quota service, for global limits)
+	Quota           int // the quota service (weighstation quota)
 }
 
 // PortEnv names the environment variable that overrides each port, with its default (contract §1).
@@ -41,7 +43,47 @@ var PortEnv = []struct {
 	{"CONTROL_PLANE_PORT", 18080, func(p *Ports) *int { return &p.ControlPlane }},
 	{"KAFKA_DIRECT_PORT", 19094, func(p *Ports) *int { return &p.KafkaDirect }},
 	{"KAFKA_BROKER_PORT", 9093, func(p *Ports) *int { return &p.KafkaBroker }},
+	{"REDIS_PORT", 16379, func(p *Ports) *int { return &p.Redis }},
+	{"QUOTA_PORT", 18090, func(p *Ports) *int { return &p.Quota }},
 	{"NATS_PLAIN_PORT", 0, func(p *Ports) *int { return &p.NATSPlain }},
+}
+
+// ForReplicas checks that `replicas` Envoys fit on consecutive ports from each listener's port
+// (replica i listens on port + i, its admin on Admin + i). The default Kafka broker listener
+// (9093) would collide with the second replica's Kafka listener: unless set explicitly
+// (brokerSet), it moves just past the Kafka listeners.
+func (p Ports) ForReplicas(replicas int, brokerSet bool) (Ports, error) {
+	if replicas <= 1 {
+		return p, nil
+	}
+	if !brokerSet && p.KafkaBroker > p.Kafka && p.KafkaBroker < p.Kafka+replicas {
+		p.KafkaBroker = p.Kafka + replicas
+	}
+	type span struct {
+		name  string
+		first int
+		n     int
+	}
+	spans := []span{{"NATS_PORT", p.NATS, replicas}, {"KAFKA_PORT", p.Kafka, replicas}, {"KAFKA_BROKER_PORT", p.KafkaBroker, replicas}, {"ADMIN_PORT", p.Admin, replicas}}
+	if p.NATSPlain != 0 {
+		spans = append(spans, span{"NATS_PLAIN_PORT", p.NATSPlain, replicas})
+	}
+	for _, e := range PortEnv {
+		switch e.Name {
+		case "NATS_PORT", "KAFKA_PORT", "KAFKA_BROKER_PORT", "ADMIN_PORT", "NATS_PLAIN_PORT":
+		default:
+			spans = append(spans, span{e.Name, *e.field(&p), 1})
+		}
+	}
+	for i, a := range spans {
+		for _, b := range spans[i+1:] {
+			if a.first != 0 && b.first != 0 && a.first < b.first+b.n && b.first < a.first+a.n {
+				return p, fmt.Errorf("with %d gateway replicas %s (%d..%d) overlaps %s (%d..%d): move one", replicas,
+					a.name, a.first, a.first+a.n-1, b.name, b.first, b.first+b.n-1)
+			}
+		}
+	}
+	return p, nil
 }
 
 // PortsFromEnv returns the defaults with any environment overrides applied.
@@ -61,7 +103,11 @@ func PortsFromEnv() (Ports, error) {
 }
 
 // FreePorts picks a free loopback port for each role (for tests).
-func FreePorts() (Ports, error) {
+func FreePorts() (Ports, error) { return FreePortsFor(1) }
+
+// FreePortsFor picks free loopback ports for a stack of `replicas` Envoys: each gateway
+// listener and the admin get that many consecutive ports.
+func FreePortsFor(replicas int) (Ports, error) {
 	var p Ports
 	var held []net.Listener
 	defer func() {
@@ -73,14 +119,45 @@ func FreePorts() (Ports, error) {
 		if e.Default == 0 {
 			continue // optional listeners stay off in tests
 		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		n := 1
+		switch e.Name {
+		case "NATS_PORT", "KAFKA_PORT", "KAFKA_BROKER_PORT", "ADMIN_PORT":
+			n = max(replicas, 1)
+		}
+		run, err := consecutive(n)
 		if err != nil {
 			return p, err
 		}
-		held = append(held, l)
-		*e.field(&p) = l.Addr().(*net.TCPAddr).Port
+		held = append(held, run...)
+		*e.field(&p) = run[0].Addr().(*net.TCPAddr).Port
 	}
 	return p, nil
+}
+
+// consecutive holds n free consecutive loopback ports.
+func consecutive(n int) ([]net.Listener, error) {
+	for attempt := 0; attempt < 100; attempt++ {
+		first, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		run := []net.Listener{first}
+		base := first.Addr().(*net.TCPAddr).Port
+		for i := 1; i < n; i++ {
+			l, err := net.Listen("tcp", addr(base+i))
+			if err != nil {
+				break
+			}
+			run = append(run, l)
+		}
+		if len(run) == n {
+			return run, nil
+		}
+		for _, l := range run {
+			l.Close()
+		}
+	}
+	return nil, fmt.Errorf("no %d consecutive free ports", n)
 }
 
 func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }

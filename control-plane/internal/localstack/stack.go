@@ -36,6 +36,10 @@ type Config struct {
 	// ExtraNATSUsers are added to nats-server beside contract §1's users, each with the password
 	// "<user>-secret" (tests give each scenario a tenant of its own).
 	ExtraNATSUsers []string
+	// Replicas is how many Envoys to run (GATEWAY_REPLICAS), replica i on every listener port + i.
+	Replicas int
+	// WithQuota starts Redis and the quota service (always with more than one replica).
+	WithQuota bool
 }
 
 // Stack is a running local stack. Its processes are exported for tests that stall or stop one.
@@ -44,7 +48,9 @@ type Stack struct {
 	logDir string
 	procs  []*process
 
-	NATSServer, Kafka, ControlPlane, Envoy *process
+	NATSServer, Kafka, ControlPlane, Envoy, Redis, Quota *process
+	// Envoys are the gateway replicas; Envoy is the first.
+	Envoys []*process
 }
 
 // Start brings the stack up in dependency order and waits until Envoy has acknowledged the
@@ -60,11 +66,16 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}{
 		{"nats-server", s.startNATS},
 		{"kafka", s.startKafka},
+		{"redis", s.StartRedis},
+		{"quota service", s.startQuota},
 		{"control plane", s.startControlPlane},
-		{"envoy", s.startEnvoy},
+		{"envoy", s.startEnvoys},
 	}
 	for _, st := range steps {
 		if st.name == "kafka" && !cfg.WithKafka {
+			continue
+		}
+		if (st.name == "redis" || st.name == "quota service") && !cfg.quota() {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -92,15 +103,36 @@ func (s *Stack) LogDir() string { return s.logDir }
 
 func (s *Stack) tool(name string) string { return filepath.Join(s.cfg.ToolsDir, "bin", name) }
 
-func (s *Stack) startEnvoy() error {
+func (c Config) quota() bool { return c.WithQuota || c.Replicas > 1 }
+
+// ReplicaCount is how many Envoys the stack runs.
+func (c Config) ReplicaCount() int { return max(c.Replicas, 1) }
+
+func (s *Stack) startEnvoys() error {
+	for i := range s.cfg.ReplicaCount() {
+		if err := s.startEnvoy(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startEnvoy starts replica i: node id by its admin port, every listener moved up by i.
+func (s *Stack) startEnvoy(replica int) error {
 	p := s.cfg.Ports
+	admin := p.Admin + replica
 	boot, err := bootstrap.Render(bootstrap.Options{
-		NodeID: "weighstation-local-" + strconv.Itoa(p.Admin), XDS: addr(p.XDS), Admin: addr(p.Admin),
+		NodeID: "weighstation-local-" + strconv.Itoa(admin), XDS: addr(p.XDS), Admin: addr(admin),
+		ListenPortOffset: replica,
 	})
 	if err != nil {
 		return err
 	}
-	bootPath := filepath.Join(s.cfg.WorkDir, "envoy-bootstrap.json")
+	name := "envoy"
+	if replica > 0 {
+		name = "envoy-" + strconv.Itoa(replica)
+	}
+	bootPath := filepath.Join(s.cfg.WorkDir, name+"-bootstrap.json")
 	if err := os.WriteFile(bootPath, boot, 0o644); err != nil {
 		return err
 	}
@@ -108,16 +140,19 @@ func (s *Stack) startEnvoy() error {
 	if concurrency <= 0 {
 		concurrency = 2
 	}
-	e, err := startProcess("envoy", s.logDir, nil, s.tool("envoy"), "-c", bootPath,
+	e, err := startProcess(name, s.logDir, nil, s.tool("envoy"), "-c", bootPath,
 		"--concurrency", strconv.Itoa(concurrency), "--disable-hot-restart",
 		"--log-level", "warn", "--component-log-level", "wasm:info",
 		"--drain-time-s", "2")
 	if err != nil {
 		return err
 	}
-	s.Envoy = e
+	if replica == 0 {
+		s.Envoy = e
+	}
+	s.Envoys = append(s.Envoys, e)
 	s.procs = append(s.procs, e)
-	if err := waitHTTP(e, "http://"+addr(p.Admin)+"/ready", startTimeout); err != nil {
+	if err := waitHTTP(e, "http://"+addr(admin)+"/ready", startTimeout); err != nil {
 		return err
 	}
 	if err := s.WaitInSync(startTimeout); err != nil {
@@ -128,7 +163,7 @@ func (s *Stack) startEnvoy() error {
 		listeners = append(listeners, p.Kafka, p.KafkaBroker)
 	}
 	for _, port := range listeners {
-		if err := waitTCP(e, addr(port), startTimeout); err != nil {
+		if err := waitTCP(e, addr(port+replica), startTimeout); err != nil {
 			return err
 		}
 	}
@@ -149,9 +184,14 @@ type Status struct {
 		ID            string `json:"id"`
 		Connected     bool   `json:"connected"`
 		AckedVersion  string `json:"ackedVersion"`
+		AckedSnapshot string `json:"ackedSnapshot"`
 		NackedVersion string `json:"nackedVersion"`
 		NackReason    string `json:"nackReason"`
 	} `json:"nodes"`
+	Quota *struct {
+		Reachable bool   `json:"reachable"`
+		Enforcing string `json:"enforcing"`
+	} `json:"quota"`
 }
 
 // ControlPlaneStatus fetches /status.
@@ -166,7 +206,8 @@ func (s *Stack) ControlPlaneStatus() (Status, error) {
 	return st, err
 }
 
-// WaitInSync waits until every connected Envoy has acknowledged the active policy version.
+// WaitInSync waits until every connected Envoy has acknowledged the active policy version,
+// and all of them the same snapshot of it (the same live replica count).
 func (s *Stack) WaitInSync(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last string
@@ -174,11 +215,16 @@ func (s *Stack) WaitInSync(timeout time.Duration) error {
 		st, err := s.ControlPlaneStatus()
 		if err == nil && st.Active != nil && len(st.Nodes) > 0 {
 			inSync := true
+			snapshot := ""
 			for _, n := range st.Nodes {
-				if n.Connected && n.AckedVersion != st.Active.Version {
-					inSync = false
-					last = fmt.Sprintf("node %s acked %q (nacked %q: %s), active %q", n.ID, n.AckedVersion, n.NackedVersion, n.NackReason, st.Active.Version)
+				if !n.Connected {
+					continue
 				}
+				if n.AckedVersion != st.Active.Version || (snapshot != "" && n.AckedSnapshot != snapshot) {
+					inSync = false
+					last = fmt.Sprintf("node %s acked %q (snapshot %q, nacked %q: %s), active %q", n.ID, n.AckedVersion, n.AckedSnapshot, n.NackedVersion, n.NackReason, st.Active.Version)
+				}
+				snapshot = n.AckedSnapshot
 			}
 			if inSync {
 				return nil

@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"net"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -184,6 +186,33 @@ func (d *decoder) identify(n *yaml.Node, path string) Identify {
 	return id
 }
 
+func (d *decoder) quotaService(n *yaml.Node, path string) *QuotaService {
+	q := &QuotaService{Timeout: DefaultQuotaTimeout, Pos: d.pos(n)}
+	d.mapping(n, path, fields{
+		"address": func(n *yaml.Node, p string) {
+			q.Address = d.str(n, p)
+			if _, port, err := net.SplitHostPort(q.Address); q.Address != "" && (err != nil || port == "") {
+				d.c.add(d.pos(n), p, "%q is not host:port", q.Address)
+			}
+		},
+		"timeout": func(n *yaml.Node, p string) {
+			sp := d.span(n, p)
+			switch {
+			case sp.Unlimited:
+				d.c.add(sp.Pos, p, "cannot be unlimited: a replica must fall back when the service does not answer")
+			case sp.Set && (sp.Value < 10*time.Millisecond || sp.Value > 5*time.Second):
+				d.c.add(sp.Pos, p, "%s is outside 10ms..5s", sp.Value)
+			case sp.Set:
+				q.Timeout = sp.Value
+			}
+		},
+	})
+	if q.Address == "" && n.Kind == yaml.MappingNode {
+		d.c.add(q.Pos, path+".address", "is required")
+	}
+	return q
+}
+
 func (d *decoder) overrides(n *yaml.Node, path string) []Override {
 	if n.Kind != yaml.SequenceNode {
 		d.c.add(d.pos(n), path, "must be a list")
@@ -257,7 +286,7 @@ func (d *decoder) document(root *yaml.Node) (*LimitPolicy, *GatewayDefaults) {
 	}
 	switch kind {
 	case KindLimitPolicy:
-		lp := &LimitPolicy{Name: name, Pos: docPos, Mode: ModeEnforce, OnLimit: OnLimitDelay}
+		lp := &LimitPolicy{Name: name, Pos: docPos, Mode: ModeEnforce, OnLimit: OnLimitDelay, Scope: ScopePerGateway}
 		d.mapping(specNode, "spec", fields{
 			"tenant": func(n *yaml.Node, p string) {
 				lp.Tenant, lp.TenantPos = d.str(n, p), d.pos(n)
@@ -282,6 +311,14 @@ func (d *decoder) document(root *yaml.Node) (*LimitPolicy, *GatewayDefaults) {
 					d.c.add(d.pos(n), p, "%q is not an onLimit action (delay or reject)", o)
 				}
 			},
+			"scope": func(n *yaml.Node, p string) {
+				switch s := Scope(d.str(n, p)); s {
+				case ScopePerGateway, ScopeGlobal:
+					lp.Scope, lp.ScopePos = s, d.pos(n)
+				default:
+					d.c.add(d.pos(n), p, "%q is not a scope (perGateway or global)", s)
+				}
+			},
 			"limits":    func(n *yaml.Node, p string) { lp.Limits = d.limits(n, p) },
 			"overrides": func(n *yaml.Node, p string) { lp.Overrides = d.overrides(n, p) },
 		})
@@ -294,6 +331,7 @@ func (d *decoder) document(root *yaml.Node) (*LimitPolicy, *GatewayDefaults) {
 		d.mapping(specNode, "spec", fields{
 			"defaultTenant": func(n *yaml.Node, p string) { gd.DefaultTenant, gd.TenantPos = d.str(n, p), d.pos(n) },
 			"defaultLimits": func(n *yaml.Node, p string) { gd.DefaultLimits = d.limits(n, p) },
+			"quotaService":  func(n *yaml.Node, p string) { gd.QuotaService = d.quotaService(n, p) },
 		})
 		if gd.DefaultTenant == "" && gd.TenantPos == (Pos{}) {
 			d.c.add(d.pos(specNode), "spec.defaultTenant", "is required")

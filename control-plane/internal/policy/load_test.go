@@ -164,6 +164,26 @@ func TestLoadReportsEachErrorClassWithPosition(t *testing.T) {
 			},
 		},
 		{
+			name:  "global scope without a quota service",
+			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": strings.Replace(acme("    inFlight: 5\n"), "  tenant: acme\n", "  tenant: acme\n  scope: global\n", 1)},
+			want:  []string{"b.yaml:7:10: spec.scope: global needs a quota service: set spec.quotaService in the GatewayDefaults"},
+		},
+		{
+			name:  "unknown scope",
+			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": strings.Replace(acme("    inFlight: 5\n"), "  tenant: acme\n", "  tenant: acme\n  scope: cluster\n", 1)},
+			want:  []string{`b.yaml:7:10: spec.scope: "cluster" is not a scope (perGateway or global)`},
+		},
+		{
+			name: "quota service address and timeout",
+			files: map[string]string{
+				"a.yaml": strings.Replace(defaultsDoc, "  defaultTenant: anonymous\n", "  defaultTenant: anonymous\n  quotaService: { address: quota, timeout: 1m }\n", 1),
+			},
+			want: []string{
+				`a.yaml:7:28: spec.quotaService.address: "quota" is not host:port`,
+				`a.yaml:7:44: spec.quotaService.timeout: 1m0s is outside 10ms..5s`,
+			},
+		},
+		{
 			name:  "YAML syntax",
 			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": acme("    inFlight: [5\n")},
 			want:  []string{"b.yaml:10:1: (yaml): line 10: did not find expected ',' or ']'"},
@@ -180,6 +200,25 @@ func TestLoadReportsEachErrorClassWithPosition(t *testing.T) {
 				t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
 			}
 		})
+	}
+}
+
+func TestGlobalScopeCarriesTheQuotaService(t *testing.T) {
+	defaults := strings.Replace(defaultsDoc, "  defaultTenant: anonymous\n", "  defaultTenant: anonymous\n  quotaService: { address: \"quota.svc:8081\" }\n", 1)
+	global := strings.Replace(acme("    inFlight: 5\n"), "  tenant: acme\n", "  tenant: acme\n  scope: global\n", 1)
+	set, err := parse(map[string]string{"a.yaml": defaults, "b.yaml": global})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.QuotaService == nil || set.QuotaService.Address != "quota.svc:8081" || set.QuotaService.Timeout != DefaultQuotaTimeout {
+		t.Fatalf("quota service %+v", set.QuotaService)
+	}
+	scopes := map[string]Scope{}
+	for _, tn := range set.Tenants {
+		scopes[tn.Policy.Tenant] = tn.Policy.Scope
+	}
+	if scopes["acme"] != ScopeGlobal || scopes["anonymous"] != ScopePerGateway {
+		t.Fatalf("scopes %v", scopes)
 	}
 }
 

@@ -94,6 +94,25 @@ type Override struct {
 	Pos    Pos
 }
 
+// Scope says whom a tenant's limits are for: each gateway replica alone, or all together.
+type Scope string
+
+const (
+	ScopePerGateway Scope = "perGateway"
+	ScopeGlobal     Scope = "global"
+)
+
+// QuotaService is where replicas share global limits (`GatewayDefaults.spec.quotaService`):
+// the `weighstation quota` service, which keeps its state in Redis.
+type QuotaService struct {
+	Address string // host:port
+	Timeout time.Duration
+	Pos     Pos
+}
+
+// DefaultQuotaTimeout is how long a replica waits for the quota service before falling back.
+const DefaultQuotaTimeout = 500 * time.Millisecond
+
 // LimitPolicy is one tenant's policy document.
 type LimitPolicy struct {
 	Name      string
@@ -101,6 +120,8 @@ type LimitPolicy struct {
 	Identify  Identify
 	Mode      Mode
 	OnLimit   OnLimit
+	Scope     Scope
+	ScopePos  Pos
 	Limits    Limits
 	Overrides []Override
 	Pos       Pos // of the document
@@ -112,6 +133,7 @@ type GatewayDefaults struct {
 	Name          string
 	DefaultTenant string
 	DefaultLimits Limits
+	QuotaService  *QuotaService
 	Pos           Pos
 	TenantPos     Pos
 }
@@ -134,6 +156,7 @@ type EffectiveOverride struct {
 // Set is a whole, valid policy directory.
 type Set struct {
 	DefaultTenant string
-	Tenants       []Tenant // sorted by tenant name
-	Hash          string   // sha256 over the files' names and contents, in path order
+	QuotaService  *QuotaService // nil: no tenant is global
+	Tenants       []Tenant      // sorted by tenant name
+	Hash          string        // sha256 over the files' names and contents, in path order
 }

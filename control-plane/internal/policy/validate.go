@@ -44,7 +44,13 @@ func validateSet(dir string, policies []LimitPolicy, defaults []GatewayDefaults,
 	}
 	checkIdentityOverlaps(policies, c)
 
-	set := &Set{DefaultTenant: gd.DefaultTenant}
+	for _, p := range policies {
+		if p.Scope == ScopeGlobal && gd.QuotaService == nil {
+			c.add(p.ScopePos, "spec.scope", "global needs a quota service: set spec.quotaService in the GatewayDefaults")
+		}
+	}
+
+	set := &Set{DefaultTenant: gd.DefaultTenant, QuotaService: gd.QuotaService}
 	for _, p := range policies {
 		t := Tenant{Policy: p, Limits: resolve(p.Limits, "spec.limits", p.TenantPos, gd.DefaultLimits, c)}
 		t.Overrides = resolveOverrides(p, t.Limits, c)

@@ -11,9 +11,9 @@ import "sort"
 // Report is one replica's last second under one global limit.
 type Report struct {
 	Replica string `json:"replica"`
-	// Admitted and Refused are messages in the last report period, per second.
+	// Admitted is what the replica let through in the last report period, per second, in the
+	// limit's unit (messages, or bytes for a limit with only a byte rate).
 	Admitted float64 `json:"admitted"`
-	Refused  float64 `json:"refused"`
 	// Connections is how many of the tenant's connections the replica holds.
 	Connections int `json:"connections"`
 	// Saturated says the replica refused or held messages: it wanted more than its share.
@@ -30,11 +30,13 @@ const headroom = 1.25
 // arrived can admit before its first report.
 const minimumShare = 0.02
 
-// Allocate divides a limit among the replicas that reported: shares that sum to 1. A replica
-// that was not held back gets what it used with headroom; what is left goes to those that were,
-// in proportion to their connections — so when every replica is saturated, a tenant's
-// connections each get about the same rate wherever they landed. Slack nobody wants is shared
-// equally.
+// Allocate divides a limit among the replicas that reported: shares that sum to 1, fair by
+// connections (weighted max-min fairness). A replica's fair part is the limit in proportion to
+// its connections; one that was not held back and wants less than its part (what it used, with
+// headroom) gets what it wants, and what it leaves is divided again among the rest, until every
+// remaining replica wants at least its part and gets it. So a tenant's connections each get
+// about the same rate wherever they landed, a quiet replica cannot keep a busy one's part by
+// having been given it before, and slack nobody wants is shared equally.
 func Allocate(limit float64, reports []Report) map[string]float64 {
 	shares := map[string]float64{}
 	if len(reports) == 0 || limit <= 0 {
@@ -43,43 +45,38 @@ func Allocate(limit float64, reports []Report) map[string]float64 {
 	sorted := append([]Report(nil), reports...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Replica < sorted[j].Replica })
 	floor := minimumShare * limit
-	wants := map[string]float64{}
-	var unsaturated float64
-	var connections int
-	for _, r := range sorted {
-		if r.Saturated {
-			connections += max(r.Connections, 1)
-			continue
+	left := limit
+	open := sorted
+	for len(open) > 0 {
+		weight := 0.0
+		for _, r := range open {
+			weight += float64(max(r.Connections, 1))
 		}
-		w := max(r.Admitted*headroom, floor)
-		wants[r.Replica] = w
-		unsaturated += w
-	}
-	// Replicas not held back together want more than the limit: scale them down to it (a
-	// replica that was not refused anything cannot be told apart from one about to be).
-	scale := 1.0
-	if unsaturated > limit {
-		scale = limit / unsaturated
-	}
-	left := limit - unsaturated*scale
-	for _, r := range sorted {
-		if !r.Saturated {
-			shares[r.Replica] = wants[r.Replica] * scale
+		var still []Report
+		for _, r := range open {
+			part := left * float64(max(r.Connections, 1)) / weight
+			if want := max(r.Admitted*headroom, floor); !r.Saturated && want <= part {
+				shares[r.Replica] = want
+				continue
+			}
+			still = append(still, r)
 		}
-	}
-	if connections > 0 {
-		for _, r := range sorted {
-			if r.Saturated {
-				shares[r.Replica] = left * float64(max(r.Connections, 1)) / float64(connections)
+		for _, r := range open {
+			if _, fixed := shares[r.Replica]; fixed {
+				left -= shares[r.Replica]
 			}
 		}
-	} else {
-		for _, r := range sorted {
-			shares[r.Replica] += left / float64(len(sorted))
+		if len(still) == len(open) {
+			for _, r := range still {
+				shares[r.Replica] = left * float64(max(r.Connections, 1)) / weight
+			}
+			left = 0
+			break
 		}
+		open = still
 	}
-	for k, v := range shares {
-		shares[k] = v / limit
+	for _, r := range sorted {
+		shares[r.Replica] = (shares[r.Replica] + left/float64(len(sorted))) / limit
 	}
 	return shares
 }

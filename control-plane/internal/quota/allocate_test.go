@@ -20,9 +20,9 @@ func TestAllocate(t *testing.T) {
 		{
 			name: "saturated replicas share by connections, 1:2:7",
 			reports: []Report{
-				{Replica: "a", Admitted: 333, Refused: 3000, Connections: 1, Saturated: true},
-				{Replica: "b", Admitted: 333, Refused: 6000, Connections: 2, Saturated: true},
-				{Replica: "c", Admitted: 333, Refused: 21000, Connections: 7, Saturated: true},
+				{Replica: "a", Admitted: 333, Connections: 1, Saturated: true},
+				{Replica: "b", Admitted: 333, Connections: 2, Saturated: true},
+				{Replica: "c", Admitted: 333, Connections: 7, Saturated: true},
 			},
 			want: map[string]float64{"a": 0.1, "b": 0.2, "c": 0.7},
 		},
@@ -30,7 +30,7 @@ func TestAllocate(t *testing.T) {
 			name: "a quiet replica keeps what it uses with headroom; the busy one gets the rest",
 			reports: []Report{
 				{Replica: "quiet", Admitted: 100, Connections: 1},
-				{Replica: "busy", Admitted: 880, Refused: 5000, Connections: 3, Saturated: true},
+				{Replica: "busy", Admitted: 880, Connections: 3, Saturated: true},
 			},
 			want: map[string]float64{"quiet": 0.125, "busy": 0.875},
 		},
@@ -46,9 +46,27 @@ func TestAllocate(t *testing.T) {
 			name: "a replica with nothing yet still gets a floor",
 			reports: []Report{
 				{Replica: "new"},
-				{Replica: "busy", Admitted: 990, Refused: 100, Connections: 1, Saturated: true},
+				{Replica: "busy", Admitted: 990, Connections: 1, Saturated: true},
 			},
 			want: map[string]float64{"new": 0.02, "busy": 0.98},
+		},
+		{
+			name: "a replica given the whole limit before does not keep the others' parts",
+			reports: []Report{
+				{Replica: "a", Admitted: 600, Connections: 1},
+				{Replica: "b", Admitted: 0, Connections: 2, Saturated: true},
+				{Replica: "c", Admitted: 0, Connections: 7, Saturated: true},
+			},
+			want: map[string]float64{"a": 0.1, "b": 0.2, "c": 0.7},
+		},
+		{
+			name: "what a quiet replica leaves goes to the others by connections",
+			reports: []Report{
+				{Replica: "a", Admitted: 40, Connections: 5},
+				{Replica: "b", Admitted: 500, Connections: 1, Saturated: true},
+				{Replica: "c", Admitted: 500, Connections: 4, Saturated: true},
+			},
+			want: map[string]float64{"a": 0.05, "b": 0.19, "c": 0.76},
 		},
 		{
 			name: "unsaturated replicas wanting more than the limit are scaled to it",

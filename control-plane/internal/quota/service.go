@@ -28,7 +28,6 @@ type LimitReport struct {
 	Key         string  `json:"key"`
 	PerSecond   float64 `json:"perSecond"`
 	Admitted    float64 `json:"admitted"`
-	Refused     float64 `json:"refused"`
 	Connections int     `json:"connections"`
 	Saturated   bool    `json:"saturated"`
 }
@@ -77,7 +76,7 @@ func (s *Service) shares(ctx context.Context, req SharesRequest) (SharesResponse
 	now := s.Now()
 	var resp SharesResponse
 	for _, l := range req.Limits {
-		mine := Report{Replica: req.Replica, Admitted: l.Admitted, Refused: l.Refused, Connections: l.Connections, Saturated: l.Saturated, At: now.UnixMilli()}
+		mine := Report{Replica: req.Replica, Admitted: l.Admitted, Connections: l.Connections, Saturated: l.Saturated, At: now.UnixMilli()}
 		live, err := s.Store.Exchange(ctx, l.Key, mine, now)
 		if err != nil {
 			return resp, err

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/weighstation/weighstation/control-plane/internal/controller"
+	"github.com/weighstation/weighstation/control-plane/internal/quota"
 	"github.com/weighstation/weighstation/control-plane/internal/xds"
 )
 
@@ -16,12 +17,15 @@ import (
 type Report struct {
 	controller.State
 	Nodes []xds.NodeStatus `json:"nodes"`
+	// Quota is the quota service as last probed; absent when no tenant is global.
+	Quota *quota.Standing `json:"quota,omitempty"`
 }
 
 // Sources are what the handlers read.
 type Sources struct {
 	State func() controller.State
 	Nodes func() []xds.NodeStatus
+	Quota func() *quota.Standing
 }
 
 // Handler serves /healthz, /readyz, /status and /metrics.
@@ -43,18 +47,18 @@ func Handler(src Sources) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(Report{State: src.State(), Nodes: src.Nodes()})
+		_ = enc.Encode(Report{State: src.State(), Nodes: src.Nodes(), Quota: src.Quota()})
 	})
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		writeMetrics(w, src.State(), src.Nodes())
+		writeMetrics(w, src.State(), src.Nodes(), src.Quota())
 	})
 	return mux
 }
 
 // writeMetrics renders the Prometheus text format by hand: a handful of gauges and counters
 // whose values are read from the controller at scrape time.
-func writeMetrics(w http.ResponseWriter, st controller.State, nodes []xds.NodeStatus) {
+func writeMetrics(w http.ResponseWriter, st controller.State, nodes []xds.NodeStatus, q *quota.Standing) {
 	var b strings.Builder
 	metric := func(name, typ, help string) {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
@@ -87,6 +91,10 @@ func writeMetrics(w http.ResponseWriter, st controller.State, nodes []xds.NodeSt
 		fmt.Fprintf(&b, "weighstation_controlplane_node_connected{node=%q} %d\n", n.ID, boolInt(n.Connected))
 		fmt.Fprintf(&b, "weighstation_controlplane_node_in_sync{node=%q} %d\n", n.ID, boolInt(n.AckedVersion == active && active != ""))
 		fmt.Fprintf(&b, "weighstation_controlplane_node_nack{node=%q} %d\n", n.ID, boolInt(n.NackedVersion != ""))
+	}
+	if q != nil {
+		metric("weighstation_controlplane_quota_service_up", "gauge", "1 while the quota service and its Redis answer; 0 while replicas fall back to limit / live replicas.")
+		fmt.Fprintf(&b, "weighstation_controlplane_quota_service_up %d\n", boolInt(q.Reachable))
 	}
 	_, _ = w.Write([]byte(b.String()))
 }

@@ -3,6 +3,7 @@ package xds
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,9 +14,12 @@ import (
 
 // NodeStatus is what one Envoy node has done with the policy versions it was sent.
 type NodeStatus struct {
-	ID            string    `json:"id"`
-	Connected     bool      `json:"connected"`
-	AckedVersion  string    `json:"ackedVersion,omitempty"`
+	ID           string `json:"id"`
+	Connected    bool   `json:"connected"`
+	AckedVersion string `json:"ackedVersion,omitempty"`
+	// AckedSnapshot is the acknowledged version with what else it depends on (the live replica
+	// count, when a tenant's limits are global).
+	AckedSnapshot string    `json:"ackedSnapshot,omitempty"`
 	NackedVersion string    `json:"nackedVersion,omitempty"`
 	NackReason    string    `json:"nackReason,omitempty"`
 	LastSeen      time.Time `json:"lastSeen"`
@@ -30,6 +34,9 @@ type nodeTracker struct {
 	nonceVersions map[int64]map[string]string // stream id -> nonce -> version sent
 	nodes         map[string]*NodeStatus
 	onChange      func()
+	// onConnected is told the count of connected nodes and the port offset of the node that
+	// just spoke, before its request is answered.
+	onConnected func(connected, offset int)
 }
 
 func newNodeTracker() *nodeTracker {
@@ -44,12 +51,32 @@ func (t *nodeTracker) OnStreamOpen(context.Context, int64, string) error { retur
 
 func (t *nodeTracker) OnStreamClosed(id int64, node *corev3.Node) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if n, ok := t.nodes[t.streams[id]]; ok {
 		n.Connected = false
 	}
 	delete(t.streams, id)
 	delete(t.nonceVersions, id)
+	connected, cb := t.connectedLocked(), t.onConnected
+	t.mu.Unlock()
+	if cb != nil {
+		cb(connected, portOffset(node))
+	}
+}
+
+func (t *nodeTracker) connectedLocked() int {
+	n := 0
+	for _, s := range t.nodes {
+		if s.Connected {
+			n++
+		}
+	}
+	return n
+}
+
+// policyVersion is a snapshot version without the replica count (see snapshotVersion).
+func policyVersion(v string) string {
+	p, _, _ := strings.Cut(v, replicasSuffix)
+	return p
 }
 
 func (t *nodeTracker) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) error {
@@ -69,18 +96,22 @@ func (t *nodeTracker) OnStreamRequest(id int64, req *discoveryv3.DiscoveryReques
 	changed := false
 	if req.GetTypeUrl() == resourcev3.ExtensionConfigType && req.GetResponseNonce() != "" {
 		if req.GetErrorDetail() != nil {
-			n.NackedVersion = t.nonceVersions[id][req.GetResponseNonce()]
+			n.NackedVersion = policyVersion(t.nonceVersions[id][req.GetResponseNonce()])
 			n.NackReason = req.GetErrorDetail().GetMessage()
 		} else {
-			n.AckedVersion = req.GetVersionInfo()
+			n.AckedVersion = policyVersion(req.GetVersionInfo())
+			n.AckedSnapshot = req.GetVersionInfo()
 			if n.NackedVersion != "" && n.NackedVersion == n.AckedVersion {
 				n.NackedVersion, n.NackReason = "", ""
 			}
 		}
 		changed = true
 	}
-	cb := t.onChange
+	cb, connectedCb, connected := t.onChange, t.onConnected, t.connectedLocked()
 	t.mu.Unlock()
+	if connectedCb != nil {
+		connectedCb(connected, portOffset(req.GetNode()))
+	}
 	if changed && cb != nil {
 		cb()
 	}

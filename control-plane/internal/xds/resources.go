@@ -61,6 +61,55 @@ type Gateway struct {
 	NATSPlainListen  string
 	BufferLimitBytes uint32 // per_connection_buffer_limit_bytes: where TCP backpressure starts
 	Wasm             WasmSource
+	// Replicas is how many Envoys are connected: a global limit's fallback divides by it.
+	Replicas int
+	// kafkaAdvertisedAs is the address brokers advertise for KafkaListen when this gateway's
+	// listeners were moved (WithPortOffset): responses naming it are rewritten to KafkaListen.
+	kafkaAdvertisedAs string
+}
+
+// WithPortOffset moves every listener's port up by offset: several Envoys on one host (the
+// local stack's GATEWAY_REPLICAS) each listen on their own consecutive ports, and clients that
+// bootstrap through one stay on it.
+func (g Gateway) WithPortOffset(offset int) (Gateway, error) {
+	if offset == 0 {
+		return g, nil
+	}
+	move := func(hp string) (string, error) {
+		if hp == "" {
+			return "", nil
+		}
+		host, port, err := splitHostPort(hp)
+		if err != nil {
+			return "", err
+		}
+		if int(port)+offset > 65535 {
+			return "", fmt.Errorf("address %q moved by %d is past port 65535", hp, offset)
+		}
+		return net.JoinHostPort(host, strconv.Itoa(int(port)+offset)), nil
+	}
+	out := g
+	out.KafkaBrokers = append([]KafkaBroker(nil), g.KafkaBrokers...)
+	out.kafkaAdvertisedAs = g.KafkaListen
+	var err error
+	for _, a := range []*string{&out.NATSListen, &out.KafkaListen, &out.NATSPlainListen} {
+		if *a, err = move(*a); err != nil {
+			return g, err
+		}
+	}
+	for i := range out.KafkaBrokers {
+		b := &out.KafkaBrokers[i]
+		if b.Advertise == "" {
+			b.Advertise = b.Listen
+		}
+		if b.Listen, err = move(b.Listen); err != nil {
+			return g, err
+		}
+		if b.Advertise, err = move(b.Advertise); err != nil {
+			return g, err
+		}
+	}
+	return out, nil
 }
 
 // KafkaBroker is one broker of an existing cluster: the address it advertises (and is reached
@@ -101,6 +150,16 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 		}
 		routes = append(routes, compile.BrokerRoute{Upstream: b.Upstream, Advertise: adv})
 	}
+	if g.kafkaAdvertisedAs != "" && g.KafkaListen != "" {
+		routes = append(routes, compile.BrokerRoute{Upstream: g.kafkaAdvertisedAs, Advertise: g.KafkaListen})
+	}
+	if q := set.QuotaService; q != nil {
+		c, err := cluster(listenerSpec{upstream: q.Address}, compile.QuotaCluster)
+		if err != nil {
+			return nil, err
+		}
+		res[resourcev3.ClusterType] = append(res[resourcev3.ClusterType], c)
+	}
 	for _, l := range g.listeners() {
 		c, err := cluster(l, clusterName(l.proto))
 		if err != nil {
@@ -110,7 +169,7 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 		if err != nil {
 			return nil, err
 		}
-		fc := compile.Filter(set, version, l.proto)
+		fc := compile.Filter(set, version, l.proto, g.Replicas)
 		if l.proto == compile.Kafka {
 			fc.BrokerRoutes = routes
 		}

@@ -1,15 +1,20 @@
 package xds
 
 import (
+	"encoding/json"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	wasmnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/wasm/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/weighstation/weighstation/control-plane/internal/compile"
 	"github.com/weighstation/weighstation/control-plane/internal/policy"
 )
 
@@ -130,4 +135,90 @@ func TestSeveralUpstreamSeedsAreAllEndpoints(t *testing.T) {
 			t.Fatalf("nats_upstream has %d endpoints, want 3", len(c.LoadAssignment.Endpoints[0].LbEndpoints))
 		}
 	}
+}
+
+// A second Envoy on the same host (offset 1) listens one port up everywhere, and Kafka
+// responses that name the first Envoy's listener name its own instead.
+func TestPortOffsetMovesListenersAndRewritesTheAdvertisedListener(t *testing.T) {
+	g := gateway
+	g.KafkaBrokers = []KafkaBroker{{Upstream: "127.0.0.1:19094", Listen: "127.0.0.1:9093"}}
+	moved, err := g.WithPortOffset(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Resources(moved, examples(t), "1-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := map[string]uint32{}
+	for _, r := range res[resourcev3.ListenerType] {
+		l := r.(*listenerv3.Listener)
+		ports[l.Name] = l.Address.GetSocketAddress().GetPortValue()
+	}
+	want := map[string]uint32{"nats": 4223, "kafka": 9093, "kafka_broker_0": 9094}
+	for name, port := range want {
+		if ports[name] != port {
+			t.Errorf("listener %s on %d, want %d (all: %v)", name, ports[name], port, ports)
+		}
+	}
+	fc := kafkaFilterConfig(t, res)
+	routes := map[string]string{}
+	for _, r := range fc.BrokerRoutes {
+		routes[r.Upstream] = r.Advertise
+	}
+	if routes["127.0.0.1:19094"] != "127.0.0.1:9094" || routes["127.0.0.1:9092"] != "127.0.0.1:9093" {
+		t.Errorf("broker routes %v", routes)
+	}
+}
+
+// A policy with global tenants brings the quota service's cluster and tells the filter where
+// it is and how many replicas are live.
+func TestQuotaServiceClusterAndReplicas(t *testing.T) {
+	set := examples(t)
+	set.QuotaService = &policy.QuotaService{Address: "quota.weighstation:8081", Timeout: 300 * time.Millisecond}
+	g := gateway
+	g.Replicas = 3
+	res, err := Resources(g, set, "1-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, r := range res[resourcev3.ClusterType] {
+		found = found || r.(*clusterv3.Cluster).Name == compile.QuotaCluster
+	}
+	if !found {
+		t.Error("no quota cluster")
+	}
+	q := kafkaFilterConfig(t, res).Quota
+	if q == nil || *q != (compile.Quota{Cluster: compile.QuotaCluster, Authority: "quota.weighstation:8081", Replicas: 3, TimeoutMs: 300}) {
+		t.Errorf("filter quota %+v", q)
+	}
+	if v := snapshotVersion(set, "4-abc", 3); policyVersion(v) != "4-abc" || v == "4-abc" {
+		t.Errorf("snapshot version %q", v)
+	}
+}
+
+func kafkaFilterConfig(t *testing.T, res map[resourcev3.Type][]types.Resource) compile.FilterConfig {
+	t.Helper()
+	for _, r := range res[resourcev3.ExtensionConfigType] {
+		ext := r.(*corev3.TypedExtensionConfig)
+		if ext.Name != FilterName(compile.Kafka) {
+			continue
+		}
+		var w wasmnetv3.Wasm
+		if err := ext.TypedConfig.UnmarshalTo(&w); err != nil {
+			t.Fatal(err)
+		}
+		var sv wrapperspb.StringValue
+		if err := w.Config.Configuration.UnmarshalTo(&sv); err != nil {
+			t.Fatal(err)
+		}
+		var fc compile.FilterConfig
+		if err := json.Unmarshal([]byte(sv.Value), &fc); err != nil {
+			t.Fatal(err)
+		}
+		return fc
+	}
+	t.Fatal("no kafka filter config")
+	return compile.FilterConfig{}
 }

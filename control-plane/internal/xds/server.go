@@ -3,7 +3,10 @@ package xds
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
+	"strconv"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -13,39 +16,115 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/weighstation/weighstation/control-plane/internal/bootstrap"
 	"github.com/weighstation/weighstation/control-plane/internal/policy"
 )
 
-// allNodes hashes every Envoy node to one snapshot: all gateways run the same configuration.
-type allNodes struct{}
+// portOffset is how far an Envoy asks for its listeners to be moved up (bootstrap's
+// ListenPortOffset): several Envoys on one host.
+func portOffset(node *corev3.Node) int {
+	return int(node.GetMetadata().GetFields()[bootstrap.PortOffsetKey].GetNumberValue())
+}
 
-func (allNodes) ID(*corev3.Node) string { return "weighstation" }
+// byPortOffset hashes Envoy nodes to one snapshot per port offset: all gateways run the same
+// configuration, on their own ports.
+type byPortOffset struct{}
 
-// Server serves one snapshot to every connected Envoy over ADS and tracks their ACKs.
+func (byPortOffset) ID(node *corev3.Node) string { return groupKey(portOffset(node)) }
+
+func groupKey(offset int) string { return "weighstation+" + strconv.Itoa(offset) }
+
+// Server serves the policy to every connected Envoy over ADS and tracks their ACKs.
 type Server struct {
 	gateway Gateway
 	cache   cachev3.SnapshotCache
 	nodes   *nodeTracker
+
+	mu       sync.Mutex
+	set      *policy.Set
+	version  string
+	offsets  map[int]bool // port offsets of the nodes seen
+	replicas int          // connected nodes the published snapshots count
 }
 
 func NewServer(g Gateway) *Server {
-	return &Server{gateway: g, cache: cachev3.NewSnapshotCache(true, allNodes{}, nil), nodes: newNodeTracker()}
+	s := &Server{gateway: g, cache: cachev3.NewSnapshotCache(true, byPortOffset{}, nil), nodes: newNodeTracker(), offsets: map[int]bool{0: true}}
+	s.nodes.onConnected = s.nodesChanged
+	return s
 }
 
 // Publish makes set the configuration every Envoy receives, as version.
 func (s *Server) Publish(set *policy.Set, version string) error {
-	res, err := Resources(s.gateway, set, version)
-	if err != nil {
-		return err
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.set, s.version = set, version
+	return s.publishLocked()
+}
+
+// snapshotVersion is the policy version, with the replica count when a global limit depends on
+// it: a change in the count must reach every Envoy as a new version. The tracker strips it.
+func snapshotVersion(set *policy.Set, version string, replicas int) string {
+	if set.QuotaService == nil {
+		return version
 	}
-	snap, err := cachev3.NewSnapshot(version, res)
-	if err != nil {
-		return fmt.Errorf("building snapshot: %w", err)
+	return version + replicasSuffix + strconv.Itoa(replicas)
+}
+
+const replicasSuffix = "+replicas="
+
+func (s *Server) publishLocked() error {
+	if s.set == nil {
+		return nil
 	}
-	if err := snap.Consistent(); err != nil {
-		return fmt.Errorf("inconsistent snapshot: %w", err)
+	for offset := range s.offsets {
+		g, err := s.gateway.WithPortOffset(offset)
+		if err != nil {
+			return err
+		}
+		g.Replicas = max(s.replicas, 1)
+		res, err := Resources(g, s.set, s.version)
+		if err != nil {
+			return err
+		}
+		snap, err := cachev3.NewSnapshot(snapshotVersion(s.set, s.version, g.Replicas), res)
+		if err != nil {
+			return fmt.Errorf("building snapshot: %w", err)
+		}
+		if err := snap.Consistent(); err != nil {
+			return fmt.Errorf("inconsistent snapshot: %w", err)
+		}
+		if err := s.cache.SetSnapshot(context.Background(), groupKey(offset), snap); err != nil {
+			return err
+		}
 	}
-	return s.cache.SetSnapshot(context.Background(), allNodes{}.ID(nil), snap)
+	return nil
+}
+
+// nodesChanged republishes when an Envoy with new ports appears or the count of connected Envoys
+// changes (global limits fall back to limit ÷ that count). Called before the node's request is
+// answered, so a new port offset has its snapshot in time.
+func (s *Server) nodesChanged(connected int, offset int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.offsets[offset] && s.replicas == connected {
+		return
+	}
+	s.offsets[offset] = true
+	s.replicas = connected
+	if err := s.publishLocked(); err != nil {
+		slog.Error("republishing for a changed set of Envoys", "err", err)
+	}
+}
+
+// QuotaService is the quota service of the published policy and the count of connected Envoys
+// the filters were given; an empty address when no tenant is global.
+func (s *Server) QuotaService() (address string, timeout time.Duration, replicas int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.set == nil || s.set.QuotaService == nil {
+		return "", 0, 0
+	}
+	return s.set.QuotaService.Address, s.set.QuotaService.Timeout, max(s.replicas, 1)
 }
 
 // Nodes reports each Envoy node's ACKed or NACKed policy version.

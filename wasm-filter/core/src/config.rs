@@ -4,9 +4,11 @@
 use serde::Deserialize;
 use std::collections::HashMap;
 
+use crate::leases::Scope;
 use crate::limits::RateLimit;
 use crate::patterns;
 pub use crate::protocol::Protocol;
+use crate::quota::QuotaService;
 
 /// Resolved limits; `None` is unlimited.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -40,6 +42,21 @@ pub struct Override {
     pub limits: Limits,
 }
 
+impl Tenant {
+    /// A global tenant's in-flight and connection limits are divided evenly among the live
+    /// replicas (rounded up): they bound concurrency, which cannot be borrowed between
+    /// processes the way a rate's tokens can. Queue bounds stay per process: they bound what
+    /// this Envoy holds in memory.
+    fn split_concurrency(&mut self, replicas: u64) {
+        let split = |l: &mut Option<u64>| *l = l.map(|n| n.div_ceil(replicas));
+        split(&mut self.limits.in_flight);
+        split(&mut self.limits.connections);
+        for o in &mut self.overrides {
+            split(&mut o.limits.in_flight);
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Tenant {
@@ -48,6 +65,9 @@ pub struct Tenant {
     pub dry_run: bool,
     #[serde(default)]
     pub reject: bool,
+    /// The tenant's limits hold across every gateway replica together (policy `scope: global`).
+    #[serde(default)]
+    pub global: bool,
     #[serde(default)]
     pub identify: Identify,
     pub limits: Limits,
@@ -72,6 +92,8 @@ struct Document {
     tenants: Vec<Tenant>,
     #[serde(default)]
     broker_routes: Vec<BrokerRoute>,
+    #[serde(default)]
+    quota: Option<QuotaService>,
 }
 
 fn split_host_port(s: &str) -> Option<(String, i32)> {
@@ -100,6 +122,8 @@ pub struct Config {
     plans: Vec<TenantPlan>,
     /// (upstream host, port) → (gateway host, port).
     broker_routes: Vec<((String, i32), (String, i32))>,
+    /// Where global limits are shared among replicas; None when no tenant is global.
+    pub quota: Option<QuotaService>,
 }
 
 /// What the data path needs of a tenant, computed once per configuration.
@@ -178,6 +202,7 @@ pub enum ConfigError {
     Json(String),
     UnknownDefaultTenant(String),
     BadBrokerRoute(String),
+    NoQuotaService,
 }
 
 impl std::fmt::Display for ConfigError {
@@ -186,13 +211,21 @@ impl std::fmt::Display for ConfigError {
             ConfigError::Json(e) => write!(f, "filter configuration is not valid JSON for this filter: {e}"),
             ConfigError::UnknownDefaultTenant(t) => write!(f, "default tenant {t:?} is not among the tenants"),
             ConfigError::BadBrokerRoute(r) => write!(f, "broker route {r:?} is not host:port"),
+            ConfigError::NoQuotaService => write!(f, "a tenant has global limits but no quota service is configured"),
         }
     }
 }
 
 impl Config {
     pub fn parse(bytes: &[u8]) -> Result<Config, ConfigError> {
-        let doc: Document = serde_json::from_slice(bytes).map_err(|e| ConfigError::Json(e.to_string()))?;
+        let mut doc: Document = serde_json::from_slice(bytes).map_err(|e| ConfigError::Json(e.to_string()))?;
+        if doc.tenants.iter().any(|t| t.global) && doc.quota.is_none() {
+            return Err(ConfigError::NoQuotaService);
+        }
+        let replicas = doc.quota.as_ref().map_or(1, |q| q.replicas.max(1));
+        for t in doc.tenants.iter_mut().filter(|t| t.global) {
+            t.split_concurrency(replicas);
+        }
         let default_tenant = doc
             .tenants
             .iter()
@@ -239,7 +272,18 @@ impl Config {
             nats_users,
             kafka_sasl_users,
             kafka_prefixes,
+            quota: doc.quota,
         })
+    }
+
+    /// Whether a tenant's rate limits are this process's or shared among replicas.
+    pub fn scope(&self, id: TenantId) -> Scope {
+        match (self.tenants.get(id), &self.quota) {
+            (Some(t), Some(q)) if t.global => Scope::Global {
+                replicas: q.replicas.max(1),
+            },
+            _ => Scope::PerGateway,
+        }
     }
 
     /// Whether broker addresses in responses must be rewritten.
@@ -354,6 +398,36 @@ mod tests {
         assert_eq!(plan.override_for(Protocol::Nats, b"audit"), Some(1));
         assert_eq!(plan.override_for(Protocol::Nats, b"billing"), None);
         assert_ne!(plan.overrides[0].fingerprint, plan.overrides[1].fingerprint);
+    }
+
+    #[test]
+    fn a_global_tenant_is_shared_and_its_concurrency_split_among_replicas() {
+        let doc = r#"{"version":"1","protocol":"nats","defaultTenant":"a","tenants":[
+            {"name":"a","limits":{"inFlight":10,"connections":5,"queueMaxMessages":7}},
+            {"name":"g","global":true,"limits":{"messagesPerSecond":900,"inFlight":10,"connections":5,"queueMaxMessages":7},
+             "overrides":[{"patterns":["x"],"limits":{"inFlight":4}}]}],
+            "quota":{"cluster":"weighstation_quota","authority":"q:8081","replicas":3,"timeoutMs":500}}"#;
+        let c = Config::parse(doc.as_bytes()).unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(c.scope(0), Scope::PerGateway);
+        assert_eq!(c.scope(1), Scope::Global { replicas: 3 });
+        let (a, g) = (&c.tenants[0].limits, &c.tenants[1].limits);
+        assert_eq!(
+            (a.in_flight, a.connections, a.queue_max_messages),
+            (Some(10), Some(5), Some(7))
+        );
+        assert_eq!(
+            (g.in_flight, g.connections, g.queue_max_messages),
+            (Some(4), Some(2), Some(7))
+        );
+        assert_eq!(c.tenants[1].overrides[0].limits.in_flight, Some(2));
+        let without = doc.replace(
+            r#"{"cluster":"weighstation_quota","authority":"q:8081","replicas":3,"timeoutMs":500}"#,
+            "null",
+        );
+        assert_eq!(
+            Config::parse(without.as_bytes()).err(),
+            Some(ConfigError::NoQuotaService)
+        );
     }
 
     #[test]

@@ -14,5 +14,6 @@ pub mod metrics;
 pub mod nats;
 pub mod patterns;
 pub mod protocol;
+pub mod quota;
 pub mod scan;
 pub mod waitlist;

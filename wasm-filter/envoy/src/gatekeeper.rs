@@ -4,7 +4,7 @@
 //! it (reject), or hold the connection (delay) within the queue's bounds.
 
 use std::cell::Cell;
-use weighstation_core::leases::{Refusal, SharedRate, SlotLease, SHARED_RATE_WORDS};
+use weighstation_core::leases::{Refusal, Scope, SharedRate, SlotLease, SHARED_RATE_WORDS};
 use weighstation_core::limits::{RateLimit, Reason};
 
 use crate::keys::{RateKey, SlotKey};
@@ -169,23 +169,27 @@ fn rate_buckets<'a>(ask: &Ask<'a>) -> impl Iterator<Item = (&'a RateLimit, &'a R
 /// when that can be, or None, taking nothing, if it is beyond `horizon_ns`.
 pub fn reserve(ask: &Ask<'_>, messages: u64, bytes: u64, horizon_ns: u64) -> Option<u64> {
     let mut ready_at = ask.now;
-    let mut taken: Vec<(&RateLimit, &str)> = Vec::new();
+    let mut taken: Vec<(&RateLimit, &RateKey)> = Vec::new();
     for (limit, rate, _, _) in rate_buckets(ask) {
         let ready = Cell::new(None);
         shared::update::<SHARED_RATE_WORDS>(&rate.key, |w| {
-            let (next, at) = SharedRate::decode(w).reserve(limit, ask.now, messages, bytes, horizon_ns)?;
+            let (next, at) = SharedRate::decode(w).reserve(limit, rate.scope, ask.now, messages, bytes, horizon_ns)?;
             ready.set(Some(at));
             Some(next.encode())
         });
         match ready.get() {
             Some(at) => {
                 ready_at = ready_at.max(at);
-                taken.push((limit, &rate.key));
+                taken.push((limit, rate));
             }
             None => {
-                for (limit, key) in taken {
-                    shared::update::<SHARED_RATE_WORDS>(key, |w| {
-                        Some(SharedRate::decode(w).refund(limit, ask.now, messages, bytes).encode())
+                for (limit, rate) in taken {
+                    shared::update::<SHARED_RATE_WORDS>(&rate.key, |w| {
+                        Some(
+                            SharedRate::decode(w)
+                                .refund(limit, rate.scope, ask.now, messages, bytes)
+                                .encode(),
+                        )
                     });
                 }
                 return None;
@@ -204,7 +208,7 @@ fn spend_rate(limit: &RateLimit, rate: &RateKey, now: u64, messages: u64, bytes:
     }
     let outcome = Cell::new(None);
     let (_, stored) = shared::update::<SHARED_RATE_WORDS>(&rate.key, |w| {
-        let renewal = lease.renew(limit, w, now, messages, bytes);
+        let renewal = lease.renew(limit, rate.scope, w, now, messages, bytes);
         outcome.set(Some(renewal.map(|(_, grant)| grant)));
         renewal.ok().map(|(next, _)| next)
     });
@@ -213,7 +217,13 @@ fn spend_rate(limit: &RateLimit, rate: &RateKey, now: u64, messages: u64, bytes:
             lease.renewed(grant, now, messages, bytes);
             Ok(())
         }
-        Some(Err(refusal)) if !stored => Err(refusal),
+        Some(Err(refusal)) if !stored => {
+            if rate.scope != Scope::PerGateway {
+                // The quota service gives a replica that was held back a share by its connections.
+                shared::update::<SHARED_RATE_WORDS>(&rate.key, |w| SharedRate::saturated(w, now));
+            }
+            Err(refusal)
+        }
         // Shared data failed open (see shared::update): so does the limit.
         _ => Ok(()),
     }

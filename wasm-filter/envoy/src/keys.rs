@@ -6,25 +6,47 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 use weighstation_core::config::{Protocol, TenantPlan};
-use weighstation_core::leases::{RateLease, SlotLease};
+use weighstation_core::leases::{RateLease, Scope, SlotLease};
 use weighstation_core::limits::RateLimit;
 
 use crate::leases;
 
-/// A rate limit's shared-data key and this worker's lease on it.
+/// A rate limit's shared-data key, whom it is for, and this worker's lease on it.
 #[derive(Debug)]
 pub struct RateKey {
     pub key: String,
+    pub scope: Scope,
     pub lease: Rc<RefCell<RateLease>>,
 }
 
 impl RateKey {
-    fn new(key: String, limit: &RateLimit) -> RateKey {
+    fn new(key: String, limit: &RateLimit, scope: Scope) -> RateKey {
         RateKey {
-            lease: leases::rate(&key, limit),
+            lease: leases::rate(&key, limit, scope),
+            scope,
             key,
         }
     }
+}
+
+/// The shared-data key of a tenant's rate limit (`base` is [`tenant_base`]).
+pub fn tenant_rate_key(base: &str, limit: &RateLimit) -> String {
+    format!("{base}/rate/{:016x}", limit.fingerprint())
+}
+
+/// The shared-data key of an override's rate limit.
+pub fn override_rate_key(base: &str, fingerprint: u64) -> String {
+    format!("{base}/override/{fingerprint:016x}/rate")
+}
+
+/// Where a tenant's state is kept in shared data.
+pub fn tenant_base(protocol: Protocol, tenant: &str) -> String {
+    format!("weighstation/{}/{tenant}", protocol.as_str())
+}
+
+/// The shared-data key of a tenant's connection count.
+pub fn connections_key(base: &str) -> String {
+    format!("{base}/connections")
 }
 
 /// An in-flight count's shared-data key and this worker's idle slots of it.
@@ -60,18 +82,18 @@ pub struct TenantKeys {
 }
 
 impl TenantKeys {
-    pub fn new(protocol: Protocol, tenant: &str, plan: &TenantPlan) -> TenantKeys {
-        let base = format!("weighstation/{}/{tenant}", protocol.as_str());
+    pub fn new(protocol: Protocol, tenant: &str, plan: &TenantPlan, scope: Scope) -> TenantKeys {
+        let base = tenant_base(protocol, tenant);
         TenantKeys {
-            rate: RateKey::new(format!("{base}/rate/{:016x}", plan.rate.fingerprint()), &plan.rate),
+            rate: RateKey::new(tenant_rate_key(&base, &plan.rate), &plan.rate, scope),
             in_flight: SlotKey::new(format!("{base}/inflight")),
             queue: format!("{base}/queue"),
-            connections: format!("{base}/connections"),
+            connections: connections_key(&base),
             overrides: plan
                 .overrides
                 .iter()
                 .map(|o| OverrideKeys {
-                    rate: RateKey::new(format!("{base}/override/{:016x}/rate", o.fingerprint), &o.rate),
+                    rate: RateKey::new(override_rate_key(&base, o.fingerprint), &o.rate, scope),
                     in_flight: SlotKey::new(format!("{base}/override/{:016x}/inflight", o.fingerprint)),
                 })
                 .collect(),

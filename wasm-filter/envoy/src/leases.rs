@@ -6,13 +6,13 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use weighstation_core::leases::{RateLease, SlotLease, SHARED_RATE_WORDS};
+use weighstation_core::leases::{RateLease, Scope, SlotLease, SHARED_RATE_WORDS};
 use weighstation_core::limits::RateLimit;
 
 use crate::{clock, shared};
 
 /// A lease with the limit it is on (what giving it back needs).
-type Leased = (RateLimit, Rc<RefCell<RateLease>>);
+type Leased = (RateLimit, Scope, Rc<RefCell<RateLease>>);
 
 thread_local! {
     static RATE: RefCell<HashMap<String, Leased>> = RefCell::new(HashMap::new());
@@ -20,11 +20,15 @@ thread_local! {
 }
 
 /// This worker's lease on the rate limit kept at `key`.
-pub fn rate(key: &str, limit: &RateLimit) -> Rc<RefCell<RateLease>> {
+pub fn rate(key: &str, limit: &RateLimit, scope: Scope) -> Rc<RefCell<RateLease>> {
     RATE.with(|m| {
         let mut m = m.borrow_mut();
-        let entry = m.entry(key.to_owned()).or_insert_with(|| (*limit, Rc::default()));
-        entry.1.clone()
+        let entry = m
+            .entry(key.to_owned())
+            .or_insert_with(|| (*limit, scope, Rc::default()));
+        // A reload may change the replica count a global limit falls back to.
+        entry.1 = scope;
+        entry.2.clone()
     })
 }
 
@@ -37,13 +41,13 @@ pub fn slots(key: &Rc<str>) -> Rc<RefCell<SlotLease>> {
 pub fn prune() {
     let now = clock::now_ns();
     RATE.with(|m| {
-        m.borrow_mut().retain(|key, (limit, l)| {
+        m.borrow_mut().retain(|key, (limit, scope, l)| {
             if Rc::strong_count(l) > 1 {
                 return true;
             }
             let lease = l.borrow();
             if lease.holds() {
-                shared::update::<SHARED_RATE_WORDS>(key, |w| Some(lease.surrender(limit, w, now)));
+                shared::update::<SHARED_RATE_WORDS>(key, |w| Some(lease.surrender(limit, *scope, w, now)));
             }
             false
         })

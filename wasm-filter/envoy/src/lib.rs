@@ -13,6 +13,7 @@ mod leases;
 mod metrics;
 mod nats_conn;
 mod paused;
+mod quota;
 mod root;
 mod shared;
 mod state;

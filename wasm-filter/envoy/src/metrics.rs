@@ -146,6 +146,13 @@ fn gauge_add(id: Option<u32>, n: i64) {
     }
 }
 
+/// Sets a process-wide gauge by name (the quota leader's figures: one writer at a time).
+pub fn set_gauge(name: Option<&str>, v: u64) {
+    if let Some(name) = name {
+        gauge_set(id(name.to_owned(), Kind::Gauge), v);
+    }
+}
+
 fn gauge_set(id: Option<u32>, v: u64) {
     if let Some(id) = id {
         let _ = hostcalls::record_metric(id, v);

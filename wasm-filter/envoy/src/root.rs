@@ -2,7 +2,7 @@ use proxy_wasm::traits::{Context, RootContext, StreamContext};
 use proxy_wasm::types::ContextType;
 use weighstation_core::config::{Config, Protocol};
 
-use crate::{clock, kafka_conn, leases, metrics, nats_conn, state, waiters};
+use crate::{clock, kafka_conn, leases, metrics, nats_conn, quota, state, waiters};
 
 /// One per listener filter configuration (and per reconfiguration).
 pub struct Root {
@@ -16,7 +16,23 @@ impl Root {
     }
 }
 
-impl Context for Root {}
+impl Root {
+    /// This Envoy's node id: how the quota service tells replicas apart.
+    fn replica(&self) -> String {
+        // `xds.node` in current Envoy; `node` in older releases.
+        [vec!["xds", "node", "id"], vec!["node", "id"]]
+            .into_iter()
+            .find_map(|path| self.get_property(path).filter(|b| !b.is_empty()))
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+}
+
+impl Context for Root {
+    fn on_http_call_response(&mut self, token_id: u32, _num_headers: usize, body_size: usize, _num_trailers: usize) {
+        quota::answer(self, token_id, body_size, clock::now_ns());
+    }
+}
 
 impl RootContext for Root {
     fn on_configure(&mut self, _size: usize) -> bool {
@@ -38,6 +54,7 @@ impl RootContext for Root {
                 leases::prune();
                 metrics::flush();
                 waiters::set_driver(self.id);
+                quota::configure(self.replica(), clock::now_ns());
                 true
             }
             Err(e) => {
@@ -48,7 +65,9 @@ impl RootContext for Root {
     }
 
     fn on_tick(&mut self) {
-        waiters::tick(self.id, clock::now_ns());
+        let now = clock::now_ns();
+        waiters::tick(self.id, now);
+        quota::tick(self, now);
         metrics::flush();
     }
 

@@ -109,7 +109,7 @@ impl Attribution {
         let (Some(tenant), Some(plan)) = (config.tenant(id), config.plan(id)) else {
             return Ok(());
         };
-        let keys = Rc::new(TenantKeys::new(self.protocol, &tenant.name, plan));
+        let keys = Rc::new(TenantKeys::new(self.protocol, &tenant.name, plan, config.scope(id)));
         let metrics = TenantMetrics::for_tenant(self.protocol, &tenant.name);
         let enforce = check_limit && !tenant.dry_run;
         let limit = tenant.limits.connections.filter(|_| enforce);

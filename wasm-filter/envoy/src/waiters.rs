@@ -28,6 +28,8 @@ thread_local! {
     /// The root context that ticks for this VM: the most recently configured one.
     static DRIVER: RefCell<Option<u32>> = const { RefCell::new(None) };
     static TICKING: RefCell<bool> = const { RefCell::new(false) };
+    /// The driver's tick while no one waits (global limits report from it; none: no tick).
+    static IDLE_TICK: RefCell<Duration> = const { RefCell::new(Duration::ZERO) };
     static FREED: RefCell<Freed> = const { RefCell::new(Freed { names: Vec::new(), len: 0 }) };
 }
 
@@ -54,6 +56,14 @@ pub fn set_driver(root_context_id: u32) {
     TICKING.with(|t| *t.borrow_mut() = false);
     if WAITERS.with(|w| !w.borrow().is_empty()) {
         start_ticking(None);
+    }
+}
+
+/// Sets the tick the driver keeps while no one waits; called from the driver's on_configure.
+pub fn set_idle_tick(period: Duration) {
+    IDLE_TICK.with(|i| *i.borrow_mut() = period);
+    if !TICKING.with(|t| *t.borrow()) {
+        let _ = hostcalls::set_tick_period(period);
     }
 }
 
@@ -104,7 +114,7 @@ pub fn tick(root: u32, now: u64) {
     }
     let _ = hostcalls::set_effective_context(root);
     if WAITERS.with(|w| w.borrow().is_empty()) {
-        let _ = hostcalls::set_tick_period(Duration::ZERO);
+        let _ = hostcalls::set_tick_period(IDLE_TICK.with(|i| *i.borrow()));
         TICKING.with(|t| *t.borrow_mut() = false);
     }
 }

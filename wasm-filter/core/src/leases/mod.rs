@@ -10,7 +10,7 @@
 mod rate;
 mod slots;
 
-pub use rate::{Grant, RateLease, Refusal, SharedRate, EPOCH_NS, SHARED_RATE_WORDS};
+pub use rate::{Grant, RateLease, Refusal, Scope, SharedRate, Usage, EPOCH_NS, PPM, SHARED_RATE_WORDS};
 pub use slots::SlotLease;
 
 #[cfg(test)]

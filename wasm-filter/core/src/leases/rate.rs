@@ -10,6 +10,11 @@
 //! in its epoch and the next; then it lapses, and the shared state forgets it when the epoch
 //! rolls over twice — so a worker that never gives a lease back (its VM was replaced) cannot
 //! keep part of the bucket forever. A lease given back in time returns its unspent tokens.
+//!
+//! A limit of global scope is enforced by each replica for its share of it (the second level of
+//! the lease hierarchy, crate::quota): the shared state keeps the share the quota service last
+//! gave and until when it holds, and what the process admitted and whether it was held back,
+//! for the next report. Without a current share a replica enforces limit ÷ live replicas.
 
 use crate::limits::{Gcra, RateLimit, RateState};
 
@@ -27,7 +32,31 @@ const MAX_BLOCK_NS: u64 = 5_000_000;
 const MAX_SHARE_OF_BURST: u64 = 8;
 
 /// Words of [`SharedRate`] in shared data.
-pub const SHARED_RATE_WORDS: usize = 7;
+pub const SHARED_RATE_WORDS: usize = 12;
+
+/// Parts of a limit are counted in millionths.
+pub const PPM: u64 = 1_000_000;
+
+/// Whom a limit is for: this Envoy process alone, or every replica together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Scope {
+    #[default]
+    PerGateway,
+    /// Shared among the gateway's replicas, `replicas` of which are live (the control plane's
+    /// count, what a replica falls back to without a share from the quota service).
+    Global { replicas: u64 },
+}
+
+/// What a process did under a limit since the last report: units admitted per bucket (messages,
+/// bytes) and whether anything was held back or refused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub admitted: [u64; 2],
+    pub saturated: bool,
+}
+
+/// A held-back message is recorded at most this often: the record costs a write.
+const SATURATION_RECORD_NS: u64 = 100_000_000;
 
 /// A rate limit's shared state (one per tenant or override, per Envoy process).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -37,6 +66,12 @@ pub struct SharedRate {
     /// Per bucket, the ns of it held in leases granted in the current and the previous epoch.
     held: [[u64; 2]; 2],
     epoch: u64,
+    /// This replica's share of a global limit (ppm), valid until `share_until` (ns).
+    share_ppm: u64,
+    share_until: u64,
+    /// Units admitted since the last report, and when a message was last held back or refused.
+    admitted: [u64; 2],
+    saturated_at: u64,
 }
 
 /// Why a message was not admitted: the wait until it could be, and the part of that wait that
@@ -65,12 +100,90 @@ impl SharedRate {
             tat: [w[0], w[1]],
             held: [[w[2], w[3]], [w[4], w[5]]],
             epoch: w[6],
+            share_ppm: w[7],
+            share_until: w[8],
+            admitted: [w[9], w[10]],
+            saturated_at: w[11],
         }
     }
 
     pub fn encode(&self) -> [u64; SHARED_RATE_WORDS] {
         let [[m0, m1], [b0, b1]] = self.held;
-        [self.tat[0], self.tat[1], m0, m1, b0, b1, self.epoch]
+        let [a0, a1] = self.admitted;
+        let s = self;
+        [
+            s.tat[0],
+            s.tat[1],
+            m0,
+            m1,
+            b0,
+            b1,
+            s.epoch,
+            s.share_ppm,
+            s.share_until,
+            a0,
+            a1,
+            s.saturated_at,
+        ]
+    }
+
+    /// The part of the limit (ppm) this process enforces at `now`.
+    pub fn part_ppm(&self, scope: Scope, now: u64) -> u64 {
+        match scope {
+            Scope::PerGateway => PPM,
+            Scope::Global { .. } if now < self.share_until => self.share_ppm.clamp(1, PPM),
+            Scope::Global { replicas } => PPM / replicas.max(1),
+        }
+    }
+
+    /// Whether a global limit is on a share from the quota service (not the fallback).
+    pub fn has_share(&self, now: u64) -> bool {
+        now < self.share_until
+    }
+
+    /// The limit this process enforces: all of it, or its part of a global one.
+    fn local(&self, limit: &RateLimit, scope: Scope, now: u64) -> RateLimit {
+        match scope {
+            Scope::PerGateway => *limit,
+            Scope::Global { .. } => limit.scaled(self.part_ppm(scope, now)),
+        }
+    }
+
+    /// Records the quota service's answer: this process's share of the limit until `until`.
+    pub fn with_share(shared: [u64; SHARED_RATE_WORDS], ppm: u64, until: u64) -> [u64; SHARED_RATE_WORDS] {
+        let mut s = SharedRate::decode(shared);
+        s.share_ppm = ppm.clamp(1, PPM);
+        s.share_until = until;
+        s.encode()
+    }
+
+    /// Drops the share: the quota service could not be asked, the process falls back at once.
+    pub fn without_share(shared: [u64; SHARED_RATE_WORDS]) -> [u64; SHARED_RATE_WORDS] {
+        let mut s = SharedRate::decode(shared);
+        s.share_until = 0;
+        s.encode()
+    }
+
+    /// Takes what was admitted since the last report (zeroing it), and whether anything was held
+    /// back since `since`.
+    pub fn take_usage(shared: [u64; SHARED_RATE_WORDS], since: u64) -> ([u64; SHARED_RATE_WORDS], Usage) {
+        let mut s = SharedRate::decode(shared);
+        let usage = Usage {
+            admitted: std::mem::take(&mut s.admitted),
+            saturated: s.saturated_at >= since && s.saturated_at != 0,
+        };
+        (s.encode(), usage)
+    }
+
+    /// Records that a message was held back or refused at `now`; None if a recent record says so
+    /// already (nothing to write).
+    pub fn saturated(shared: [u64; SHARED_RATE_WORDS], now: u64) -> Option<[u64; SHARED_RATE_WORDS]> {
+        let mut s = SharedRate::decode(shared);
+        if s.saturated_at.saturating_add(SATURATION_RECORD_NS) > now {
+            return None;
+        }
+        s.saturated_at = now;
+        Some(s.encode())
     }
 
     fn roll(&mut self, now: u64) {
@@ -89,10 +202,11 @@ impl SharedRate {
         self.held[d][0].saturating_add(self.held[d][1])
     }
 
-    /// The limit as it stands at `now` for whoever is not holding a lease: each bucket
-    /// narrowed by what is held, with the TATs that go with it.
-    fn view(&mut self, limit: &RateLimit, now: u64) -> (RateLimit, RateState) {
+    /// The limit as it stands at `now` for whoever is not holding a lease: this process's part
+    /// of it, each bucket narrowed by what is held, with the TATs that go with it.
+    fn view(&mut self, limit: &RateLimit, scope: Scope, now: u64) -> (RateLimit, RateState) {
         self.roll(now);
+        let limit = &self.local(limit, scope, now);
         let narrowed = RateLimit {
             messages: limit.messages.map(|g| g.narrowed(self.held_ns(0))),
             bytes: limit.bytes.map(|g| g.narrowed(self.held_ns(1))),
@@ -111,12 +225,13 @@ impl SharedRate {
     fn take(
         &mut self,
         limit: &RateLimit,
+        scope: Scope,
         now: u64,
         messages: u64,
         bytes: u64,
         block: [u64; 2],
     ) -> Result<[u64; 2], Refusal> {
-        let (narrowed, tat) = self.view(limit, now);
+        let (narrowed, tat) = self.view(limit, scope, now);
         let mut next = narrowed
             .check_batch(tat, now, messages, bytes)
             .map_err(|wait_ns| Refusal {
@@ -136,8 +251,17 @@ impl SharedRate {
 
     /// Forgets a lease granted in `epoch` that holds `held_ns`, returning its `unspent` tokens
     /// to the buckets — unless it has lapsed (then its tokens are lost, and were forgotten).
-    fn give_back(&mut self, limit: &RateLimit, now: u64, epoch: u64, unspent: [u64; 2], held_ns: [u64; 2]) {
+    fn give_back(
+        &mut self,
+        limit: &RateLimit,
+        scope: Scope,
+        now: u64,
+        epoch: u64,
+        unspent: [u64; 2],
+        held_ns: [u64; 2],
+    ) {
         self.roll(now);
+        let limit = &self.local(limit, scope, now);
         let age = if epoch == self.epoch {
             0
         } else if epoch + 1 == self.epoch {
@@ -159,20 +283,23 @@ impl SharedRate {
     pub fn reserve(
         mut self,
         limit: &RateLimit,
+        scope: Scope,
         now: u64,
         messages: u64,
         bytes: u64,
         horizon_ns: u64,
     ) -> Option<(SharedRate, u64)> {
-        let (narrowed, tat) = self.view(limit, now);
+        let (narrowed, tat) = self.view(limit, scope, now);
         let (next, ready_at) = narrowed.reserve_batch(tat, now, messages, bytes, horizon_ns)?;
         self.set(next);
+        self.admitted[0] = self.admitted[0].saturating_add(messages);
+        self.admitted[1] = self.admitted[1].saturating_add(bytes);
         Some((self, ready_at))
     }
 
     /// Gives back a reservation that will not be spent.
-    pub fn refund(mut self, limit: &RateLimit, now: u64, messages: u64, bytes: u64) -> SharedRate {
-        let (narrowed, tat) = self.view(limit, now);
+    pub fn refund(mut self, limit: &RateLimit, scope: Scope, now: u64, messages: u64, bytes: u64) -> SharedRate {
+        let (narrowed, tat) = self.view(limit, scope, now);
         self.set(narrowed.refund_batch(tat, messages, bytes));
         self
     }
@@ -213,21 +340,26 @@ impl RateLease {
     }
 
     /// The work of one compare-and-swap on the shared state: gives this lease back and takes
-    /// the message's cost and a new block. Pure; apply the grant with [`RateLease::renewed`]
-    /// once the new state is stored.
+    /// the message's cost and a new block, and counts what the lease admitted. Pure; apply the
+    /// grant with [`RateLease::renewed`] once the new state is stored.
     pub fn renew(
         &self,
         limit: &RateLimit,
+        scope: Scope,
         shared: [u64; SHARED_RATE_WORDS],
         now: u64,
         messages: u64,
         bytes: u64,
     ) -> Result<([u64; SHARED_RATE_WORDS], Grant), Refusal> {
         let mut s = SharedRate::decode(shared);
-        s.give_back(limit, now, self.epoch, self.units, self.held_ns);
-        let units = s.take(limit, now, messages, bytes, self.next_block(limit, now))?;
+        s.give_back(limit, scope, now, self.epoch, self.units, self.held_ns);
+        let local = s.local(limit, scope, now);
+        let units = s.take(limit, scope, now, messages, bytes, self.next_block(&local, now))?;
+        for d in 0..2 {
+            s.admitted[d] = s.admitted[d].saturating_add(self.used[d]);
+        }
         let mut held_ns = [0; 2];
-        for (d, g) in buckets(limit).into_iter().enumerate() {
+        for (d, g) in buckets(&local).into_iter().enumerate() {
             if let Some(g) = g {
                 held_ns[d] = g.cost_ns(units[d]);
                 s.held[d][0] = s.held[d][0].saturating_add(held_ns[d]);
@@ -257,9 +389,18 @@ impl RateLease {
 
     /// The work of giving the lease back, for a worker done with the limit (a reload changed
     /// it, and no connection of the worker uses it any more).
-    pub fn surrender(&self, limit: &RateLimit, shared: [u64; SHARED_RATE_WORDS], now: u64) -> [u64; SHARED_RATE_WORDS] {
+    pub fn surrender(
+        &self,
+        limit: &RateLimit,
+        scope: Scope,
+        shared: [u64; SHARED_RATE_WORDS],
+        now: u64,
+    ) -> [u64; SHARED_RATE_WORDS] {
         let mut s = SharedRate::decode(shared);
-        s.give_back(limit, now, self.epoch, self.units, self.held_ns);
+        s.give_back(limit, scope, now, self.epoch, self.units, self.held_ns);
+        for d in 0..2 {
+            s.admitted[d] = s.admitted[d].saturating_add(self.used[d]);
+        }
         s.encode()
     }
 

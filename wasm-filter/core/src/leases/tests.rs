@@ -2,7 +2,7 @@
 //! never exceed burst + rate × T over any window, the rate is still delivered when workers
 //! compete for it, and in-flight slots are never over the limit and all come back.
 
-use super::{RateLease, SharedRate, SlotLease, EPOCH_NS, SHARED_RATE_WORDS};
+use super::{RateLease, Scope, SharedRate, SlotLease, Usage, EPOCH_NS, PPM, SHARED_RATE_WORDS};
 use crate::limits::RateLimit;
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -33,33 +33,78 @@ fn step(workers: usize) -> impl Strategy<Value = Step> {
 
 /// Admission times with their bytes, as the glue would decide them.
 fn run(limit: &RateLimit, workers: usize, steps: &[Step]) -> Vec<(u64, u64)> {
-    let mut shared = [0u64; SHARED_RATE_WORDS];
-    let mut leases = vec![RateLease::default(); workers];
-    let mut now = T0;
-    let mut admitted = Vec::new();
-    for s in steps {
-        match *s {
-            Step::Message { worker, gap_ns, bytes } => {
-                now += gap_ns;
-                let lease = &mut leases[worker];
-                if lease.spend(limit, now, 1, bytes) {
-                    admitted.push((now, bytes));
-                } else if let Ok((next, grant)) = lease.renew(limit, shared, now, 1, bytes) {
-                    shared = next;
-                    lease.renewed(grant, now, 1, bytes);
-                    admitted.push((now, bytes));
-                }
-            }
-            Step::Surrender { worker } => {
-                if leases[worker].holds() {
-                    shared = leases[worker].surrender(limit, shared, now);
-                    leases[worker] = RateLease::default();
-                }
-            }
-            Step::Lost { worker } => leases[worker] = RateLease::default(),
+    Replica::new(Scope::PerGateway, [0; SHARED_RATE_WORDS], workers).run(limit, steps)
+}
+
+/// One Envoy process: its shared state of a limit and its workers' leases.
+struct Replica {
+    scope: Scope,
+    shared: [u64; SHARED_RATE_WORDS],
+    leases: Vec<RateLease>,
+    now: u64,
+}
+
+impl Replica {
+    fn new(scope: Scope, shared: [u64; SHARED_RATE_WORDS], workers: usize) -> Replica {
+        Replica {
+            scope,
+            shared,
+            leases: vec![RateLease::default(); workers],
+            now: T0,
         }
     }
-    admitted
+
+    /// Gives every lease back, as a reload that drops the limit does.
+    fn surrender_all(&mut self, limit: &RateLimit) {
+        for lease in &mut self.leases {
+            self.shared = lease.surrender(limit, self.scope, self.shared, self.now);
+            *lease = RateLease::default();
+        }
+    }
+
+    fn run(&mut self, limit: &RateLimit, steps: &[Step]) -> Vec<(u64, u64)> {
+        let Replica {
+            scope,
+            shared,
+            leases,
+            now,
+        } = self;
+        let scope = *scope;
+        let mut admitted = Vec::new();
+        for s in steps {
+            match *s {
+                Step::Message { worker, gap_ns, bytes } => {
+                    *now += gap_ns;
+                    let now = *now;
+                    let lease = &mut leases[worker];
+                    if lease.spend(limit, now, 1, bytes) {
+                        admitted.push((now, bytes));
+                    } else {
+                        match lease.renew(limit, scope, *shared, now, 1, bytes) {
+                            Ok((next, grant)) => {
+                                *shared = next;
+                                lease.renewed(grant, now, 1, bytes);
+                                admitted.push((now, bytes));
+                            }
+                            Err(_) => {
+                                if let Some(next) = SharedRate::saturated(*shared, now) {
+                                    *shared = next;
+                                }
+                            }
+                        }
+                    }
+                }
+                Step::Surrender { worker } => {
+                    if leases[worker].holds() {
+                        *shared = leases[worker].surrender(limit, scope, *shared, *now);
+                        leases[worker] = RateLease::default();
+                    }
+                }
+                Step::Lost { worker } => leases[worker] = RateLease::default(),
+            }
+        }
+        admitted
+    }
 }
 
 /// The most admitted within any window of `window_ns`: (messages, bytes).
@@ -148,7 +193,7 @@ fn a_lost_lease_lapses_within_two_epochs() {
         now += 2_000_000;
         if !busy.spend(&l, now, 1, 1) {
             let (next, grant) = busy
-                .renew(&l, shared, now, 1, 1)
+                .renew(&l, Scope::PerGateway, shared, now, 1, 1)
                 .unwrap_or_else(|r| panic!("refused {r:?}"));
             shared = next;
             busy.renewed(grant, now, 1, 1);
@@ -158,7 +203,7 @@ fn a_lost_lease_lapses_within_two_epochs() {
     let held = SharedRate::decode(shared);
     let later = now + 2 * EPOCH_NS + SECOND;
     let fresh = RateLease::default();
-    let after_lapse = fresh.renew(&l, held.encode(), later, 100, 1);
+    let after_lapse = fresh.renew(&l, Scope::PerGateway, held.encode(), later, 100, 1);
     assert!(
         after_lapse.is_ok(),
         "a full burst is available again once the lost lease lapsed: {after_lapse:?}"
@@ -174,7 +219,7 @@ fn giving_a_lease_back_returns_its_unspent_tokens() {
     // Two renewals a few ms apart: the second sizes a block from the demand in between.
     for _ in 0..2 {
         let (next, grant) = a
-            .renew(&l, shared, now, 1, 1)
+            .renew(&l, Scope::PerGateway, shared, now, 1, 1)
             .unwrap_or_else(|r| panic!("refused {r:?}"));
         shared = next;
         a.renewed(grant, now, 1, 1);
@@ -183,12 +228,12 @@ fn giving_a_lease_back_returns_its_unspent_tokens() {
     assert!(a.holds());
     let b = RateLease::default();
     assert!(
-        b.renew(&l, shared, now, 98, 1).is_err(),
+        b.renew(&l, Scope::PerGateway, shared, now, 98, 1).is_err(),
         "while a holds its block, the burst left is smaller"
     );
-    shared = a.surrender(&l, shared, now);
+    shared = a.surrender(&l, Scope::PerGateway, shared, now);
     assert!(
-        b.renew(&l, shared, now, 98, 1).is_ok(),
+        b.renew(&l, Scope::PerGateway, shared, now, 98, 1).is_ok(),
         "given back, the block is the others' again"
     );
 }
@@ -291,4 +336,85 @@ fn a_held_block_and_a_refilled_bucket_never_add_up_to_more_than_the_burst() {
         (burst - burst / 8..=burst).contains(&after_pause),
         "{after_pause} admitted at once: the burst ({burst}), not the burst and worker 0's block"
     );
+}
+
+/// Messages offered by `workers` workers in turn, `per_second` of them for `seconds`.
+fn offered(workers: usize, per_second: u64, seconds: u64) -> Vec<Step> {
+    (0..per_second * seconds)
+        .map(|i| Step::Message {
+            worker: (i % workers as u64) as usize,
+            gap_ns: SECOND / per_second,
+            bytes: 100,
+        })
+        .collect()
+}
+
+/// A replica of a global limit enforces the share the quota service gave it while the share
+/// holds, and limit ÷ live replicas once it lapses — both with the burst cut in proportion.
+#[test]
+fn a_replica_enforces_its_share_then_an_even_part() {
+    let mps = 10_000;
+    let l = limit(mps, 1_000, u64::MAX / 4, u64::MAX / 4);
+    let share = SharedRate::with_share([0; SHARED_RATE_WORDS], PPM * 7 / 10, T0 + 2 * SECOND);
+    let mut replica = Replica::new(Scope::Global { replicas: 4 }, share, 2);
+    let admitted = replica.run(&l, &offered(2, mps * 10, 4));
+    let before = admitted.iter().filter(|(t, _)| *t < T0 + 2 * SECOND).count() as u64;
+    let after = admitted.len() as u64 - before;
+    let within = |got: u64, want: u64| got.abs_diff(want) * 50 <= want;
+    assert!(within(before, 7_000 * 2 + 700), "{before} admitted on a 0.7 share");
+    assert!(within(after, 2_500 * 2), "{after} admitted on the fallback of 1/4");
+}
+
+/// A per-gateway limit ignores any share: the whole limit is this process's.
+#[test]
+fn a_per_gateway_limit_is_whole() {
+    let l = limit(10_000, 1_000, u64::MAX / 4, u64::MAX / 4);
+    let share = SharedRate::with_share([0; SHARED_RATE_WORDS], PPM / 10, u64::MAX);
+    let admitted = Replica::new(Scope::PerGateway, share, 2)
+        .run(&l, &offered(2, 100_000, 2))
+        .len() as u64;
+    assert!(admitted.abs_diff(21_000) * 50 <= 21_000, "{admitted}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// What the quota service is told a replica admitted is what it admitted: every message
+    /// counted once, whether its lease was renewed or given back.
+    #[test]
+    fn usage_counts_every_admitted_message_once(
+        steps in vec(step(3), 500..4_000),
+        mps in 200u64..20_000,
+        reports in 1usize..5,
+    ) {
+        let steps: Vec<Step> = steps.into_iter().filter(|s| !matches!(s, Step::Lost { .. })).collect();
+        let l = limit(mps, mps / 10 + 1, u64::MAX / 4, u64::MAX / 4);
+        let mut replica = Replica::new(Scope::Global { replicas: 2 }, [0; SHARED_RATE_WORDS], 3);
+        let mut admitted = 0u64;
+        let mut reported = Usage::default();
+        for part in steps.chunks(steps.len() / reports + 1) {
+            admitted += replica.run(&l, part).len() as u64;
+            let (next, usage) = SharedRate::take_usage(replica.shared, 0);
+            replica.shared = next;
+            reported.admitted[0] += usage.admitted[0];
+        }
+        replica.surrender_all(&l);
+        reported.admitted[0] += SharedRate::take_usage(replica.shared, 0).1.admitted[0];
+        prop_assert_eq!(reported.admitted[0], admitted);
+    }
+}
+
+/// A replica held back since the last report says so; one that was not, does not.
+#[test]
+fn usage_says_whether_the_replica_was_held_back() {
+    let l = limit(1_000, 100, u64::MAX / 4, u64::MAX / 4);
+    let mut replica = Replica::new(Scope::Global { replicas: 1 }, [0; SHARED_RATE_WORDS], 1);
+    replica.run(&l, &offered(1, 500, 1));
+    let (next, calm) = SharedRate::take_usage(replica.shared, T0);
+    assert!(!calm.saturated && calm.admitted[0] > 400, "{calm:?}");
+    replica.shared = next;
+    let since = replica.now;
+    replica.run(&l, &offered(1, 5_000, 1));
+    let (_, busy) = SharedRate::take_usage(replica.shared, since);
+    assert!(busy.saturated, "{busy:?}");
 }

@@ -105,6 +105,16 @@ impl Gcra {
         }
     }
 
+    /// The part `ppm` (of a million) of this rate, with a burst cut in the same proportion: the
+    /// bucket's depth in ns is unchanged, so a TAT stays meaningful when the part changes.
+    pub fn scaled(&self, ppm: u64) -> Gcra {
+        let per_second = u128::from(self.per_second) * u128::from(ppm) / 1_000_000;
+        Gcra {
+            per_second: u64::try_from(per_second).unwrap_or(u64::MAX).max(1),
+            tolerance_ns: self.tolerance_ns,
+        }
+    }
+
     /// Units per second and bucket depth (ns).
     pub fn parameters(&self) -> (u64, u64) {
         (self.per_second, self.tolerance_ns)

@@ -29,6 +29,14 @@ impl RateLimit {
         }
     }
 
+    /// The part `ppm` (of a million) of both buckets (see [`Gcra::scaled`]).
+    pub fn scaled(&self, ppm: u64) -> RateLimit {
+        RateLimit {
+            messages: self.messages.map(|g| g.scaled(ppm)),
+            bytes: self.bytes.map(|g| g.scaled(ppm)),
+        }
+    }
+
     pub fn is_unlimited(&self) -> bool {
         self.messages.is_none() && self.bytes.is_none()
     }

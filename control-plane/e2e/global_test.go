@@ -1,0 +1,263 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/weighstation/weighstation/control-plane/internal/localstack"
+)
+
+// Global limits across three gateway replicas, with the quota service and Redis of the local
+// stack (GATEWAY_REPLICAS=3): a global tenant whose connections sit 1:2:7 on the replicas,
+// offered 10x its limit, gets its limit in total and each replica a share that follows its
+// connections; with Redis killed every replica falls back to limit ÷ 3 — the total still near
+// the limit — and returns to shares when Redis is back. A global tenant under its limit and a
+// per-gateway tenant are never refused.
+func TestGlobalLimitAcrossThreeReplicas(t *testing.T) {
+	const limit, burst = 600.0, 30.0
+	const replicas = 3
+	gs := startReplicated(t, replicas, map[string]string{
+		"spread": fmt.Sprintf("scope: global\n  onLimit: reject\n  limits:\n    rate: { messagesPerSecond: %d, burstMessages: %d }\n", int(limit), int(burst)),
+		"calm":   "scope: global\n  onLimit: reject\n  limits:\n    rate: { messagesPerSecond: 1000 }\n",
+		"local":  "onLimit: reject\n  limits:\n    rate: { messagesPerSecond: 200 }\n",
+	})
+	sub := connectNATS(t, gs.ports.NATSUpstream, "acme", "acme-secret")
+	spread := collectOn(t, sub, "global.spread")
+	calm := collectOn(t, sub, "global.calm")
+	local := collectOn(t, sub, "global.local")
+
+	// 10 connections of spread, 1:2:7 over the replicas, each offered 600 msg/s: 10x the limit.
+	var conns []*nats.Conn
+	refusedSpread, refusedOthers := &errorSink{}, &errorSink{}
+	for replica, n := range []int{1, 2, 7} {
+		for range n {
+			conns = append(conns, gs.connect(t, replica, "spread", refusedSpread))
+		}
+	}
+	calmConns := []*nats.Conn{gs.connect(t, 0, "calm", refusedOthers), gs.connect(t, 1, "calm", refusedOthers), gs.connect(t, 2, "calm", refusedOthers)}
+	localConn := gs.connect(t, 2, "local", refusedOthers)
+
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	sent := map[string]*counter{"spread": {}, "calm": {}, "local": {}}
+	connSeq := 0
+	publish := func(nc *nats.Conn, subject string, rate float64, c *counter) {
+		connSeq++
+		conn := strconv.Itoa(connSeq)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			onSchedule(rate, 10*time.Minute, func(n int) bool {
+				if ctx.Err() != nil {
+					return false
+				}
+				if err := nc.Publish(subject, []byte(conn+"-"+strconv.Itoa(n))); err != nil {
+					t.Errorf("publish %s: %v", subject, err)
+					return false
+				}
+				c.add()
+				return true
+			})
+		}()
+	}
+	for _, nc := range conns {
+		publish(nc, "global.spread", limit, sent["spread"])
+	}
+	for _, nc := range calmConns {
+		publish(nc, "global.calm", 100, sent["calm"])
+	}
+	publish(localConn, "global.local", 150, sent["local"])
+
+	// Shares settle within a few reports (one a second).
+	time.Sleep(4 * time.Second)
+	shares := gs.shares(t, "spread")
+	from := time.Now()
+	time.Sleep(10 * time.Second)
+	to := time.Now()
+	total := spread.deliveredBetween(from, to)
+	rate := float64(total) / to.Sub(from).Seconds()
+	t.Logf("on shares: spread delivered %.1f msg/s over %s (limit %.0f): %+.2f%%; shares by replica %v (connections 1:2:7)",
+		rate, to.Sub(from).Round(time.Millisecond), limit, (rate-limit)/limit*100, shares)
+	if math.Abs(rate-limit)/limit > 0.05 {
+		t.Errorf("on shares, spread delivered %.1f msg/s: outside ±5%% of %.0f", rate, limit)
+	}
+	for i, want := range []float64{0.1, 0.2, 0.7} {
+		if math.Abs(shares[i]-want) > 0.05 {
+			t.Errorf("replica %d holds a share of %.3f, want %.1f (its connections' part)", i, shares[i], want)
+		}
+	}
+
+	// The store goes away: every replica falls back to limit ÷ 3 within 2 s.
+	killed := time.Now()
+	if err := gs.stack.Redis.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	took := eventually(t, 5*time.Second, "every replica falls back", func() bool { return gs.fallbacks(t) == replicas })
+	t.Logf("store killed: all %d replicas fell back after %s", replicas, took.Round(10*time.Millisecond))
+	if took > 2*time.Second {
+		t.Errorf("falling back took %s, more than 2 s", took)
+	}
+	st, err := gs.stack.ControlPlaneStatus()
+	if err != nil || st.Quota == nil || st.Quota.Reachable {
+		t.Errorf("/status quota while the store is down: %+v (%v)", st.Quota, err)
+	}
+	from = killed.Add(2 * time.Second)
+	time.Sleep(time.Until(from.Add(6 * time.Second)))
+	to = time.Now()
+	total = spread.deliveredBetween(from, to)
+	rate = float64(total) / to.Sub(from).Seconds()
+	t.Logf("on fallback: spread delivered %.1f msg/s (limit %.0f): %+.2f%%; shares %v", rate, limit, (rate-limit)/limit*100, gs.shares(t, "spread"))
+	if math.Abs(rate-limit)/limit > 0.10 {
+		t.Errorf("on fallback, spread delivered %.1f msg/s: outside ±10%% of %.0f", rate, limit)
+	}
+
+	// The store comes back: replicas return to shares.
+	if err := gs.stack.StartRedis(); err != nil {
+		t.Fatal(err)
+	}
+	took = eventually(t, 10*time.Second, "replicas return to shares", func() bool { return gs.fallbacks(t) == 0 })
+	t.Logf("store back: replicas on shares again after %s", took.Round(10*time.Millisecond))
+	time.Sleep(3 * time.Second)
+	shares = gs.shares(t, "spread")
+	t.Logf("shares after the store's return %v", shares)
+	if math.Abs(shares[2]-0.7) > 0.05 {
+		t.Errorf("after the store's return replica 2 holds %.3f, want 0.7", shares[2])
+	}
+
+	stop()
+	wg.Wait()
+	for _, nc := range append(append(conns, calmConns...), localConn) {
+		_ = nc.FlushTimeout(10 * time.Second)
+	}
+	calm.settle(t)
+	local.settle(t)
+	if refusedOthers.total() != 0 || calm.delivered() != sent["calm"].get() || local.delivered() != sent["local"].get() {
+		t.Errorf("under-limit tenants lost messages: calm %d/%d, local %d/%d delivered, refusals: %d (%v)",
+			calm.delivered(), sent["calm"].get(), local.delivered(), sent["local"].get(), refusedOthers.total(), refusedOthers.all())
+	}
+	if refusedSpread.count("rate limit of tenant spread") == 0 {
+		t.Error("spread was never refused")
+	}
+}
+
+type counter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *counter) add() { c.mu.Lock(); c.n++; c.mu.Unlock() }
+func (c *counter) get() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// replicatedStack is a second local stack for one test: NATS only, several Envoys, Redis and the
+// quota service.
+type replicatedStack struct {
+	stack    *localstack.Stack
+	ports    localstack.Ports
+	replicas int
+}
+
+// startReplicated starts it with a tenant (NATS user of the same name) per entry of tenants,
+// each policy's spec given after `tenant:` and `identify:`.
+func startReplicated(t *testing.T, replicas int, tenants map[string]string) *replicatedStack {
+	t.Helper()
+	p, err := localstack.FreePortsFor(replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	dir := filepath.Join(work, "policies")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	docs := fmt.Sprintf(`apiVersion: weighstation.io/v1alpha1
+kind: GatewayDefaults
+metadata: { name: defaults }
+spec:
+  defaultTenant: anonymous
+  quotaService: { address: "127.0.0.1:%d" }
+---
+apiVersion: weighstation.io/v1alpha1
+kind: LimitPolicy
+metadata: { name: anonymous }
+spec:
+  tenant: anonymous
+`, p.Quota)
+	var users []string
+	for name, spec := range tenants {
+		users = append(users, name)
+		docs += fmt.Sprintf("---\napiVersion: weighstation.io/v1alpha1\nkind: LimitPolicy\nmetadata: { name: %s }\nspec:\n  tenant: %s\n  identify: { nats: { users: [%s] } }\n  %s", name, name, name, spec)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "policies.yaml"), []byte(docs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := localstack.Start(context.Background(), localstack.Config{
+		ToolsDir:         filepath.Join(root, ".tools"),
+		WasmFile:         filepath.Join(root, "wasm-filter/target/wasm32-wasip1/release/weighstation_filter.wasm"),
+		PolicyDir:        dir,
+		WorkDir:          work,
+		Ports:            p,
+		EnvoyConcurrency: 2,
+		Replicas:         replicas,
+		ExtraNATSUsers:   users,
+	})
+	if err != nil {
+		dumpLogs(filepath.Join(work, "logs"))
+		t.Fatalf("starting %d replicas: %v", replicas, err)
+	}
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			dumpLogs(s.LogDir())
+		}
+	})
+	return &replicatedStack{stack: s, ports: p, replicas: replicas}
+}
+
+func (g *replicatedStack) connect(t *testing.T, replica int, tenant string, sink *errorSink) *nats.Conn {
+	t.Helper()
+	return connectNATS(t, g.ports.NATS+replica, tenant, tenant+"-secret",
+		nats.FlusherTimeout(30*time.Second), nats.ErrorHandler(sink.handler))
+}
+
+func (g *replicatedStack) stat(t *testing.T, replica int, name string) float64 {
+	t.Helper()
+	v, err := readStat("http://"+addr(g.ports.Admin+replica)+"/stats", "wasmcustom."+name)
+	if err != nil {
+		t.Fatalf("replica %d stats: %v", replica, err)
+	}
+	return v
+}
+
+// shares is each replica's share of a tenant's global NATS limit.
+func (g *replicatedStack) shares(t *testing.T, tenant string) []float64 {
+	out := make([]float64, g.replicas)
+	for i := range out {
+		out[i] = g.stat(t, i, "weighstation_quota_share_ppm.protocol.nats.tenant."+tenant) / 1e6
+	}
+	return out
+}
+
+// fallbacks counts the replicas enforcing limit ÷ replicas.
+func (g *replicatedStack) fallbacks(t *testing.T) int {
+	n := 0
+	for i := range g.replicas {
+		if g.stat(t, i, "weighstation_quota_fallback") == 1 {
+			n++
+		}
+	}
+	return n
+}

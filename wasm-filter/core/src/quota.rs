@@ -1,0 +1,156 @@
+//! The second level of the lease hierarchy (docs/architecture.md), as the filter sees it: one
+//! worker per Envoy process reports, about once a second, what the process admitted under each
+//! global limit to the quota service (`weighstation quota`), and stores the share it gets back
+//! in the limit's shared state (crate::leases::SharedRate), where every worker's lease renewal
+//! finds it. The wire format is the service's JSON (control-plane/internal/quota/service.go);
+//! it is built and read here, off the data path.
+
+use serde::{Deserialize, Serialize};
+
+use crate::leases::{Usage, PPM};
+use crate::limits::RateLimit;
+
+/// Where the quota service is, as the control plane configures it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaService {
+    /// The Envoy cluster the control plane made for the service.
+    pub cluster: String,
+    /// The service's host:port, for the request's :authority.
+    pub authority: String,
+    /// Live gateway replicas (the control plane's count of connected Envoys): a replica with no
+    /// share enforces limit ÷ replicas.
+    pub replicas: u64,
+    /// How long an answer may take before the replica falls back.
+    pub timeout_ms: u64,
+}
+
+/// The path replicas post their reports to.
+pub const SHARES_PATH: &str = "/v1/shares";
+
+/// How often a replica reports, and how long a share holds without a newer one: long enough to
+/// outlive one lost report, short enough that a replica cut off from the service falls back
+/// within about two seconds.
+pub const REPORT_PERIOD_NS: u64 = 1_000_000_000;
+pub const SHARE_TTL_NS: u64 = 2_500_000_000;
+
+/// One replica's reports, one per global limit it carried traffic for.
+#[derive(Debug, Serialize)]
+struct SharesRequest<'a> {
+    replica: &'a str,
+    limits: &'a [LimitReport],
+}
+
+/// The body of a replica's report.
+pub fn shares_request(replica: &str, limits: &[LimitReport]) -> Vec<u8> {
+    // Strings and finite numbers only: serialising cannot fail.
+    serde_json::to_vec(&SharesRequest { replica, limits }).unwrap_or_default()
+}
+
+/// A report on one limit, in the unit the limit is divided by: messages if it has a message
+/// rate, bytes otherwise.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LimitReport {
+    pub key: String,
+    pub per_second: f64,
+    /// Units admitted per second since the last report.
+    pub admitted: f64,
+    pub connections: u64,
+    pub saturated: bool,
+}
+
+impl LimitReport {
+    /// The report on `limit` of a period of `period_ns`; None if the limit has no rate or the
+    /// process had nothing to do with it (no connection, nothing admitted or held back), so that
+    /// a replica the tenant does not use takes no share from those it does.
+    pub fn new(key: String, limit: &RateLimit, usage: Usage, connections: u64, period_ns: u64) -> Option<LimitReport> {
+        let (bucket, unit) = match (limit.messages, limit.bytes) {
+            (Some(g), _) => (g, 0),
+            (None, Some(g)) => (g, 1),
+            (None, None) => return None,
+        };
+        if connections == 0 && usage.admitted[unit] == 0 && !usage.saturated {
+            return None;
+        }
+        let seconds = period_ns.max(1) as f64 / 1e9;
+        Some(LimitReport {
+            key,
+            per_second: bucket.parameters().0 as f64,
+            admitted: usage.admitted[unit] as f64 / seconds,
+            connections,
+            saturated: usage.saturated,
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct SharesResponse {
+    limits: Vec<Share>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Share {
+    key: String,
+    share: f64,
+}
+
+/// The shares in the service's answer, as (limit key, ppm).
+pub fn parse_shares(body: &[u8]) -> Result<Vec<(String, u64)>, String> {
+    let resp: SharesResponse = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    resp.limits
+        .into_iter()
+        .map(|s| {
+            if !(0.0..=1.0).contains(&s.share) {
+                return Err(format!("share {} of {} is not within 0..1", s.share, s.key));
+            }
+            Ok((s.key, (s.share * PPM as f64).round() as u64))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_a_limit_in_the_unit_it_is_divided_by() {
+        let usage = Usage {
+            admitted: [500, 80_000],
+            saturated: true,
+        };
+        let by_messages = RateLimit::new(Some((1_000, 1_000)), Some((1 << 20, 1 << 20)));
+        let r = LimitReport::new("nats/acme/rate/1".into(), &by_messages, usage, 3, 500_000_000);
+        assert_eq!(
+            r,
+            Some(LimitReport {
+                key: "nats/acme/rate/1".into(),
+                per_second: 1_000.0,
+                admitted: 1_000.0,
+                connections: 3,
+                saturated: true
+            })
+        );
+        let by_bytes = RateLimit::new(None, Some((1 << 20, 1 << 20)));
+        let r = LimitReport::new("k".into(), &by_bytes, usage, 3, 1_000_000_000);
+        assert_eq!(r.map(|r| (r.per_second, r.admitted)), Some((1_048_576.0, 80_000.0)));
+    }
+
+    #[test]
+    fn an_unused_limit_is_not_reported() {
+        let l = RateLimit::new(Some((1_000, 1_000)), None);
+        assert_eq!(LimitReport::new("k".into(), &l, Usage::default(), 0, 1), None);
+        assert_eq!(
+            LimitReport::new("k".into(), &RateLimit::default(), Usage::default(), 5, 1),
+            None
+        );
+    }
+
+    #[test]
+    fn reads_shares_and_refuses_nonsense() {
+        let ok = br#"{"limits":[{"key":"a","share":0.7,"replicas":3},{"key":"b","share":1}]}"#;
+        assert_eq!(parse_shares(ok), Ok(vec![("a".into(), 700_000), ("b".into(), PPM)]));
+        assert!(parse_shares(br#"{"limits":[{"key":"a","share":1.5}]}"#).is_err());
+        assert!(parse_shares(b"503 service unavailable").is_err());
+    }
+}
