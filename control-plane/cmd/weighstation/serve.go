@@ -27,6 +27,7 @@ func serve(args []string) int {
 	policyDir := fs.String("policy-dir", envOr("POLICY_DIR", "policies"), "directory of policy YAML files")
 	xdsListen := fs.String("xds-listen", "127.0.0.1:18000", "ADS (gRPC) listen address")
 	httpListen := fs.String("http-listen", "127.0.0.1:18080", "status and metrics listen address")
+	replicasDNS := fs.String("count-replicas-dns", "", "count live gateway replicas as the addresses this name resolves to (a headless Service of the Envoy pods), for every control plane alike; default: the Envoys connected to this one")
 	var g xds.Gateway
 	fs.StringVar(&g.NATSListen, "nats-listen", "127.0.0.1:4222", "Envoy's NATS listener (empty: none)")
 	fs.StringVar(&g.NATSUpstream, "nats-upstream", "127.0.0.1:14222", "nats-server address; several comma-separated seed servers of a cluster are balanced")
@@ -76,6 +77,9 @@ func serve(args []string) int {
 	defer stop()
 
 	server := xds.NewServer(g)
+	if *replicasDNS != "" {
+		go countReplicas(ctx, *replicasDNS, server, log)
+	}
 	ctrl := controller.New(*policyDir, server, log)
 	_ = ctrl.Reload() // an invalid start is reported in /status and /readyz; the watch retries
 
@@ -166,4 +170,25 @@ func (k kafkaBrokers) Set(v string) error {
 	}
 	*k.list = append(*k.list, b)
 	return nil
+}
+
+// countReplicas keeps the live gateway replica count at the number of addresses a headless
+// Service of the Envoy pods resolves to (its ready pods): what a global limit is divided by when
+// the quota service is down. A failed lookup keeps the last count.
+func countReplicas(ctx context.Context, name string, server *xds.Server, log *slog.Logger) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		addrs, err := net.DefaultResolver.LookupHost(ctx, name)
+		if err != nil {
+			log.Warn("counting gateway replicas", "dns", name, "err", err)
+		} else {
+			server.SetReplicas(len(addrs))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

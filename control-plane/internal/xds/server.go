@@ -44,7 +44,10 @@ type Server struct {
 	set      *policy.Set
 	version  string
 	offsets  map[int]bool // port offsets of the nodes seen
-	replicas int          // connected nodes the published snapshots count
+	replicas int          // live replicas the published snapshots count
+	// counted says replicas come from SetReplicas (every gateway pod, wherever its xDS stream
+	// is), not from this control plane's own connections.
+	counted bool
 }
 
 func NewServer(g Gateway) *Server {
@@ -110,9 +113,26 @@ func (s *Server) nodesChanged(connected int, offset int) {
 		return
 	}
 	s.offsets[offset] = true
-	s.replicas = connected
+	if !s.counted {
+		s.replicas = connected
+	}
 	if err := s.publishLocked(); err != nil {
 		slog.Error("republishing for a changed set of Envoys", "err", err)
+	}
+}
+
+// SetReplicas sets the live replica count from outside: with several control planes each sees
+// only the Envoys connected to it, so the chart counts the gateway's ready pods instead.
+func (s *Server) SetReplicas(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counted = true
+	if n < 1 || n == s.replicas {
+		return
+	}
+	s.replicas = n
+	if err := s.publishLocked(); err != nil {
+		slog.Error("republishing for a changed replica count", "err", err)
 	}
 }
 

@@ -16,6 +16,15 @@
 {{- end -}}
 {{- end -}}
 
+{{- define "weighstation.quota.fullname" -}}{{ include "weighstation.fullname" . }}-quota{{- end -}}
+{{/* The headless Service of the Envoy pods: its DNS name resolves to the ready replicas. */}}
+{{- define "weighstation.envoy.peers" -}}
+{{- printf "%s-peers.%s.svc.%s" (include "weighstation.envoy.fullname" .) .Release.Namespace .Values.clusterDomain -}}
+{{- end -}}
+{{/* Where policies reach the in-chart quota service (GatewayDefaults spec.quotaService.address). */}}
+{{- define "weighstation.quota.address" -}}
+{{- printf "%s.%s.svc.%s:%d" (include "weighstation.quota.fullname" .) .Release.Namespace .Values.clusterDomain (int .Values.quota.port) -}}
+{{- end -}}
 {{- define "weighstation.controlPlane.fullname" -}}{{ include "weighstation.fullname" . }}-control-plane{{- end -}}
 {{- define "weighstation.envoy.fullname" -}}{{ include "weighstation.fullname" . }}-envoy{{- end -}}
 {{- define "weighstation.policies.name" -}}
@@ -98,6 +107,9 @@ advertise}; read it with fromJsonArray (numbers come back as floats: use int). *
 
 {{/* Checks values.schema.json cannot express. */}}
 {{- define "weighstation.validate" -}}
+{{- if and .Values.quota.enabled (not .Values.quota.redis.address) -}}
+{{- fail "weighstation: quota.enabled needs quota.redis.address (host:port of Redis 7 or Valkey): the quota service keeps the replicas' reports there" -}}
+{{- end -}}
 {{- if not (or .Values.nats.enabled .Values.kafka.enabled) -}}
 {{- fail "weighstation: enable at least one of nats.enabled and kafka.enabled: with neither, the gateway has nothing to forward" -}}
 {{- end -}}
