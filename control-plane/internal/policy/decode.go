@@ -172,16 +172,6 @@ func (d *decoder) identify(n *yaml.Node, path string) Identify {
 				"saslUsers":        func(n *yaml.Node, p string) { id.KafkaSASLUsers = d.strList(n, p) },
 			})
 		},
-		"http": func(n *yaml.Node, p string) {
-			var headerSeen bool
-			d.mapping(n, p, fields{
-				"header": func(n *yaml.Node, p string) { id.HTTPHeader, headerSeen = strings.ToLower(d.str(n, p)), true },
-				"values": func(n *yaml.Node, p string) { id.HTTPValues = d.strList(n, p) },
-			})
-			if !headerSeen || len(id.HTTPValues) == 0 {
-				d.c.add(d.pos(n), p, "needs both header and values")
-			}
-		},
 	})
 	return id
 }

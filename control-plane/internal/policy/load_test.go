@@ -164,6 +164,12 @@ func TestLoadReportsEachErrorClassWithPosition(t *testing.T) {
 			},
 		},
 		{
+			// No HTTP ingress exists: an identity for it would do nothing.
+			name:  "identify.http is not a field",
+			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": strings.Replace(acme("    inFlight: 5\n"), "    kafka: { clientIdPrefixes: [\"acme-\"] }\n", "    kafka: { clientIdPrefixes: [\"acme-\"] }\n    http: { header: x-tenant-id, values: [acme] }\n", 1)},
+			want:  []string{"b.yaml:10:5: spec.identify.http: unknown field (known: kafka, nats)"},
+		},
+		{
 			name:  "global scope without a quota service",
 			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": strings.Replace(acme("    inFlight: 5\n"), "  tenant: acme\n", "  tenant: acme\n  scope: global\n", 1)},
 			want:  []string{"b.yaml:7:10: spec.scope: global needs a quota service: set spec.quotaService in the GatewayDefaults"},

@@ -77,8 +77,6 @@ type Identify struct {
 	NATSUsers             []string
 	KafkaClientIDPrefixes []string
 	KafkaSASLUsers        []string
-	HTTPHeader            string
-	HTTPValues            []string
 	Pos                   Pos
 	Set                   bool
 }

@@ -78,7 +78,6 @@ func checkIdentityOverlaps(policies []LimitPolicy, c *collector) {
 	}
 	natsUsers := map[string]owner{}
 	saslUsers := map[string]owner{}
-	httpValues := map[string]owner{}
 	var prefixes []struct {
 		prefix string
 		owner
@@ -99,11 +98,6 @@ func checkIdentityOverlaps(policies []LimitPolicy, c *collector) {
 		}
 		exact(natsUsers, p.Identify.NATSUsers, "spec.identify.nats.users", "NATS user")
 		exact(saslUsers, p.Identify.KafkaSASLUsers, "spec.identify.kafka.saslUsers", "SASL user")
-		var hv []string
-		for _, v := range p.Identify.HTTPValues {
-			hv = append(hv, p.Identify.HTTPHeader+": "+v)
-		}
-		exact(httpValues, hv, "spec.identify.http.values", "header value")
 		for _, pre := range p.Identify.KafkaClientIDPrefixes {
 			for _, other := range prefixes {
 				if other.tenant != p.Tenant && (strings.HasPrefix(pre, other.prefix) || strings.HasPrefix(other.prefix, pre)) {
