@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -49,9 +50,9 @@ func TestGlobalLimitAcrossThreeReplicas(t *testing.T) {
 
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	sent := map[string]*counter{"spread": {}, "calm": {}, "local": {}}
+	sent := map[string]*atomic.Int64{"spread": {}, "calm": {}, "local": {}}
 	connSeq := 0
-	publish := func(nc *nats.Conn, subject string, rate float64, c *counter) {
+	publish := func(nc *nats.Conn, subject string, rate float64, c *atomic.Int64) {
 		connSeq++
 		conn := strconv.Itoa(connSeq)
 		wg.Add(1)
@@ -65,7 +66,7 @@ func TestGlobalLimitAcrossThreeReplicas(t *testing.T) {
 					t.Errorf("publish %s: %v", subject, err)
 					return false
 				}
-				c.add()
+				c.Add(1)
 				return true
 			})
 		}()
@@ -141,25 +142,13 @@ func TestGlobalLimitAcrossThreeReplicas(t *testing.T) {
 	}
 	calm.settle(t)
 	local.settle(t)
-	if refusedOthers.total() != 0 || calm.delivered() != sent["calm"].get() || local.delivered() != sent["local"].get() {
+	if refusedOthers.total() != 0 || int64(calm.delivered()) != sent["calm"].Load() || int64(local.delivered()) != sent["local"].Load() {
 		t.Errorf("under-limit tenants lost messages: calm %d/%d, local %d/%d delivered, refusals: %d (%v)",
-			calm.delivered(), sent["calm"].get(), local.delivered(), sent["local"].get(), refusedOthers.total(), refusedOthers.all())
+			calm.delivered(), sent["calm"].Load(), local.delivered(), sent["local"].Load(), refusedOthers.total(), refusedOthers.all())
 	}
 	if refusedSpread.count("rate limit of tenant spread") == 0 {
 		t.Error("spread was never refused")
 	}
-}
-
-type counter struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (c *counter) add() { c.mu.Lock(); c.n++; c.mu.Unlock() }
-func (c *counter) get() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
 }
 
 // replicatedStack is a second local stack for one test: NATS only, several Envoys, Redis and the

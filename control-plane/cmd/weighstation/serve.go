@@ -93,14 +93,7 @@ func serve(args []string) int {
 		log.Error("http listen", "err", err)
 		return 1
 	}
-	probe := &quota.Probe{
-		Target: func() (string, time.Duration) {
-			addr, timeout, _ := server.QuotaService()
-			return addr, timeout
-		},
-		Replicas: func() int { _, _, n := server.QuotaService(); return n },
-		Client:   &http.Client{},
-	}
+	probe := &quota.Probe{Target: server.QuotaService, Client: &http.Client{}}
 	go probe.Run(ctx, time.Second)
 	handler := status.Handler(status.Sources{State: ctrl.State, Nodes: server.Nodes, Quota: probe.Standing})
 	if module != nil {

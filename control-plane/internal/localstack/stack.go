@@ -105,11 +105,11 @@ func (s *Stack) tool(name string) string { return filepath.Join(s.cfg.ToolsDir, 
 
 func (c Config) quota() bool { return c.WithQuota || c.Replicas > 1 }
 
-// ReplicaCount is how many Envoys the stack runs.
-func (c Config) ReplicaCount() int { return max(c.Replicas, 1) }
+// replicaCount is how many Envoys the stack runs.
+func (c Config) replicaCount() int { return max(c.Replicas, 1) }
 
 func (s *Stack) startEnvoys() error {
-	for i := range s.cfg.ReplicaCount() {
+	for i := range s.cfg.replicaCount() {
 		if err := s.startEnvoy(i); err != nil {
 			return err
 		}

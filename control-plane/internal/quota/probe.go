@@ -26,10 +26,10 @@ type Standing struct {
 
 // Probe asks the quota service's /healthz (which pings Redis) once per period.
 type Probe struct {
-	// Target returns the service address and timeout in force (empty: no global tenants).
-	Target   func() (string, time.Duration)
-	Replicas func() int
-	Client   *http.Client
+	// Target returns the service address and timeout in force (empty: no global tenants) and
+	// the live replica count the filters were given.
+	Target func() (address string, timeout time.Duration, replicas int)
+	Client *http.Client
 
 	mu       sync.Mutex
 	standing *Standing
@@ -50,7 +50,7 @@ func (p *Probe) Run(ctx context.Context, period time.Duration) {
 }
 
 func (p *Probe) once(ctx context.Context) {
-	addr, timeout := p.Target()
+	addr, timeout, replicas := p.Target()
 	if addr == "" {
 		p.mu.Lock()
 		p.standing = nil
@@ -81,7 +81,7 @@ func (p *Probe) once(ctx context.Context) {
 		p.standing = &Standing{Address: addr, Reachable: reachable, Since: time.Now()}
 	}
 	p.standing.LastError = errText
-	p.standing.Replicas = max(p.Replicas(), 1)
+	p.standing.Replicas = max(replicas, 1)
 	p.standing.Enforcing = "shares from the quota service"
 	if !reachable {
 		p.standing.Enforcing = "limit ÷ " + strconv.Itoa(p.standing.Replicas) + " live replicas (fallback)"

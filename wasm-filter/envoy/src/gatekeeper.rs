@@ -207,23 +207,28 @@ fn spend_rate(limit: &RateLimit, rate: &RateKey, now: u64, messages: u64, bytes:
         return Ok(());
     }
     let outcome = Cell::new(None);
+    let marked = Cell::new(false);
     let (_, stored) = shared::update::<SHARED_RATE_WORDS>(&rate.key, |w| {
         let renewal = lease.renew(limit, rate.scope, w, now, messages, bytes);
         outcome.set(Some(renewal.map(|(_, grant)| grant)));
-        renewal.ok().map(|(next, _)| next)
+        match renewal {
+            Ok((next, _)) => Some(next),
+            // The quota service gives a replica that was held back a share by its connections:
+            // the same compare-and-swap records it (at most every 100 ms).
+            Err(_) if rate.scope != Scope::PerGateway => {
+                let mark = SharedRate::saturated(w, now);
+                marked.set(mark.is_some());
+                mark
+            }
+            Err(_) => None,
+        }
     });
     match outcome.get() {
         Some(Ok(grant)) if stored => {
             lease.renewed(grant, now, messages, bytes);
             Ok(())
         }
-        Some(Err(refusal)) if !stored => {
-            if rate.scope != Scope::PerGateway {
-                // The quota service gives a replica that was held back a share by its connections.
-                shared::update::<SHARED_RATE_WORDS>(&rate.key, |w| SharedRate::saturated(w, now));
-            }
-            Err(refusal)
-        }
+        Some(Err(refusal)) if !stored || marked.get() => Err(refusal),
         // Shared data failed open (see shared::update): so does the limit.
         _ => Ok(()),
     }

@@ -146,7 +146,6 @@ pub fn tick(root: &dyn Context, now: u64) {
     if report_due {
         report(root, now);
     }
-    metrics::flush();
 }
 
 fn report(root: &dyn Context, now: u64) {
@@ -230,7 +229,6 @@ pub fn answer(root: &dyn Context, token: u32, body_size: usize, now: u64) {
         }
         Err(e) => fall_back(&format!("quota service's answer unreadable: {e}")),
     }
-    metrics::flush();
 }
 
 /// Drops every global limit's share: the process enforces limit ÷ live replicas at once.

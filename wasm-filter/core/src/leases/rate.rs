@@ -127,25 +127,13 @@ impl SharedRate {
         ]
     }
 
-    /// The part of the limit (ppm) this process enforces at `now`.
-    pub fn part_ppm(&self, scope: Scope, now: u64) -> u64 {
-        match scope {
-            Scope::PerGateway => PPM,
-            Scope::Global { .. } if now < self.share_until => self.share_ppm.clamp(1, PPM),
-            Scope::Global { replicas } => PPM / replicas.max(1),
-        }
-    }
-
-    /// Whether a global limit is on a share from the quota service (not the fallback).
-    pub fn has_share(&self, now: u64) -> bool {
-        now < self.share_until
-    }
-
-    /// The limit this process enforces: all of it, or its part of a global one.
+    /// The limit this process enforces at `now`: all of it, or its part of a global one — the
+    /// quota service's share while it holds, else an even part.
     fn local(&self, limit: &RateLimit, scope: Scope, now: u64) -> RateLimit {
         match scope {
             Scope::PerGateway => *limit,
-            Scope::Global { .. } => limit.scaled(self.part_ppm(scope, now)),
+            Scope::Global { .. } if now < self.share_until => limit.scaled(self.share_ppm.clamp(1, PPM)),
+            Scope::Global { replicas } => limit.scaled(PPM / replicas.max(1)),
         }
     }
 
@@ -202,14 +190,13 @@ impl SharedRate {
         self.held[d][0].saturating_add(self.held[d][1])
     }
 
-    /// The limit as it stands at `now` for whoever is not holding a lease: this process's part
-    /// of it, each bucket narrowed by what is held, with the TATs that go with it.
-    fn view(&mut self, limit: &RateLimit, scope: Scope, now: u64) -> (RateLimit, RateState) {
+    /// The `local` limit (see [`SharedRate::local`]) as it stands at `now` for whoever is not
+    /// holding a lease: each bucket narrowed by what is held, with the TATs that go with it.
+    fn view(&mut self, local: &RateLimit, now: u64) -> (RateLimit, RateState) {
         self.roll(now);
-        let limit = &self.local(limit, scope, now);
         let narrowed = RateLimit {
-            messages: limit.messages.map(|g| g.narrowed(self.held_ns(0))),
-            bytes: limit.bytes.map(|g| g.narrowed(self.held_ns(1))),
+            messages: local.messages.map(|g| g.narrowed(self.held_ns(0))),
+            bytes: local.bytes.map(|g| g.narrowed(self.held_ns(1))),
         };
         let tat = [0, 1].map(|d| self.tat[d].saturating_sub(self.held_ns(d)));
         (narrowed, tat)
@@ -224,14 +211,13 @@ impl SharedRate {
     /// of each bucket to hold. The units granted to hold, or the refusal.
     fn take(
         &mut self,
-        limit: &RateLimit,
-        scope: Scope,
+        local: &RateLimit,
         now: u64,
         messages: u64,
         bytes: u64,
         block: [u64; 2],
     ) -> Result<[u64; 2], Refusal> {
-        let (narrowed, tat) = self.view(limit, scope, now);
+        let (narrowed, tat) = self.view(local, now);
         let mut next = narrowed
             .check_batch(tat, now, messages, bytes)
             .map_err(|wait_ns| Refusal {
@@ -251,17 +237,8 @@ impl SharedRate {
 
     /// Forgets a lease granted in `epoch` that holds `held_ns`, returning its `unspent` tokens
     /// to the buckets — unless it has lapsed (then its tokens are lost, and were forgotten).
-    fn give_back(
-        &mut self,
-        limit: &RateLimit,
-        scope: Scope,
-        now: u64,
-        epoch: u64,
-        unspent: [u64; 2],
-        held_ns: [u64; 2],
-    ) {
+    fn give_back(&mut self, local: &RateLimit, now: u64, epoch: u64, unspent: [u64; 2], held_ns: [u64; 2]) {
         self.roll(now);
-        let limit = &self.local(limit, scope, now);
         let age = if epoch == self.epoch {
             0
         } else if epoch + 1 == self.epoch {
@@ -269,7 +246,7 @@ impl SharedRate {
         } else {
             return;
         };
-        for (d, g) in buckets(limit).into_iter().enumerate() {
+        for (d, g) in buckets(local).into_iter().enumerate() {
             self.held[d][age] = self.held[d][age].saturating_sub(held_ns[d]);
             if let Some(g) = g {
                 let refund = g.cost_ns(unspent[d]).min(held_ns[d]);
@@ -289,7 +266,8 @@ impl SharedRate {
         bytes: u64,
         horizon_ns: u64,
     ) -> Option<(SharedRate, u64)> {
-        let (narrowed, tat) = self.view(limit, scope, now);
+        let local = self.local(limit, scope, now);
+        let (narrowed, tat) = self.view(&local, now);
         let (next, ready_at) = narrowed.reserve_batch(tat, now, messages, bytes, horizon_ns)?;
         self.set(next);
         self.admitted[0] = self.admitted[0].saturating_add(messages);
@@ -299,7 +277,8 @@ impl SharedRate {
 
     /// Gives back a reservation that will not be spent.
     pub fn refund(mut self, limit: &RateLimit, scope: Scope, now: u64, messages: u64, bytes: u64) -> SharedRate {
-        let (narrowed, tat) = self.view(limit, scope, now);
+        let local = self.local(limit, scope, now);
+        let (narrowed, tat) = self.view(&local, now);
         self.set(narrowed.refund_batch(tat, messages, bytes));
         self
     }
@@ -352,9 +331,9 @@ impl RateLease {
         bytes: u64,
     ) -> Result<([u64; SHARED_RATE_WORDS], Grant), Refusal> {
         let mut s = SharedRate::decode(shared);
-        s.give_back(limit, scope, now, self.epoch, self.units, self.held_ns);
         let local = s.local(limit, scope, now);
-        let units = s.take(limit, scope, now, messages, bytes, self.next_block(&local, now))?;
+        s.give_back(&local, now, self.epoch, self.units, self.held_ns);
+        let units = s.take(&local, now, messages, bytes, self.next_block(&local, now))?;
         for d in 0..2 {
             s.admitted[d] = s.admitted[d].saturating_add(self.used[d]);
         }
@@ -397,7 +376,8 @@ impl RateLease {
         now: u64,
     ) -> [u64; SHARED_RATE_WORDS] {
         let mut s = SharedRate::decode(shared);
-        s.give_back(limit, scope, now, self.epoch, self.units, self.held_ns);
+        let local = s.local(limit, scope, now);
+        s.give_back(&local, now, self.epoch, self.units, self.held_ns);
         for d in 0..2 {
             s.admitted[d] = s.admitted[d].saturating_add(self.used[d]);
         }
