@@ -280,6 +280,9 @@ impl SharedRate {
         let local = self.local(limit, scope, now);
         let (narrowed, tat) = self.view(&local, now);
         self.set(narrowed.refund_batch(tat, messages, bytes));
+        // Not admitted after all: the next report must not count it.
+        self.admitted[0] = self.admitted[0].saturating_sub(messages);
+        self.admitted[1] = self.admitted[1].saturating_sub(bytes);
         self
     }
 }

@@ -418,3 +418,16 @@ fn usage_says_whether_the_replica_was_held_back() {
     let (_, busy) = SharedRate::take_usage(replica.shared, since);
     assert!(busy.saturated, "{busy:?}");
 }
+
+/// A reservation set aside for a retry counts as admitted until it is refunded.
+#[test]
+fn a_refunded_reservation_is_not_reported_as_admitted() {
+    let l = limit(1_000, 100, u64::MAX / 4, u64::MAX / 4);
+    let scope = Scope::Global { replicas: 1 };
+    let Some((reserved, _)) = SharedRate::decode([0; SHARED_RATE_WORDS]).reserve(&l, scope, T0, 10, 500, SECOND) else {
+        panic!("nothing reserved");
+    };
+    assert_eq!(SharedRate::take_usage(reserved.encode(), 0).1.admitted, [10, 500]);
+    let refunded = reserved.refund(&l, scope, T0, 10, 500);
+    assert_eq!(SharedRate::take_usage(refunded.encode(), 0).1.admitted, [0, 0]);
+}
