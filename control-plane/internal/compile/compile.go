@@ -65,8 +65,13 @@ type Tenant struct {
 
 type Identify struct {
 	NATSUsers             []string `json:"natsUsers,omitempty"`
+	NATSNkeys             []string `json:"natsNkeys,omitempty"`
+	NATSAccounts          []string `json:"natsAccounts,omitempty"`
 	KafkaClientIDPrefixes []string `json:"kafkaClientIdPrefixes,omitempty"`
-	KafkaSASLUsers        []string `json:"kafkaSaslUsers,omitempty"`
+	KafkaSASLPrincipals   []string `json:"kafkaSaslPrincipals,omitempty"`
+	KafkaOAuthClaim       string   `json:"kafkaOauthClaim,omitempty"`
+	TLSSubjects           []string `json:"tlsSubjects,omitempty"`
+	TLSSANs               []string `json:"tlsSans,omitempty"`
 }
 
 // Limits are resolved bounds; an absent field is unlimited.
@@ -104,12 +109,17 @@ func Filter(set *policy.Set, version string, proto Protocol, replicas int) Filte
 			Global: p.Scope == policy.ScopeGlobal,
 			Limits: limits(t.Limits),
 		}
+		ct.Identify.TLSSubjects = p.Identify.TLSSubjects
+		ct.Identify.TLSSANs = p.Identify.TLSSANs
 		switch proto {
 		case NATS:
 			ct.Identify.NATSUsers = p.Identify.NATSUsers
+			ct.Identify.NATSNkeys = p.Identify.NATSNkeys
+			ct.Identify.NATSAccounts = p.Identify.NATSAccounts
 		case Kafka:
 			ct.Identify.KafkaClientIDPrefixes = p.Identify.KafkaClientIDPrefixes
-			ct.Identify.KafkaSASLUsers = p.Identify.KafkaSASLUsers
+			ct.Identify.KafkaSASLPrincipals = p.Identify.KafkaSASLPrincipals
+			ct.Identify.KafkaOAuthClaim = p.Identify.KafkaOAuthClaim
 		}
 		for _, o := range t.Overrides {
 			patterns := o.NATS

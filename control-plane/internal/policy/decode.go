@@ -43,12 +43,21 @@ func (d *decoder) mapping(n *yaml.Node, path string, known fields) {
 		}
 		seen[k.Value] = true
 		h, ok := known[k.Value]
+		if to, renamed := renamedFields[p]; !ok && renamed {
+			d.c.add(d.pos(k), p, "renamed to %s", to)
+			continue
+		}
 		if !ok {
 			d.c.add(d.pos(k), p, "unknown field (known: %s)", knownList(known))
 			continue
 		}
 		h(v, p)
 	}
+}
+
+// renamedFields are fields of earlier releases, by path: a policy using one is told the new name.
+var renamedFields = map[string]string{
+	"spec.identify.kafka.saslUsers": "saslPrincipals (the principal the broker accepted: PLAIN or SCRAM username, OAUTHBEARER claim)",
 }
 
 func knownList(known fields) string {
@@ -95,6 +104,30 @@ func (d *decoder) strList(n *yaml.Node, path string) []string {
 		}
 	}
 	return out
+}
+
+// nkeys decodes a list of NATS public keys of one kind ('U' user, 'A' account): 56 characters
+// of base32, starting with that letter.
+func (d *decoder) nkeys(n *yaml.Node, path string, prefix byte, kind string) []string {
+	keys := d.strList(n, path)
+	for i, k := range keys {
+		if !isPublicNkey(k, prefix) {
+			d.c.add(d.pos(n.Content[i]), path+"["+itoa(i)+"]", "%q is not a NATS %s public key (56 characters starting with %c)", k, kind, prefix)
+		}
+	}
+	return keys
+}
+
+func isPublicNkey(k string, prefix byte) bool {
+	if len(k) != 56 || k[0] != prefix {
+		return false
+	}
+	for _, c := range k {
+		if !(c >= 'A' && c <= 'Z' || c >= '2' && c <= '7') {
+			return false
+		}
+	}
+	return true
 }
 
 // quantity decodes a limit: `unlimited` or a value read by parse.
@@ -164,15 +197,31 @@ func (d *decoder) identify(n *yaml.Node, path string) Identify {
 	id := Identify{Set: true, Pos: d.pos(n)}
 	d.mapping(n, path, fields{
 		"nats": func(n *yaml.Node, p string) {
-			d.mapping(n, p, fields{"users": func(n *yaml.Node, p string) { id.NATSUsers = d.strList(n, p) }})
+			d.mapping(n, p, fields{
+				"users":    func(n *yaml.Node, p string) { id.NATSUsers = d.strList(n, p) },
+				"nkeys":    func(n *yaml.Node, p string) { id.NATSNkeys = d.nkeys(n, p, 'U', "user") },
+				"accounts": func(n *yaml.Node, p string) { id.NATSAccounts = d.nkeys(n, p, 'A', "account") },
+			})
 		},
 		"kafka": func(n *yaml.Node, p string) {
 			d.mapping(n, p, fields{
 				"clientIdPrefixes": func(n *yaml.Node, p string) { id.KafkaClientIDPrefixes = d.strList(n, p) },
-				"saslUsers":        func(n *yaml.Node, p string) { id.KafkaSASLUsers = d.strList(n, p) },
+				"saslPrincipals":   func(n *yaml.Node, p string) { id.KafkaSASLPrincipals = d.strList(n, p) },
+				"oauthClaim": func(n *yaml.Node, p string) {
+					id.KafkaOAuthClaim, id.KafkaOAuthClaimPos = d.str(n, p), d.pos(n)
+				},
+			})
+		},
+		"tls": func(n *yaml.Node, p string) {
+			d.mapping(n, p, fields{
+				"subjects": func(n *yaml.Node, p string) { id.TLSSubjects = d.strList(n, p) },
+				"sans":     func(n *yaml.Node, p string) { id.TLSSANs = d.strList(n, p) },
 			})
 		},
 	})
+	if id.KafkaOAuthClaim != "" && len(id.KafkaSASLPrincipals) == 0 {
+		d.c.add(id.KafkaOAuthClaimPos, path+".kafka.oauthClaim", "names the token claim saslPrincipals are matched against: set saslPrincipals too")
+	}
 	return id
 }
 

@@ -167,7 +167,33 @@ func TestLoadReportsEachErrorClassWithPosition(t *testing.T) {
 			// No HTTP ingress exists: an identity for it would do nothing.
 			name:  "identify.http is not a field",
 			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": strings.Replace(acme("    inFlight: 5\n"), "    kafka: { clientIdPrefixes: [\"acme-\"] }\n", "    kafka: { clientIdPrefixes: [\"acme-\"] }\n    http: { header: x-tenant-id, values: [acme] }\n", 1)},
-			want:  []string{"b.yaml:10:5: spec.identify.http: unknown field (known: kafka, nats)"},
+			want:  []string{"b.yaml:10:5: spec.identify.http: unknown field (known: kafka, nats, tls)"},
+		},
+		{
+			name:  "saslUsers was renamed",
+			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": strings.Replace(acme("    inFlight: 5\n"), `clientIdPrefixes: ["acme-"]`, `saslUsers: [acme-svc]`, 1)},
+			want:  []string{"b.yaml:9:14: spec.identify.kafka.saslUsers: renamed to saslPrincipals (the principal the broker accepted: PLAIN or SCRAM username, OAUTHBEARER claim)"},
+		},
+		{
+			name: "nkeys and accounts must be public keys of their kind",
+			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": strings.Replace(acme("    inFlight: 5\n"), "{ users: [acme] }",
+				"{ nkeys: [ABXLZFQBQGNAM7S2UTHCVFEIQPOHZD727PV3NUTCJBY2UGHQRLETAXH6], accounts: [SUAKSIF6] }", 1)},
+			want: []string{
+				`b.yaml:8:21: spec.identify.nats.nkeys[0]: "ABXLZFQBQGNAM7S2UTHCVFEIQPOHZD727PV3NUTCJBY2UGHQRLETAXH6" is not a NATS user public key (56 characters starting with U)`,
+				`b.yaml:8:91: spec.identify.nats.accounts[0]: "SUAKSIF6" is not a NATS account public key (56 characters starting with A)`,
+			},
+		},
+		{
+			name:  "oauthClaim without saslPrincipals does nothing",
+			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": strings.Replace(acme("    inFlight: 5\n"), `clientIdPrefixes: ["acme-"]`, `oauthClaim: azp`, 1)},
+			want:  []string{"b.yaml:9:26: spec.identify.kafka.oauthClaim: names the token claim saslPrincipals are matched against: set saslPrincipals too"},
+		},
+		{
+			name: "one certificate SAN for two tenants",
+			files: map[string]string{"a.yaml": defaultsDoc,
+				"b.yaml": strings.Replace(acme("    inFlight: 5\n"), "  identify:\n", "  identify:\n    tls: { sans: [spiffe://x/y] }\n", 1),
+				"c.yaml": strings.NewReplacer("name: acme", "name: other", "tenant: acme", "tenant: other", "[acme]", "[other]", `"acme-"`, `"other-"`, "  identify:\n", "  identify:\n    tls: { sans: [spiffe://x/y] }\n").Replace(acme("    inFlight: 5\n"))},
+			want: []string{`c.yaml:8:5: spec.identify.tls.sans: certificate SAN "spiffe://x/y" already identifies tenant "acme" (b.yaml:8:5)`},
 		},
 		{
 			name:  "global scope without a quota service",

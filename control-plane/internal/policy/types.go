@@ -73,10 +73,19 @@ type Limits struct {
 	Connections     Quantity
 }
 
+// Identify has the shape of `spec.identify`: who a tenant's connections are. Credentials count
+// only once the broker accepted them; a client certificate once Envoy verified it; a client.id
+// prefix is claimed and attributes only connections that authenticated in no way.
 type Identify struct {
 	NATSUsers             []string
+	NATSNkeys             []string // user public keys (U…): an nkey user, or the subject of a user JWT
+	NATSAccounts          []string // account public keys (A…) of user JWTs
 	KafkaClientIDPrefixes []string
-	KafkaSASLUsers        []string
+	KafkaSASLPrincipals   []string // PLAIN/SCRAM username; OAUTHBEARER: the claim KafkaOAuthClaim names
+	KafkaOAuthClaim       string   // default "sub"
+	KafkaOAuthClaimPos    Pos
+	TLSSubjects           []string // client certificate subject, RFC 2253 as Envoy renders it
+	TLSSANs               []string // client certificate URI or DNS SAN
 	Pos                   Pos
 	Set                   bool
 }

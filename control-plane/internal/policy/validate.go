@@ -77,7 +77,9 @@ func checkIdentityOverlaps(policies []LimitPolicy, c *collector) {
 		pos    Pos
 	}
 	natsUsers := map[string]owner{}
-	saslUsers := map[string]owner{}
+	natsNkeys, natsAccounts := map[string]owner{}, map[string]owner{}
+	saslPrincipals := map[string]owner{}
+	tlsSubjects, tlsSANs := map[string]owner{}, map[string]owner{}
 	var prefixes []struct {
 		prefix string
 		owner
@@ -97,7 +99,11 @@ func checkIdentityOverlaps(policies []LimitPolicy, c *collector) {
 			}
 		}
 		exact(natsUsers, p.Identify.NATSUsers, "spec.identify.nats.users", "NATS user")
-		exact(saslUsers, p.Identify.KafkaSASLUsers, "spec.identify.kafka.saslUsers", "SASL user")
+		exact(natsNkeys, p.Identify.NATSNkeys, "spec.identify.nats.nkeys", "NATS nkey")
+		exact(natsAccounts, p.Identify.NATSAccounts, "spec.identify.nats.accounts", "NATS account")
+		exact(saslPrincipals, p.Identify.KafkaSASLPrincipals, "spec.identify.kafka.saslPrincipals", "SASL principal")
+		exact(tlsSubjects, p.Identify.TLSSubjects, "spec.identify.tls.subjects", "certificate subject")
+		exact(tlsSANs, p.Identify.TLSSANs, "spec.identify.tls.sans", "certificate SAN")
 		for _, pre := range p.Identify.KafkaClientIDPrefixes {
 			for _, other := range prefixes {
 				if other.tenant != p.Tenant && (strings.HasPrefix(pre, other.prefix) || strings.HasPrefix(other.prefix, pre)) {

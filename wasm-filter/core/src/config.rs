@@ -2,8 +2,9 @@
 //! Parsed once per reconfiguration, never on the data path.
 
 use serde::Deserialize;
-use std::collections::HashMap;
 
+use crate::attribution::Directory;
+use crate::identity::Identity;
 use crate::leases::Scope;
 use crate::limits::RateLimit;
 use crate::patterns;
@@ -26,14 +27,16 @@ pub struct Limits {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase")]
 pub struct Identify {
-    #[serde(default)]
     pub nats_users: Vec<String>,
-    #[serde(default)]
+    pub nats_nkeys: Vec<String>,
+    pub nats_accounts: Vec<String>,
     pub kafka_client_id_prefixes: Vec<String>,
-    #[serde(default)]
-    pub kafka_sasl_users: Vec<String>,
+    pub kafka_sasl_principals: Vec<String>,
+    pub kafka_oauth_claim: Option<String>,
+    pub tls_subjects: Vec<String>,
+    pub tls_sans: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -116,9 +119,7 @@ pub struct Config {
     pub protocol: Protocol,
     pub tenants: Vec<Tenant>,
     default_tenant: TenantId,
-    nats_users: HashMap<String, TenantId>,
-    kafka_sasl_users: HashMap<String, TenantId>,
-    kafka_prefixes: Vec<(String, TenantId)>,
+    directory: Directory,
     plans: Vec<TenantPlan>,
     /// (upstream host, port) → (gateway host, port).
     broker_routes: Vec<((String, i32), (String, i32))>,
@@ -231,22 +232,7 @@ impl Config {
             .iter()
             .position(|t| t.name == doc.default_tenant)
             .ok_or_else(|| ConfigError::UnknownDefaultTenant(doc.default_tenant.clone()))?;
-        let mut nats_users = HashMap::new();
-        let mut kafka_sasl_users = HashMap::new();
-        let mut kafka_prefixes = Vec::new();
-        for (i, t) in doc.tenants.iter().enumerate() {
-            for u in &t.identify.nats_users {
-                nats_users.insert(u.clone(), i);
-            }
-            for u in &t.identify.kafka_sasl_users {
-                kafka_sasl_users.insert(u.clone(), i);
-            }
-            for p in &t.identify.kafka_client_id_prefixes {
-                kafka_prefixes.push((p.clone(), i));
-            }
-        }
-        // Longest prefix first, so the most specific prefix wins should two ever nest.
-        kafka_prefixes.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+        let directory = Directory::new(doc.tenants.iter().map(|t| &t.identify));
         let generation = doc.version.split('-').next().and_then(|g| g.parse().ok()).unwrap_or(0);
         let plans = doc.tenants.iter().map(|t| TenantPlan::new(doc.protocol, t)).collect();
         let mut broker_routes = Vec::new();
@@ -269,9 +255,7 @@ impl Config {
             protocol: doc.protocol,
             tenants: doc.tenants,
             default_tenant,
-            nats_users,
-            kafka_sasl_users,
-            kafka_prefixes,
+            directory,
             quota: doc.quota,
         })
     }
@@ -303,26 +287,9 @@ impl Config {
         self.plans.get(id)
     }
 
-    /// The tenant of a NATS connection, from its CONNECT `user` (authenticated by nats-server).
-    pub fn tenant_for_nats_user(&self, user: Option<&str>) -> TenantId {
-        user.and_then(|u| self.nats_users.get(u).copied())
-            .unwrap_or(self.default_tenant)
-    }
-
-    /// The tenant of a Kafka connection: a SASL PLAIN user that a tenant names wins over the
-    /// client.id prefix.
-    pub fn tenant_for_kafka(&self, client_id: Option<&str>, sasl_user: Option<&str>) -> TenantId {
-        if let Some(t) = sasl_user.and_then(|u| self.kafka_sasl_users.get(u)) {
-            return *t;
-        }
-        client_id
-            .and_then(|c| {
-                self.kafka_prefixes
-                    .iter()
-                    .find(|(p, _)| c.starts_with(p.as_str()))
-                    .map(|(_, t)| *t)
-            })
-            .unwrap_or(self.default_tenant)
+    /// The tenant a connection belongs to (see crate::attribution for the precedence).
+    pub fn tenant_for(&self, who: &Identity) -> TenantId {
+        self.directory.tenant_for(who).unwrap_or(self.default_tenant)
     }
 }
 
@@ -331,7 +298,8 @@ mod tests {
     use super::*;
 
     const DOC: &str = r#"{"version":"7-abcdef","protocol":"kafka","defaultTenant":"anonymous","tenants":[
-        {"name":"acme","identify":{"natsUsers":["acme"],"kafkaClientIdPrefixes":["acme-"],"kafkaSaslUsers":["acme-svc"]},
+        {"name":"acme","identify":{"natsUsers":["acme"],"kafkaClientIdPrefixes":["acme-"],"kafkaSaslPrincipals":["acme-svc"],
+            "natsNkeys":["UACME"],"natsAccounts":["AACME"],"kafkaOauthClaim":"azp","tlsSubjects":["CN=acme"],"tlsSans":["acme.example.org"]},
          "limits":{"maxMessageBytes":262144}},
         {"name":"acme-eu","identify":{"kafkaClientIdPrefixes":["acme-eu-"]},"limits":{}},
         {"name":"anonymous","limits":{"maxMessageBytes":65536}}]}"#;
@@ -353,21 +321,49 @@ mod tests {
     }
 
     #[test]
-    fn attributes_nats_users_and_falls_back_to_default() {
+    fn every_identify_field_of_the_compiled_json_attributes() {
+        use crate::identity::{Authenticated, KafkaPrincipal, NatsCredentials, PeerCertificate};
         let c = config();
-        assert_eq!(c.tenant_for_nats_user(Some("acme")), 0);
-        assert_eq!(c.tenant_for_nats_user(Some("stranger")), 2);
-        assert_eq!(c.tenant_for_nats_user(None), 2);
-    }
-
-    #[test]
-    fn attributes_kafka_by_longest_prefix_and_sasl_user_wins() {
-        let c = config();
-        assert_eq!(c.tenant_for_kafka(Some("acme-orders"), None), 0);
-        assert_eq!(c.tenant_for_kafka(Some("acme-eu-billing"), None), 1);
-        assert_eq!(c.tenant_for_kafka(Some("other"), None), 2);
-        assert_eq!(c.tenant_for_kafka(Some("other"), Some("acme-svc")), 0);
-        assert_eq!(c.tenant_for_kafka(None, Some("unknown")), 2);
+        let nats = |user: Option<&str>, nkey: Option<&str>, account: Option<&str>| Identity {
+            authenticated: Some(Authenticated::Nats(NatsCredentials {
+                user: user.map(Into::into),
+                nkey: nkey.map(Into::into),
+                account: account.map(Into::into),
+            })),
+            ..Identity::default()
+        };
+        let kafka = |name: &str, claims: &[(&str, &str)]| Identity {
+            authenticated: Some(Authenticated::Kafka(KafkaPrincipal {
+                name: name.into(),
+                claims: claims.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect(),
+            })),
+            ..Identity::default()
+        };
+        let cert = |subject: &str, san: &str| Identity {
+            certificate: Some(PeerCertificate {
+                subject: subject.into(),
+                sans: vec![san.into()],
+            }),
+            ..Identity::default()
+        };
+        let claimed = Identity {
+            client_id: Some("acme-eu-billing".into()),
+            ..Identity::default()
+        };
+        let cases = [
+            ("natsUsers", nats(Some("acme"), None, None), 0),
+            ("natsNkeys", nats(None, Some("UACME"), None), 0),
+            ("natsAccounts", nats(None, Some("Uother"), Some("AACME")), 0),
+            ("kafkaSaslPrincipals", kafka("acme-svc", &[]), 0),
+            ("kafkaOauthClaim", kafka("x", &[("sub", "x"), ("azp", "acme-svc")]), 0),
+            ("tlsSubjects", cert("CN=acme", "-"), 0),
+            ("tlsSans", cert("CN=x", "acme.example.org"), 0),
+            ("kafkaClientIdPrefixes", claimed, 1),
+            ("nothing", Identity::default(), 2),
+        ];
+        for (field, who, want) in cases {
+            assert_eq!(c.tenant_for(&who), want, "{field}");
+        }
     }
 
     #[test]

@@ -1,45 +1,90 @@
-//! Who a client says it is, as tenant attribution reads it: the NATS user of its CONNECT, or
-//! the Kafka client id of its requests and the SASL PLAIN user it authenticated as.
+//! Who a connection is, as tenant attribution reads it, by how much each part can be trusted:
+//!
+//! - a client certificate Envoy verified at the TLS handshake (mTLS): trusted at once;
+//! - credentials the broker accepted: the NATS CONNECT's user, nkey or user JWT once nats-server
+//!   answered it with +OK or PONG, the Kafka SASL principal once the broker's SaslAuthenticate
+//!   response carried error_code 0. Until then they are not part of the identity at all;
+//! - the Kafka client.id: claimed, never verified; it attributes only a connection that
+//!   authenticated in no way.
+
+/// A client certificate Envoy verified.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerCertificate {
+    /// The subject as Envoy renders it (RFC 2253), e.g. `CN=billing,O=acme`.
+    pub subject: String,
+    /// URI and DNS subject alternative names.
+    pub sans: Vec<String>,
+}
+
+/// What a NATS client presented in its CONNECT.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NatsCredentials {
+    pub user: Option<String>,
+    /// The user's public nkey: the CONNECT's `nkey`, or the `sub` of its user JWT.
+    pub nkey: Option<String>,
+    /// The account public key of a user JWT: its `nats.issuer_account` (signed by an account
+    /// signing key) or else its issuer.
+    pub account: Option<String>,
+}
+
+impl NatsCredentials {
+    /// The credentials of a CONNECT with these fields; an unreadable JWT contributes nothing
+    /// (nats-server will refuse it).
+    pub fn new(user: Option<String>, nkey: Option<String>, jwt: Option<&str>) -> Self {
+        let claims = jwt.and_then(|j| crate::jwt::claims(j.as_bytes()));
+        let text = |v: Option<&serde_json::Value>| v.and_then(serde_json::Value::as_str).map(str::to_owned);
+        let (jwt_user, account) = match &claims {
+            Some(c) => (
+                text(c.get("sub")),
+                text(c.get("nats").and_then(|n| n.get("issuer_account"))).or_else(|| text(c.get("iss"))),
+            ),
+            None => (None, None),
+        };
+        NatsCredentials {
+            user,
+            nkey: nkey.or(jwt_user),
+            account,
+        }
+    }
+}
+
+/// A Kafka SASL authentication the broker accepted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KafkaPrincipal {
+    /// PLAIN and SCRAM: the username; OAUTHBEARER: the token's `sub`.
+    pub name: String,
+    /// OAUTHBEARER: the token's string claims (a policy may match another claim than `sub`).
+    pub claims: Vec<(String, String)>,
+}
+
+/// Credentials the broker accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Authenticated {
+    Nats(NatsCredentials),
+    Kafka(KafkaPrincipal),
+}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Identity {
-    /// Nothing seen yet (before CONNECT or the first Kafka request).
-    #[default]
-    Unknown,
-    Nats {
-        user: Option<String>,
-    },
-    Kafka {
-        client_id: Option<String>,
-        sasl_user: Option<String>,
-    },
+pub struct Identity {
+    pub certificate: Option<PeerCertificate>,
+    pub authenticated: Option<Authenticated>,
+    /// Kafka's client.id, as last seen.
+    pub client_id: Option<String>,
 }
 
 impl Identity {
-    /// The identity after a Kafka request with this header client id and, if it is a SASL
-    /// authentication, this user: Some if it changed (the connection is attributed again), None
-    /// if not. Every request is asked, so the same identity is found without allocating. A
-    /// request without a SASL user keeps the one known.
-    pub fn after_kafka_request(&self, client_id: Option<&[u8]>, sasl_user: Option<&[u8]>) -> Option<Identity> {
-        let (client_same, known_sasl) = match self {
-            Identity::Kafka {
-                client_id: known_client,
-                sasl_user: known_sasl,
-            } => (
-                known_client.as_deref().map(str::as_bytes) == client_id,
-                known_sasl.as_deref(),
-            ),
-            _ => (false, None),
-        };
-        let sasl_same = sasl_user.is_none() || known_sasl.map(str::as_bytes) == sasl_user;
-        if client_same && sasl_same {
-            return None;
-        }
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        Some(Identity::Kafka {
-            client_id: client_id.map(text),
-            sasl_user: sasl_user.map(text).or_else(|| known_sasl.map(str::to_owned)),
-        })
+    /// True if a request with this client id would change what attribution reads: only a
+    /// connection that authenticated in no way is attributed by its client id. Asked of every
+    /// request, so it does not allocate.
+    pub fn client_id_matters(&self, client_id: Option<&[u8]>) -> bool {
+        self.certificate.is_none()
+            && self.authenticated.is_none()
+            && self.client_id.as_deref().map(str::as_bytes) != client_id
+    }
+
+    /// Any part of the identity was verified by Envoy or the broker.
+    pub fn is_authenticated(&self) -> bool {
+        self.certificate.is_some() || self.authenticated.is_some()
     }
 }
 
@@ -47,128 +92,47 @@ impl Identity {
 mod tests {
     use super::*;
 
-    fn kafka(client_id: Option<&str>, sasl_user: Option<&str>) -> Identity {
-        Identity::Kafka {
-            client_id: client_id.map(str::to_owned),
-            sasl_user: sasl_user.map(str::to_owned),
-        }
-    }
-
-    /// A Kafka request seen with the identity `known`, and the identity it should lead to.
-    struct Case {
-        name: &'static str,
-        known: Identity,
-        client_id: Option<&'static [u8]>,
-        sasl_user: Option<&'static [u8]>,
-        want: Option<Identity>,
+    #[test]
+    fn a_client_id_matters_only_until_the_connection_authenticates() {
+        let mut id = Identity::default();
+        assert!(id.client_id_matters(Some(b"acme-1")), "first sight");
+        id.client_id = Some("acme-1".into());
+        assert!(!id.client_id_matters(Some(b"acme-1")), "unchanged");
+        assert!(id.client_id_matters(Some(b"globex-1")), "changed");
+        assert!(id.client_id_matters(None), "dropped");
+        id.authenticated = Some(Authenticated::Kafka(KafkaPrincipal {
+            name: "alice".into(),
+            claims: vec![],
+        }));
+        assert!(!id.client_id_matters(Some(b"globex-1")), "after SASL it is ignored");
+        let cert = Identity {
+            certificate: Some(PeerCertificate::default()),
+            ..Identity::default()
+        };
+        assert!(
+            !cert.client_id_matters(Some(b"globex-1")),
+            "with a client certificate too"
+        );
     }
 
     #[test]
-    fn a_kafka_request_changes_the_identity_only_when_who_it_names_changes() {
-        let app = || kafka(Some("app"), None);
-        let alice = || kafka(Some("app"), Some("alice"));
-        let cases = [
-            Case {
-                name: "first request",
-                known: Identity::Unknown,
-                client_id: Some(b"app"),
-                sasl_user: None,
-                want: Some(app()),
-            },
-            Case {
-                name: "first request without a client id",
-                known: Identity::Unknown,
-                client_id: None,
-                sasl_user: None,
-                want: Some(kafka(None, None)),
-            },
-            Case {
-                name: "same client id",
-                known: app(),
-                client_id: Some(b"app"),
-                sasl_user: None,
-                want: None,
-            },
-            Case {
-                name: "still no client id",
-                known: kafka(None, None),
-                client_id: None,
-                sasl_user: None,
-                want: None,
-            },
-            Case {
-                name: "new client id",
-                known: app(),
-                client_id: Some(b"other"),
-                sasl_user: None,
-                want: Some(kafka(Some("other"), None)),
-            },
-            Case {
-                name: "client id dropped",
-                known: app(),
-                client_id: None,
-                sasl_user: None,
-                want: Some(kafka(None, None)),
-            },
-            Case {
-                name: "SASL user appears",
-                known: app(),
-                client_id: Some(b"app"),
-                sasl_user: Some(b"alice"),
-                want: Some(alice()),
-            },
-            Case {
-                name: "same SASL user",
-                known: alice(),
-                client_id: Some(b"app"),
-                sasl_user: Some(b"alice"),
-                want: None,
-            },
-            Case {
-                name: "SASL user absent on a later request keeps the known one",
-                known: alice(),
-                client_id: Some(b"app"),
-                sasl_user: None,
-                want: None,
-            },
-            Case {
-                name: "new client id keeps the known SASL user",
-                known: alice(),
-                client_id: Some(b"other"),
-                sasl_user: None,
-                want: Some(kafka(Some("other"), Some("alice"))),
-            },
-            Case {
-                name: "new SASL user",
-                known: alice(),
-                client_id: Some(b"app"),
-                sasl_user: Some(b"bob"),
-                want: Some(kafka(Some("app"), Some("bob"))),
-            },
-            Case {
-                name: "a NATS identity is replaced",
-                known: Identity::Nats {
-                    user: Some("app".into()),
-                },
-                client_id: Some(b"app"),
-                sasl_user: None,
-                want: Some(app()),
-            },
-            Case {
-                name: "bytes that are not UTF-8 are read lossily",
-                known: Identity::Unknown,
-                client_id: Some(b"app\xff"),
-                sasl_user: None,
-                want: Some(kafka(Some("app\u{fffd}"), None)),
-            },
-        ];
-        for c in cases {
-            assert_eq!(
-                c.known.after_kafka_request(c.client_id, c.sasl_user),
-                c.want,
-                "{}",
-                c.name
-            );
-        }
+    fn a_user_jwt_names_its_user_key_and_account() {
+        // {"sub":"UABC","iss":"ASIGNER","nats":{"issuer_account":"AACCOUNT"}}
+        let signed_by_signing_key = format!(
+            "e30.{}.sig",
+            crate::jwt::base64url_encode(br#"{"sub":"UABC","iss":"ASIGNER","nats":{"issuer_account":"AACCOUNT"}}"#)
+        );
+        let c = NatsCredentials::new(None, None, Some(&signed_by_signing_key));
+        assert_eq!(c.nkey.as_deref(), Some("UABC"));
+        assert_eq!(c.account.as_deref(), Some("AACCOUNT"));
+        let signed_by_account = format!(
+            "e30.{}.sig",
+            crate::jwt::base64url_encode(br#"{"sub":"UABC","iss":"AACCOUNT"}"#)
+        );
+        let c = NatsCredentials::new(Some("u".into()), None, Some(&signed_by_account));
+        assert_eq!(c.account.as_deref(), Some("AACCOUNT"));
+        assert_eq!(c.user.as_deref(), Some("u"));
+        let plain = NatsCredentials::new(None, Some("UKEY".into()), Some("garbage"));
+        assert_eq!((plain.nkey.as_deref(), plain.account), (Some("UKEY"), None));
     }
 }

@@ -3,10 +3,12 @@
 //! are plain Rust, tested natively. The Envoy glue (`weighstation-filter`) feeds them bytes and
 //! turns their verdicts into host calls.
 
+pub mod attribution;
 pub mod carry;
 pub mod config;
 mod edit;
 pub mod identity;
+pub mod jwt;
 pub mod kafka;
 pub mod leases;
 pub mod limits;

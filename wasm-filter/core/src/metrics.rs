@@ -90,6 +90,11 @@ pub fn generation_metric_name(protocol: Protocol) -> String {
     format!("weighstation_policy_generation.protocol.{}", protocol.as_str())
 }
 
+/// Connections whose credentials the broker refused: charged to no tenant, so counted apart.
+pub fn auth_failures_metric_name(protocol: Protocol) -> String {
+    format!("weighstation_auth_failures_total.protocol.{}", protocol.as_str())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,6 +19,11 @@ pub trait Protocol: 'static {
     fn client_data(&mut self, envoy: &[u8]) -> Result<Plan, &'static str>;
     /// Server bytes; Some replaces them.
     fn server_data(&mut self, buf: &[u8]) -> Option<Vec<u8>>;
+    /// True once after server bytes resolved what held client bytes were waiting for (the
+    /// broker's verdict on the client's credentials): they are decided at once.
+    fn release_held(&mut self) -> bool {
+        false
+    }
     /// Gives back everything the connection holds. Safe to call twice.
     fn close(&mut self);
 }
@@ -117,7 +122,12 @@ impl<P: Protocol> StreamContext for Connection<P> {
                 let _ = host::close_downstream();
             }
         }
+        let release = st.release_held();
         drop(st);
+        if release {
+            // The stream is the effective context, as a retry needs.
+            self.state.retry();
+        }
         waiters::retry_freed(self.id);
         metrics::flush();
         Action::Continue

@@ -1,5 +1,6 @@
-//! One Kafka client connection. Requests: attribution from the header's client.id (or a SASL
-//! PLAIN user), and each Produce request decided as a whole against the tenant's limits.
+//! One Kafka client connection. Requests: attribution (a SASL principal once the broker accepted
+//! it; else, for a connection that authenticated in no way, the header's client.id), and each
+//! Produce request decided as a whole against the tenant's limits.
 //! Responses: a refused Produce was sent to the broker as an ApiVersions request with the same
 //! correlation id (Kafka answers a connection's requests in order), and that answer is replaced
 //! by a Produce response carrying the refusal; a delayed Produce's real response reports the
@@ -9,11 +10,13 @@
 use std::collections::HashMap;
 use weighstation_core::carry::{Carry, Plan};
 use weighstation_core::config::Protocol;
+use weighstation_core::identity::{Authenticated, KafkaPrincipal};
 use weighstation_core::kafka::{
-    api_versions_request, cap_produce_version, produce_response, raise_produce_throttle, rewrite_brokers,
-    sasl_plain_user, visit_produce, Batch, Interest, PartitionError, ProduceSummary, RequestHandler, RequestHeader,
-    RequestStream, ResponseHandler, ResponseStream, Retries, API_FIND_COORDINATOR, API_METADATA, API_PRODUCE,
-    API_SASL_AUTHENTICATE, API_VERSIONS, HORIZON_NS, MAX_PRODUCE_VERSION, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
+    api_versions_request, authenticate_answer, authenticate_step, cap_produce_version, handshake_mechanism,
+    produce_response, raise_produce_throttle, rewrite_brokers, visit_produce, Batch, Interest, Mechanism,
+    PartitionError, ProduceSummary, RequestHandler, RequestHeader, RequestStream, ResponseHandler, ResponseStream,
+    Retries, Step, API_FIND_COORDINATOR, API_METADATA, API_PRODUCE, API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE,
+    API_VERSIONS, HORIZON_NS, MAX_PRODUCE_VERSION, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
 };
 use weighstation_core::limits::Reason;
 use weighstation_core::scan::Admission;
@@ -23,7 +26,7 @@ use crate::connection::{self, Connection};
 use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot, Prepaid};
 use crate::state;
 use crate::tenancy::Attribution;
-use crate::waiters;
+use crate::{trust, waiters};
 
 /// What a forwarded request's response must do.
 enum Pending {
@@ -39,6 +42,9 @@ enum Pending {
     Versions { version: i16 },
     /// Metadata or FindCoordinator while the gateway fronts brokers: rewrite their addresses.
     Addresses { api_key: i16, version: i16 },
+    /// A SaslAuthenticate: the broker's answer says whether the claimed principal counts.
+    /// `scram_final`: it answers SCRAM's client-final message.
+    Authenticate { version: i16, scram_final: bool },
 }
 
 /// A Produce request as read: its totals, the first override met, and whether a batch is over
@@ -65,15 +71,56 @@ struct Conn {
     retries: Retries,
     /// The batches of the Produce being decided (kept to reuse its allocation).
     batches: Vec<Batch>,
+    /// The SASL mechanism of the connection's SaslHandshake.
+    mechanism: Mechanism,
+    /// Who the client's SaslAuthenticate says it is, until the broker answers.
+    claimed: Option<KafkaPrincipal>,
 }
 
 impl Conn {
-    /// Attributes on the first request and whenever the client id or SASL user changes.
-    fn observe(&mut self, client_id: Option<&[u8]>, sasl_user: Option<&[u8]>) {
-        let Some(identity) = self.who.identity().after_kafka_request(client_id, sasl_user) else {
+    /// A request's client id: it attributes a connection that authenticated in no way.
+    fn observe(&mut self, client_id: Option<&[u8]>) {
+        if let Err(why) = self.who.claimed_client_id(client_id) {
+            log::info!("weighstation: kafka connection refused: {why}");
+            self.refused = true;
+        }
+    }
+
+    /// The client's SaslAuthenticate: remember who it claims to be until the broker answers.
+    fn authenticating(&mut self, h: &RequestHeader<'_>, body: Option<&[u8]>) {
+        let step = body.map_or(Step::Other, |b| authenticate_step(b, h.api_version, self.mechanism));
+        let scram_final = step == Step::ScramFinal;
+        if let Step::Claims(principal) = step {
+            self.claimed = Some(principal);
+        }
+        let pending = Pending::Authenticate {
+            version: h.api_version,
+            scram_final,
+        };
+        self.pending.insert(h.correlation_id, pending);
+    }
+
+    /// The broker's SaslAuthenticate answer. An accepted principal is committed when the
+    /// exchange is complete: PLAIN and OAUTHBEARER when the broker's message is empty (an
+    /// OAUTHBEARER refusal starts with error_code 0 and an error message), SCRAM when its
+    /// client-final message was accepted.
+    fn authenticated(&mut self, frame: &[u8], version: i16, scram_final: bool) {
+        let Some(answer) = authenticate_answer(frame, version) else {
             return;
         };
-        if let Err(why) = self.who.connect(identity) {
+        if !answer.accepted() {
+            self.claimed = None;
+            trust::authentication_failed(Protocol::Kafka);
+            return;
+        }
+        let complete = match self.mechanism {
+            Mechanism::Scram => scram_final,
+            _ => answer.final_message,
+        };
+        let Some(principal) = self.claimed.take_if(|_| complete) else {
+            return;
+        };
+        if let Err(why) = self.who.authenticated(Authenticated::Kafka(principal)) {
             log::info!("weighstation: kafka connection refused: {why}");
             self.refused = true;
         }
@@ -293,12 +340,21 @@ struct Requests<'a> {
 
 impl RequestHandler for Requests<'_> {
     fn request(&mut self, h: &RequestHeader<'_>, body: Option<&[u8]>) -> Admission {
-        let sasl = match (h.api_key, body) {
-            (API_SASL_AUTHENTICATE, Some(b)) => sasl_plain_user(b, h.api_version),
-            _ => None,
-        };
-        self.conn.observe(h.client_id, sasl);
+        match h.api_key {
+            // The handshake that precedes authentication: the connection is nobody's but the
+            // default tenant's (or its certificate's) yet, whatever client id it claims.
+            API_VERSIONS | API_SASL_HANDSHAKE | API_SASL_AUTHENTICATE => self.conn.who.ensure_attributed(),
+            _ => self.conn.observe(h.client_id),
+        }
         match (h.api_key, body) {
+            (API_SASL_HANDSHAKE, Some(body)) => {
+                self.conn.mechanism = handshake_mechanism(body);
+                Admission::Forward
+            }
+            (API_SASL_AUTHENTICATE, body) => {
+                self.conn.authenticating(h, body);
+                Admission::Forward
+            }
             (API_PRODUCE, Some(body)) if !self.conn.refused => self.conn.produce(h, body, self.now),
             (API_VERSIONS, _) => {
                 self.conn
@@ -357,11 +413,15 @@ impl ResponseHandler for Responses<'_> {
                 let config = state::active(Protocol::Kafka)?;
                 rewrite_brokers(frame, api_key, version, config.as_ref())
             }
+            Pending::Authenticate { version, scram_final } => {
+                self.conn.authenticated(frame, version, scram_final);
+                None
+            }
         }
     }
 }
 
-/// The largest Produce (or SaslAuthenticate) request the filter reads whole to decide it; a
+/// The largest Produce (or SASL) request the filter reads whole to decide it; a
 /// larger one is passed through after its header.
 const HOLD_LIMIT: usize = 4 << 20;
 
@@ -382,6 +442,7 @@ impl State {
     /// closes.
     fn client_data(&mut self, envoy: &[u8]) -> Result<Plan, &'static str> {
         let now = now_ns();
+        self.conn.who.read_certificate();
         self.conn.who.refresh();
         let State {
             conn, requests, carry, ..
@@ -425,6 +486,8 @@ pub fn connection(context_id: u32) -> Connection<State> {
                 refused: false,
                 retries: Retries::default(),
                 batches: Vec::new(),
+                mechanism: Mechanism::default(),
+                claimed: None,
             },
             requests: RequestStream::new(HOLD_LIMIT),
             responses: ResponseStream::default(),

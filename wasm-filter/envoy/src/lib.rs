@@ -18,6 +18,7 @@ mod root;
 mod shared;
 mod state;
 mod tenancy;
+mod trust;
 mod waiters;
 
 proxy_wasm::main! {{

@@ -146,6 +146,11 @@ fn gauge_add(id: Option<u32>, n: i64) {
     }
 }
 
+/// Adds to a counter by name (rare events: the name is formatted by the caller).
+pub fn count(name: &str, n: u64) {
+    add(id(name.to_owned(), Kind::Counter), n);
+}
+
 /// Sets a process-wide gauge by name (the quota leader's figures: one writer at a time).
 pub fn set_gauge(name: Option<&str>, v: u64) {
     if let Some(name) = name {

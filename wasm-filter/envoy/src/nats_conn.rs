@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use weighstation_core::carry::{Carry, Plan};
 use weighstation_core::config::Protocol;
-use weighstation_core::identity::Identity;
+use weighstation_core::identity::{Authenticated, NatsCredentials};
 use weighstation_core::limits::Reason;
 use weighstation_core::nats::{Gate, Publish, Session, Verdict};
 
@@ -12,7 +12,7 @@ use crate::clock::now_ns;
 use crate::connection::{self, Connection};
 use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot, Prepaid};
 use crate::tenancy::Attribution;
-use crate::waiters;
+use crate::{trust, waiters};
 
 /// A request whose reply never passes this connection (sent elsewhere, or lost) gives its
 /// in-flight slot back after this long.
@@ -66,10 +66,20 @@ struct NatsGate<'a> {
 }
 
 impl Gate for NatsGate<'_> {
-    fn connect(&mut self, user: Option<&str>) -> Result<(), String> {
-        self.conn.who.connect(Identity::Nats {
-            user: user.map(str::to_owned),
-        })
+    fn authenticated(&mut self, credentials: NatsCredentials) -> Result<(), String> {
+        let result = self.conn.who.authenticated(Authenticated::Nats(credentials));
+        if let Err(why) = &result {
+            log::info!("weighstation: nats connection refused: {why}");
+        }
+        result
+    }
+
+    fn authentication_failed(&mut self) {
+        trust::authentication_failed(Protocol::Nats);
+    }
+
+    fn proxy_signature(&self, nonce: &str) -> Option<String> {
+        Some(trust::proxy_key()?.sign(nonce.as_bytes()))
     }
 
     fn publish(&mut self, p: &Publish<'_>) -> Verdict {
@@ -161,6 +171,7 @@ impl State {
 
     /// Scans what Envoy holds, behind any carried bytes (see weighstation_core::carry).
     fn client_data(&mut self, envoy: &[u8]) -> Plan {
+        self.conn.who.read_certificate();
         let mut carry = std::mem::take(&mut self.carry);
         let scanned = carry.scan(envoy, |buf| {
             let (session, mut gate) = self.gate();
@@ -214,6 +225,10 @@ impl connection::Protocol for State {
     fn server_data(&mut self, buf: &[u8]) -> Option<Vec<u8>> {
         let (session, mut gate) = self.gate();
         session.server_data(buf, &mut gate)
+    }
+
+    fn release_held(&mut self) -> bool {
+        self.session.release_held()
     }
 
     fn close(&mut self) {

@@ -1,16 +1,17 @@
 //! Which tenant a connection belongs to, kept current across policy reloads: the connection
-//! remembers who it is (NATS user, Kafka client id / SASL user) and is attributed again whenever
-//! the VM's configuration changes. It also holds the connection's place in its tenant's
-//! connection count.
+//! remembers who it is (its verified client certificate, the credentials the broker accepted,
+//! the Kafka client id it claims — see weighstation_core::identity) and is attributed again
+//! whenever that changes or the VM's configuration does. It also holds the connection's place
+//! in its tenant's connection count.
 
 use std::rc::Rc;
 use weighstation_core::config::{Config, Protocol, Tenant, TenantId, TenantPlan};
-use weighstation_core::identity::Identity;
+use weighstation_core::identity::{Authenticated, Identity};
 use weighstation_core::limits::Reason;
 
 use crate::keys::TenantKeys;
 use crate::metrics::TenantMetrics;
-use crate::{shared, state};
+use crate::{shared, state, trust};
 
 /// The tenant a connection is attributed to, with what deciding for it needs.
 pub struct Attributed {
@@ -38,29 +39,46 @@ pub struct Attribution {
     protocol: Protocol,
     identity: Identity,
     current: Option<Attributed>,
+    certificate_read: bool,
 }
 
 impl Attribution {
     pub fn new(protocol: Protocol) -> Self {
         Attribution {
             protocol,
-            identity: Identity::Unknown,
+            identity: Identity::default(),
             current: None,
+            certificate_read: false,
         }
-    }
-
-    pub fn identity(&self) -> &Identity {
-        &self.identity
     }
 
     pub fn current(&self) -> Option<&Attributed> {
         self.current.as_ref()
     }
 
-    /// A new client identifies itself: attribute it and take a place in its tenant's connection
-    /// count, or say why the tenant's connection limit refuses it.
-    pub fn connect(&mut self, identity: Identity) -> Result<(), String> {
-        self.identity = identity;
+    /// Reads the client certificate Envoy verified, once, on the connection's first bytes
+    /// (the stream must be the effective context).
+    pub fn read_certificate(&mut self) {
+        if !std::mem::replace(&mut self.certificate_read, true) {
+            self.identity.certificate = trust::peer_certificate();
+        }
+    }
+
+    /// The broker accepted these credentials: attribute by them, taking a place in the tenant's
+    /// connection count, or say why its connection limit refuses the connection.
+    pub fn authenticated(&mut self, who: Authenticated) -> Result<(), String> {
+        self.identity.authenticated = Some(who);
+        self.attribute(true)
+    }
+
+    /// A Kafka request's client id: the connection is attributed again if it matters (only
+    /// while nothing authenticated it) and changed. Err if the tenant's connection limit
+    /// refuses the connection.
+    pub fn claimed_client_id(&mut self, client_id: Option<&[u8]>) -> Result<(), String> {
+        if !self.identity.client_id_matters(client_id) && self.current.is_some() {
+            return Ok(());
+        }
+        self.identity.client_id = client_id.map(|c| String::from_utf8_lossy(c).into_owned());
         self.attribute(true)
     }
 
@@ -78,19 +96,10 @@ impl Attribution {
         changed
     }
 
-    /// Ensures a client that never identified itself is attributed to the default tenant.
+    /// Ensures a connection not yet attributed counts for the tenant its identity so far names
+    /// (the default tenant, or its certificate's).
     pub fn ensure_attributed(&mut self) {
         if self.current.is_none() {
-            let default = match self.protocol {
-                Protocol::Nats => Identity::Nats { user: None },
-                Protocol::Kafka => Identity::Kafka {
-                    client_id: None,
-                    sasl_user: None,
-                },
-            };
-            if self.identity == Identity::Unknown {
-                self.identity = default;
-            }
             let _ = self.attribute(false);
         }
     }
@@ -99,13 +108,7 @@ impl Attribution {
         let Some(config) = state::active(self.protocol) else {
             return Ok(());
         };
-        let id = match &self.identity {
-            Identity::Unknown => return Ok(()),
-            Identity::Nats { user } => config.tenant_for_nats_user(user.as_deref()),
-            Identity::Kafka { client_id, sasl_user } => {
-                config.tenant_for_kafka(client_id.as_deref(), sasl_user.as_deref())
-            }
-        };
+        let id = config.tenant_for(&self.identity);
         let (Some(tenant), Some(plan)) = (config.tenant(id), config.plan(id)) else {
             return Ok(());
         };

@@ -5,7 +5,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use weighstation_core::kafka::{
-    sasl_plain_user, visit_produce, RequestHandler, RequestHeader, RequestStream, MAX_HEADER_BYTES,
+    authenticate_step, handshake_mechanism, visit_produce, Mechanism, RequestHandler, RequestHeader, RequestStream,
+    MAX_HEADER_BYTES,
 };
 use weighstation_core::scan::Admission;
 
@@ -20,7 +21,10 @@ impl RequestHandler for Walk {
     fn request(&mut self, h: &RequestHeader<'_>, body: Option<&[u8]>) -> Admission {
         let Some(b) = body else { return Admission::Forward };
         let _ = visit_produce(b, h.api_version, |_| {});
-        let _ = sasl_plain_user(b, h.api_version);
+        for mechanism in [Mechanism::Plain, Mechanism::Scram, Mechanism::OAuthBearer] {
+            let _ = authenticate_step(b, h.api_version, mechanism);
+        }
+        let _ = handshake_mechanism(b);
         self.held_once = !self.held_once;
         if self.held_once {
             return Admission::Hold;

@@ -1,20 +1,26 @@
 //! Any bytes, in any split, in either direction, with any decisions: the NATS session never
 //! panics, never decides more of a held buffer than there is, and never forwards more than it
-//! was given plus what it inserts (a refusal's or close's replacement, the -ERR in place of a
-//! PONG, an INFO with the tenant's limit); while it inserts nothing, it forwards what it was
-//! given, in order. The client's buffer is handled as the glue does: forwarded whole, or up to
+//! was given plus what it inserts (the PING and proxy_sig after the first CONNECT, a refusal's or
+//! close's replacement, the -ERR in place of a PONG, an INFO with the tenant's limit); while it
+//! inserts nothing (and swallows no verdict PONG), it forwards what it was given, in order. The client's buffer is handled as the glue does: forwarded whole, or up to
 //! the held message, whose bytes are presented again with the next read.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use std::cell::Cell;
+use weighstation_core::identity::NatsCredentials;
 use weighstation_core::nats::{Gate, Publish, Session, Verdict, SERVER_REFUSES_PAYLOAD};
 
 /// No refusal or close adds more than this to the client's stream beyond the bytes it replaces:
-/// a refused CONNECT is replaced by its line again, a PING and the oversized PUB. A refused
-/// message's no-responders PUB or HPUB and PING, or a close's oversized PUB, add less; the reply
-/// subject or subject they repeat was in the message they replace.
-const CLIENT_INSERT: usize = b"CONNECT \r\nPING\r\n".len() + SERVER_REFUSES_PAYLOAD.len();
+/// a close's oversized PUB; a refused message's no-responders PUB or HPUB and PING add less (the
+/// reply subject or subject they repeat was in the message they replace).
+const CLIENT_INSERT: usize = SERVER_REFUSES_PAYLOAD.len();
+
+/// The proxy signature the gate hands out.
+const SIGNATURE: &str = "c2lnbmF0dXJl";
+
+/// The first CONNECT gains the verdict PING and, when the server sent a nonce, proxy_sig.
+const CONNECT_INSERT: usize = b"\r\nPING\r\n".len() + b",\"proxy_sig\":\"\"".len() + SIGNATURE.len();
 
 /// What the -ERR line owed for a refusal adds to the server's stream: it replaces the PONG that
 /// answers the refusal's PING.
@@ -63,12 +69,19 @@ impl DrawnGate<'_> {
 }
 
 impl Gate for DrawnGate<'_> {
-    fn connect(&mut self, _user: Option<&str>) -> Result<(), String> {
+    fn authenticated(&mut self, _credentials: NatsCredentials) -> Result<(), String> {
         if self.draw() % 7 == 0 {
-            Err(self.refuse("maximum connections exceeded"))
+            // Replaces the verdict PONG or +OK.
+            let text = "maximum connections exceeded";
+            self.errors_owed += err_line_growth(text);
+            Err(text.into())
         } else {
             Ok(())
         }
+    }
+    fn authentication_failed(&mut self) {}
+    fn proxy_signature(&self, _nonce: &str) -> Option<String> {
+        Some(SIGNATURE.into())
     }
     fn publish(&mut self, _p: &Publish<'_>) -> Verdict {
         match self.draw() % 5 {
@@ -131,12 +144,13 @@ fuzz_target!(|data: &[u8]| {
                 client.forwarded.append(&mut held);
             }
             let (given, forwarded) = (client.given.len(), client.forwarded.len());
-            let bound = given + gate.client_inserts * CLIENT_INSERT;
+            let connect_seen = client.given.to_ascii_uppercase().windows(7).any(|w| w == b"CONNECT");
+            let bound = given + gate.client_inserts * CLIENT_INSERT + usize::from(connect_seen) * CONNECT_INSERT;
             assert!(
                 forwarded <= bound,
                 "client: forwarded {forwarded} of {given}, bound {bound}"
             );
-            if gate.client_inserts == 0 {
+            if gate.client_inserts == 0 && !connect_seen {
                 assert!(client.given.starts_with(&client.forwarded), "client bytes changed");
             }
         } else {
@@ -151,7 +165,9 @@ fuzz_target!(|data: &[u8]| {
                 forwarded <= bound,
                 "server: forwarded {forwarded} of {given}, bound {bound}"
             );
-            if gate.errors_owed == 0 && gate.infos.get() == 0 {
+            // The PONG that answers the verdict PING the first CONNECT gained is not forwarded.
+            let connect_seen = client.given.to_ascii_uppercase().windows(7).any(|w| w == b"CONNECT");
+            if gate.errors_owed == 0 && gate.infos.get() == 0 && !connect_seen {
                 assert!(server.given.starts_with(&server.forwarded), "server bytes changed");
             }
         }

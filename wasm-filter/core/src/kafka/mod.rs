@@ -10,6 +10,7 @@ mod produce;
 mod response;
 mod retries;
 mod rewrite;
+mod sasl;
 mod stream;
 
 pub use encode::{
@@ -21,9 +22,11 @@ pub use produce::{
 pub use response::{cap_produce_version, raise_produce_throttle, Interest, ResponseHandler, ResponseStream, MAX_WHOLE};
 pub use retries::{Batch, Claim, Retries, HORIZON_NS};
 pub use rewrite::{rewrite_brokers, BrokerMap, API_FIND_COORDINATOR, API_METADATA};
-pub use stream::{
-    sasl_plain_user, RequestHandler, RequestHeader, RequestStream, API_SASL_AUTHENTICATE, MAX_HEADER_BYTES,
+pub use sasl::{
+    authenticate_answer, authenticate_step, handshake_mechanism, Answer, Mechanism, Step, API_SASL_AUTHENTICATE,
+    API_SASL_HANDSHAKE,
 };
+pub use stream::{RequestHandler, RequestHeader, RequestStream, MAX_HEADER_BYTES};
 
 /// API keys the filter reads.
 pub const API_PRODUCE: i16 = 0;

@@ -1,14 +1,13 @@
 //! Walks a client connection's Kafka requests frame by frame, with the same buffer semantics as
 //! the NATS scanner: forwarded bytes are gone, held bytes are presented again with new ones.
-//! Frames whose body the filter must read (Produce, SaslAuthenticate) are held until complete,
+//! Frames whose body the filter must read (Produce, SaslHandshake, SaslAuthenticate) are held until complete,
 //! up to `hold_limit`; every other frame is passed through after its header, without buffering.
 
 use super::cursor::Cursor;
+use super::sasl::{API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE};
 use super::API_PRODUCE;
 use crate::edit::Editor;
 use crate::scan::{Admission, Outcome};
-
-pub const API_SASL_AUTHENTICATE: i16 = 36;
 
 /// Kafka brokers refuse requests above socket.request.max.bytes (100 MiB by default) by closing
 /// the connection; the filter does the same rather than stream an absurd frame.
@@ -120,7 +119,8 @@ impl RequestStream {
             HeaderParse::Incomplete if frame.len() < size.min(MAX_HEADER_BYTES) => return Frame::Incomplete,
             HeaderParse::Incomplete | HeaderParse::Bad => return Frame::Bad("malformed request header"),
         };
-        let wants_body = matches!(header.api_key, API_PRODUCE | API_SASL_AUTHENTICATE) && total <= self.hold_limit;
+        let wants_body = matches!(header.api_key, API_PRODUCE | API_SASL_HANDSHAKE | API_SASL_AUTHENTICATE)
+            && total <= self.hold_limit;
         if wants_body && rest.len() < total {
             return Frame::Incomplete;
         }
@@ -186,19 +186,6 @@ fn parse_header(frame: &[u8], size: usize) -> HeaderParse<'_> {
         },
         c.position(),
     )
-}
-
-/// The user of a SASL PLAIN SaslAuthenticate body ("[authzid] NUL authcid NUL password").
-pub fn sasl_plain_user(body: &[u8], api_version: i16) -> Option<&[u8]> {
-    let mut c = Cursor::new(body);
-    let auth = if api_version >= 2 {
-        c.compact_nullable()?
-    } else {
-        c.nullable_bytes()?
-    }?;
-    let mut parts = auth.split(|&b| b == 0);
-    let (_authzid, user, _password) = (parts.next()?, parts.next()?, parts.next()?);
-    Some(user).filter(|u| !u.is_empty())
 }
 
 #[cfg(test)]
@@ -350,18 +337,6 @@ mod tests {
             feed(&mut RequestStream::new(1 << 20), &[&negative], &mut h).1,
             Some("negative request size")
         );
-    }
-
-    #[test]
-    fn reads_the_sasl_plain_user() {
-        let auth = b"\0acme-svc\0secret";
-        let mut v0 = (auth.len() as i32).to_be_bytes().to_vec();
-        v0.extend_from_slice(auth);
-        assert_eq!(sasl_plain_user(&v0, 0), Some(&b"acme-svc"[..]));
-        let mut v2 = vec![auth.len() as u8 + 1];
-        v2.extend_from_slice(auth);
-        assert_eq!(sasl_plain_user(&v2, 2), Some(&b"acme-svc"[..]));
-        assert_eq!(sasl_plain_user(b"\0\0\0\x03abc", 0), None);
     }
 
     proptest! {

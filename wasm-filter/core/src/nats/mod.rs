@@ -2,25 +2,38 @@
 //! that walks a connection's bytes message by message.
 
 mod line;
+mod proxy;
 mod server;
 mod session;
 mod stream;
 
 pub use line::{parse_client_line, ClientOp, Parsed, ProtocolError, MAX_CONTROL_LINE};
+pub use proxy::ProxyKey;
 pub use server::{ServerEdit, ServerHandler, ServerOp, ServerStream, MAX_SERVER_LINE};
 pub use session::{Gate, Session, Verdict, SERVER_REFUSES_PAYLOAD};
 pub use stream::{ClientHandler, ClientStream, Publish};
 
-/// What the filter reads of a CONNECT's JSON (once per connection): the `user`, which
-/// nats-server has authenticated by the time any PUB is forwarded, and whether the client
-/// speaks headers (may send HPUB). Unreadable JSON reads as neither; nats-server judges it.
+use crate::identity::NatsCredentials;
+
+/// What the filter reads of a CONNECT's JSON (once per connection): the credentials it
+/// presents, which count only once nats-server accepted them (see crate::identity), and whether
+/// the client speaks headers (may send HPUB). Unreadable JSON reads as nothing; nats-server
+/// judges it.
 #[derive(Debug, Default, PartialEq, Eq, serde::Deserialize)]
 pub struct Connect {
     pub user: Option<String>,
+    pub nkey: Option<String>,
+    pub jwt: Option<String>,
     #[serde(default)]
     pub headers: bool,
 }
 
 pub fn parse_connect(json: &[u8]) -> Connect {
     serde_json::from_slice(json).unwrap_or_default()
+}
+
+impl Connect {
+    pub fn credentials(self) -> NatsCredentials {
+        NatsCredentials::new(self.user, self.nkey, self.jwt.as_deref())
+    }
 }

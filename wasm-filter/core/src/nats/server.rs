@@ -22,7 +22,13 @@ pub enum ServerOp<'a> {
     },
     Ping,
     Pong,
-    /// +OK, -ERR and anything this filter does not interpret.
+    /// `+OK`: a verbose client's operation (its CONNECT first) was accepted.
+    Ok,
+    /// `-ERR '<text>'`; the text without its quotes.
+    Err {
+        text: &'a [u8],
+    },
+    /// Anything this filter does not interpret.
     Other,
 }
 
@@ -86,6 +92,15 @@ fn parse_server_line(buf: &[u8]) -> Line<'_> {
         (ServerOp::Ping, 0)
     } else if op.eq_ignore_ascii_case(b"PONG") {
         (ServerOp::Pong, 0)
+    } else if op.eq_ignore_ascii_case(b"+OK") {
+        (ServerOp::Ok, 0)
+    } else if op.eq_ignore_ascii_case(b"-ERR") {
+        let text = line.get(4..).unwrap_or_default().trim_ascii();
+        let text = text
+            .strip_prefix(b"'")
+            .and_then(|t| t.strip_suffix(b"'"))
+            .unwrap_or(text);
+        (ServerOp::Err { text }, 0)
     } else {
         (ServerOp::Other, 0)
     };

@@ -13,13 +13,22 @@
 //! - After the PONG that completes the client's connect handshake, an INFO carrying the
 //!   tenant's `max_payload` follows (nats.go expects PONG as the very next line after its
 //!   CONNECT+PING; an async INFO after it updates `MaxPayload()`). Later INFOs are rewritten.
+//! - Credentials count only once nats-server accepted them. The client's CONNECT is followed by
+//!   the filter's own PING: nats-server answers a CONNECT it refuses with `-ERR` (and closes),
+//!   one it accepts with `+OK` (verbose clients) and then that PING's PONG, which the client
+//!   never sees. Until that verdict the client's PUBs are held — not forwarded, not charged to
+//!   anyone — and then charged to the tenant the accepted credentials name.
+//! - As a trusted proxy the filter adds `proxy_sig` (the INFO nonce signed with the gateway's
+//!   nkey) to the CONNECT, so users nats-server marks `proxy_required` connect only through it.
 //! - A connection over the tenant's connection limit gets `-ERR 'maximum connections exceeded …'`
-//!   in place of its handshake PONG; nats-server then closes it.
+//!   in place of the verdict; nats.go closes on it, and anything it sends after is answered by
+//!   nats-server closing the connection.
 
 use std::collections::VecDeque;
 
 use super::server::{ServerEdit, ServerHandler, ServerOp, ServerStream};
 use super::stream::{ClientHandler, ClientStream, Publish};
+use crate::identity::NatsCredentials;
 use crate::scan::{Admission, Outcome};
 
 /// Sent to nats-server in place of an oversized message: no server's max_payload reaches 1 GB.
@@ -45,8 +54,13 @@ pub enum Verdict {
 
 /// Limit decisions, attribution and accounting, supplied by the glue.
 pub trait Gate {
-    /// The client's CONNECT: attribute it; Err(text) refuses the connection.
-    fn connect(&mut self, user: Option<&str>) -> Result<(), String>;
+    /// nats-server accepted the client's CONNECT: attribute the connection by these
+    /// credentials; Err(text) refuses it (the tenant's connection limit).
+    fn authenticated(&mut self, credentials: NatsCredentials) -> Result<(), String>;
+    /// nats-server refused the client's CONNECT because of its credentials.
+    fn authentication_failed(&mut self);
+    /// `proxy_sig` for the nonce of the server's INFO, when the gateway is a trusted proxy.
+    fn proxy_signature(&self, nonce: &str) -> Option<String>;
     fn publish(&mut self, publish: &Publish<'_>) -> Verdict;
     /// A message delivered to the client on `subject` (a reply may release an in-flight slot).
     fn delivered(&mut self, subject: &[u8]);
@@ -58,7 +72,23 @@ pub trait Gate {
 enum PongOwner {
     Client,
     Refusal(String),
-    ConnectionRefused(String),
+    /// The PING the filter sent after the CONNECT: its PONG is nats-server's verdict.
+    Verdict,
+}
+
+/// Where the connection stands with nats-server.
+#[derive(Debug, Default)]
+enum Authentication {
+    /// No CONNECT yet: whatever is published is the default tenant's (nats-server refuses it
+    /// if it requires authentication).
+    #[default]
+    BeforeConnect,
+    /// CONNECT sent; nats-server has not answered it. PUBs wait.
+    Awaiting(NatsCredentials),
+    Accepted,
+    /// nats-server refused the credentials, or the tenant's connection limit refused the
+    /// connection: nothing more is forwarded.
+    Refused,
 }
 
 #[derive(Debug, Default)]
@@ -74,12 +104,18 @@ struct State {
     pongs: VecDeque<PongOwner>,
     /// The client finished CONNECT: the INFO with its tenant's limit follows the next client PONG.
     info_after_pong: bool,
+    /// An INFO arrived while the client still waited for its handshake PONG (nats-server sends
+    /// one after the first PONG — the verdict's): it follows that PONG instead.
+    info_deferred: bool,
     /// The limit changed on a live connection: send an INFO at the next safe point.
     info_now: bool,
     server_info: Option<Vec<u8>>,
     advertised: Option<u64>,
     /// The client's CONNECT declared headers: it may publish HPUB.
     headers: bool,
+    authentication: Authentication,
+    /// A PUB is held until nats-server answers the CONNECT.
+    held_for_verdict: bool,
 }
 
 impl Session {
@@ -105,6 +141,16 @@ impl Session {
         )
     }
 
+    /// True once, when nats-server has answered the CONNECT and PUBs were held for its
+    /// verdict: the glue decides them now rather than waiting for more client bytes.
+    pub fn release_held(&mut self) -> bool {
+        let known = matches!(
+            self.state.authentication,
+            Authentication::Accepted | Authentication::Refused
+        );
+        known && std::mem::take(&mut self.state.held_for_verdict)
+    }
+
     /// The first `n` bytes of a held buffer were forwarded.
     pub fn forwarded(&mut self, n: usize) {
         self.client.forwarded(n);
@@ -126,22 +172,26 @@ struct ClientSide<'a, G> {
 
 impl<G: Gate> ClientHandler for ClientSide<'_, G> {
     fn connect(&mut self, json: &[u8]) -> Admission {
+        if !matches!(self.state.authentication, Authentication::BeforeConnect) {
+            return Admission::Forward; // nats-server judges a second CONNECT
+        }
         let connect = super::parse_connect(json);
         self.state.headers = connect.headers;
-        match self.gate.connect(connect.user.as_deref()) {
-            Ok(()) => {
-                self.state.info_after_pong = true;
-                Admission::Forward
-            }
-            Err(text) => {
-                self.state.pongs.push_back(PongOwner::ConnectionRefused(text));
-                let mut with = b"CONNECT ".to_vec();
-                with.extend_from_slice(json);
-                with.extend_from_slice(b"\r\nPING\r\n");
-                with.extend_from_slice(SERVER_REFUSES_PAYLOAD);
-                Admission::Close(with)
-            }
+        self.state.authentication = Authentication::Awaiting(connect.credentials());
+        self.state.pongs.push_back(PongOwner::Verdict);
+        let signature = self
+            .state
+            .server_info
+            .as_deref()
+            .and_then(nonce)
+            .and_then(|n| self.gate.proxy_signature(&n));
+        let mut with = b"CONNECT ".to_vec();
+        match signature {
+            Some(sig) => with.extend_from_slice(&with_proxy_sig(json, &sig)),
+            None => with.extend_from_slice(json),
         }
+        with.extend_from_slice(b"\r\nPING\r\n");
+        Admission::Replace(with)
     }
 
     fn ping(&mut self) {
@@ -149,6 +199,14 @@ impl<G: Gate> ClientHandler for ClientSide<'_, G> {
     }
 
     fn publish(&mut self, p: &Publish<'_>) -> Admission {
+        match self.state.authentication {
+            Authentication::Awaiting(_) => {
+                self.state.held_for_verdict = true;
+                return Admission::Hold;
+            }
+            Authentication::Refused => return Admission::Close(SERVER_REFUSES_PAYLOAD.to_vec()),
+            Authentication::BeforeConnect | Authentication::Accepted => {}
+        }
         match self.gate.publish(p) {
             Verdict::Forward => Admission::Forward,
             Verdict::Hold => Admission::Hold,
@@ -198,6 +256,73 @@ impl<G: Gate> ServerSide<'_, G> {
         self.state.advertised = Some(max);
         Some(line)
     }
+
+    /// The server's last INFO as it sent it.
+    fn server_info_line(&self) -> Option<Vec<u8>> {
+        let json = self.state.server_info.as_deref()?;
+        Some([b"INFO ", json, b"\r\n"].concat())
+    }
+
+    /// nats-server accepted the CONNECT (`+OK` or the verdict PONG): commit the credentials.
+    /// Returns what to send the client in place of nothing: the tenant's INFO, unless it must
+    /// wait for the PONG the client asked for (nats.go wants PONG right after CONNECT+PING);
+    /// Err(line) if the connection is refused.
+    fn accepted(&mut self) -> Result<Option<Vec<u8>>, Vec<u8>> {
+        let Authentication::Awaiting(credentials) = std::mem::take(&mut self.state.authentication) else {
+            return Ok(None);
+        };
+        if let Err(text) = self.gate.authenticated(credentials) {
+            self.state.authentication = Authentication::Refused;
+            return Err(err_line(&text));
+        }
+        self.state.authentication = Authentication::Accepted;
+        if self.state.pongs.contains(&PongOwner::Client) {
+            self.state.info_after_pong = true;
+            return Ok(None);
+        }
+        Ok(self.tenant_info())
+    }
+
+    /// `-ERR` before the verdict: nats-server refused the CONNECT and is closing.
+    fn refused(&mut self, text: &[u8]) {
+        if !matches!(self.state.authentication, Authentication::Awaiting(_)) {
+            return;
+        }
+        self.state.authentication = Authentication::Refused;
+        if is_authentication_error(text) {
+            self.gate.authentication_failed();
+        }
+    }
+}
+
+/// nats-server's errors for credentials it does not accept.
+fn is_authentication_error(text: &[u8]) -> bool {
+    let t = String::from_utf8_lossy(text).to_ascii_lowercase();
+    t.contains("authorization violation") || t.contains("authentication")
+}
+
+/// The nonce of a server INFO, if it sent one (it does when it checks nkeys, JWTs or proxies).
+fn nonce(info: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Info {
+        nonce: Option<String>,
+    }
+    serde_json::from_slice::<Info>(info).ok()?.nonce
+}
+
+/// The CONNECT JSON with `proxy_sig` as its last member: if the client sent one too, the last
+/// wins in nats-server's decoder, so the gateway's is the one checked.
+fn with_proxy_sig(json: &[u8], sig: &str) -> Vec<u8> {
+    let end = json.iter().rposition(|&b| b == b'}').unwrap_or(json.len());
+    let head = json[..end].trim_ascii_end();
+    let mut out = head.to_vec();
+    if head.last().is_some_and(|&b| b != b'{') {
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"proxy_sig\":\"");
+    out.extend_from_slice(sig.as_bytes());
+    out.extend_from_slice(b"\"}");
+    out
 }
 
 impl<G: Gate> ServerHandler for ServerSide<'_, G> {
@@ -206,6 +331,10 @@ impl<G: Gate> ServerHandler for ServerSide<'_, G> {
             ServerOp::Info { json } => {
                 self.state.server_info = Some(json.to_vec());
                 self.state.info_now = false;
+                if self.state.info_after_pong {
+                    self.state.info_deferred = true;
+                    return ServerEdit::Replace(Vec::new());
+                }
                 match self.tenant_info() {
                     Some(line) => ServerEdit::Replace(line),
                     None => ServerEdit::Keep,
@@ -215,12 +344,30 @@ impl<G: Gate> ServerHandler for ServerSide<'_, G> {
                 self.gate.delivered(subject);
                 return ServerEdit::Keep; // never insert inside a payload
             }
+            ServerOp::Ok => match self.accepted() {
+                Ok(Some(info)) => return ServerEdit::KeepThenInsert(info),
+                Ok(None) => ServerEdit::Keep,
+                Err(line) => return ServerEdit::ReplaceThenEnd(line),
+            },
+            ServerOp::Err { text } => {
+                self.refused(text);
+                ServerEdit::Keep
+            }
             ServerOp::Pong => match self.state.pongs.pop_front() {
                 Some(PongOwner::Refusal(text)) => return ServerEdit::Replace(err_line(&text)),
-                Some(PongOwner::ConnectionRefused(text)) => return ServerEdit::ReplaceThenEnd(err_line(&text)),
+                Some(PongOwner::Verdict) => {
+                    return match self.accepted() {
+                        Ok(info) => ServerEdit::Replace(info.unwrap_or_default()),
+                        Err(line) => ServerEdit::ReplaceThenEnd(line),
+                    }
+                }
                 Some(PongOwner::Client) | None => {
                     if std::mem::take(&mut self.state.info_after_pong) {
-                        if let Some(line) = self.tenant_info() {
+                        let deferred = std::mem::take(&mut self.state.info_deferred);
+                        let line = self
+                            .tenant_info()
+                            .or_else(|| deferred.then(|| self.server_info_line()).flatten());
+                        if let Some(line) = line {
                             return ServerEdit::KeepThenInsert(line);
                         }
                     }
@@ -258,23 +405,35 @@ mod tests {
 
     #[derive(Default)]
     struct FakeGate {
-        users: Vec<Option<String>>,
+        accepted: Vec<NatsCredentials>,
+        failures: usize,
         refuse_connection: bool,
+        /// The tenant has no size limit to advertise.
+        unlimited: bool,
+        signs: bool,
         verdicts: VecDeque<Verdict>,
+        published: usize,
         delivered: Vec<Vec<u8>>,
         max: Option<u64>,
     }
 
     impl Gate for FakeGate {
-        fn connect(&mut self, user: Option<&str>) -> Result<(), String> {
-            self.users.push(user.map(str::to_owned));
+        fn authenticated(&mut self, credentials: NatsCredentials) -> Result<(), String> {
+            self.accepted.push(credentials);
             if self.refuse_connection {
                 return Err("maximum connections exceeded (connections limit of tenant acme: 1)".into());
             }
-            self.max = Some(1024);
+            self.max = (!self.unlimited).then_some(1024);
             Ok(())
         }
+        fn authentication_failed(&mut self) {
+            self.failures += 1;
+        }
+        fn proxy_signature(&self, nonce: &str) -> Option<String> {
+            self.signs.then(|| format!("signed({nonce})"))
+        }
         fn publish(&mut self, _: &Publish<'_>) -> Verdict {
+            self.published += 1;
             self.verdicts.pop_front().unwrap_or(Verdict::Forward)
         }
         fn delivered(&mut self, subject: &[u8]) {
@@ -301,18 +460,37 @@ mod tests {
         String::from_utf8_lossy(b).into_owned()
     }
 
+    /// A session past its handshake, as nats.go does it.
+    fn connected(g: &mut FakeGate) -> Session {
+        let mut s = Session::default();
+        server(&mut s, g, SERVER_INFO);
+        client(&mut s, g, b"CONNECT {\"user\":\"acme\"}\r\nPING\r\n");
+        server(&mut s, g, b"PONG\r\nPONG\r\n");
+        s
+    }
+
     #[test]
-    fn the_tenant_info_follows_the_handshake_pong() {
+    fn credentials_count_only_once_the_server_accepts_them() {
         let (mut s, mut g) = (Session::default(), FakeGate::default());
         assert_eq!(
             server(&mut s, &mut g, SERVER_INFO),
             SERVER_INFO,
             "before CONNECT the tenant is unknown"
         );
-        client(&mut s, &mut g, b"CONNECT {\"user\":\"acme\"}\r\nPING\r\n");
-        assert_eq!(g.users, vec![Some("acme".to_string())]);
-        let out = text(&server(&mut s, &mut g, b"PONG\r\n"));
-        assert!(out.starts_with("PONG\r\nINFO {"), "{out}");
+        let sent = client(&mut s, &mut g, b"CONNECT {\"user\":\"acme\"}\r\nPING\r\n");
+        assert_eq!(
+            text(&sent),
+            "CONNECT {\"user\":\"acme\"}\r\nPING\r\nPING\r\n",
+            "the filter's PING goes first"
+        );
+        assert!(g.accepted.is_empty(), "not before the server's verdict");
+        let out = text(&server(&mut s, &mut g, b"PONG\r\nPONG\r\n"));
+        assert_eq!(g.accepted.len(), 1);
+        assert_eq!(g.accepted[0].user.as_deref(), Some("acme"));
+        assert!(
+            out.starts_with("PONG\r\nINFO {"),
+            "one PONG, the client's, then the INFO: {out}"
+        );
         assert!(
             out.contains("\"max_payload\":1024") && out.contains("\"headers\":true"),
             "{out}"
@@ -321,11 +499,147 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_becomes_the_clients_error_in_pong_order() {
+    fn the_info_nats_server_sends_after_the_verdict_waits_for_the_clients_pong() {
+        const AFTER_VERDICT: &[u8] = b"PONG\r\nINFO {\"server_id\":\"S\",\"connect_info\":true}\r\nPONG\r\n";
+        for unlimited in [false, true] {
+            let mut g = FakeGate {
+                unlimited,
+                ..FakeGate::default()
+            };
+            let mut s = Session::default();
+            server(&mut s, &mut g, SERVER_INFO);
+            client(&mut s, &mut g, b"CONNECT {\"protocol\":1}\r\nPING\r\n");
+            let out = text(&server(&mut s, &mut g, AFTER_VERDICT));
+            assert!(out.starts_with("PONG\r\nINFO {"), "nats.go wants PONG first: {out}");
+            assert!(out.contains("\"connect_info\":true"), "{out}");
+            assert_eq!(out.contains("\"max_payload\":1024"), !unlimited, "{out}");
+        }
+    }
+
+    #[test]
+    fn publishes_before_the_verdict_wait_for_it_and_are_then_charged() {
         let (mut s, mut g) = (Session::default(), FakeGate::default());
         server(&mut s, &mut g, SERVER_INFO);
-        client(&mut s, &mut g, b"CONNECT {}\r\nPING\r\n");
-        server(&mut s, &mut g, b"PONG\r\n");
+        let o = s.client_data(b"CONNECT {\"user\":\"acme\"}\r\nPUB a 1\r\nx\r\n", &mut g);
+        assert!(o.hold, "the PUB waits");
+        let replaced = o.replace.clone().unwrap_or_default();
+        assert_eq!(
+            text(&replaced[..o.decided]),
+            "CONNECT {\"user\":\"acme\"}\r\nPING\r\n",
+            "the CONNECT goes ahead"
+        );
+        assert_eq!(g.published, 0, "nothing charged yet");
+        assert!(!s.release_held());
+        let out = text(&server(&mut s, &mut g, b"PONG\r\n"));
+        assert!(out.starts_with("INFO {"), "no PONG the client did not ask for: {out}");
+        assert!(s.release_held());
+        assert!(!s.release_held(), "once");
+        s.forwarded(o.decided);
+        let again = s.client_data(b"PUB a 1\r\nx\r\n", &mut g);
+        assert!(!again.hold);
+        assert_eq!(g.published, 1, "decided once the tenant is known");
+    }
+
+    #[test]
+    fn refused_credentials_charge_no_one_and_are_counted() {
+        let (mut s, mut g) = (Session::default(), FakeGate::default());
+        server(&mut s, &mut g, SERVER_INFO);
+        let o = s.client_data(
+            b"CONNECT {\"user\":\"globex\",\"pass\":\"wrong\"}\r\nPUB a 1\r\nx\r\n",
+            &mut g,
+        );
+        assert!(o.hold);
+        let out = server(&mut s, &mut g, b"-ERR 'Authorization Violation'\r\n");
+        assert_eq!(text(&out), "-ERR 'Authorization Violation'\r\n", "the client hears why");
+        assert_eq!((g.failures, g.accepted.len()), (1, 0));
+        assert!(s.release_held());
+        s.forwarded(o.decided);
+        let again = s.client_data(b"PUB a 1\r\nx\r\n", &mut g);
+        assert_eq!(
+            again.replace.as_deref(),
+            Some(SERVER_REFUSES_PAYLOAD),
+            "never forwarded"
+        );
+        assert_eq!(g.published, 0, "never charged");
+    }
+
+    #[test]
+    fn another_error_before_the_verdict_refuses_without_counting_an_authentication_failure() {
+        let (mut s, mut g) = (Session::default(), FakeGate::default());
+        assert!(s.client_data(b"CONNECT {}\r\nPUB a 1\r\nx\r\n", &mut g).hold);
+        server(&mut s, &mut g, b"-ERR 'maximum connections exceeded'\r\n");
+        assert_eq!(g.failures, 0);
+        assert!(s.release_held(), "the held PUB is decided: refused");
+    }
+
+    #[test]
+    fn a_verbose_client_is_accepted_at_its_ok() {
+        let (mut s, mut g) = (Session::default(), FakeGate::default());
+        server(&mut s, &mut g, SERVER_INFO);
+        client(&mut s, &mut g, b"CONNECT {\"verbose\":true,\"user\":\"acme\"}\r\n");
+        let out = text(&server(&mut s, &mut g, b"+OK\r\n"));
+        assert!(out.starts_with("+OK\r\nINFO {"), "{out}");
+        assert_eq!(g.accepted.len(), 1);
+        assert_eq!(
+            server(&mut s, &mut g, b"PONG\r\n"),
+            b"",
+            "the filter's PONG is not the client's"
+        );
+    }
+
+    #[test]
+    fn a_connection_over_the_limit_hears_why_in_place_of_the_verdict() {
+        let mut g = FakeGate {
+            refuse_connection: true,
+            ..FakeGate::default()
+        };
+        let mut s = Session::default();
+        client(&mut s, &mut g, b"CONNECT {\"user\":\"acme\"}\r\nPING\r\n");
+        let got = text(&server(&mut s, &mut g, b"PONG\r\nPONG\r\n"));
+        assert_eq!(
+            got, "-ERR 'maximum connections exceeded (connections limit of tenant acme: 1)'\r\n",
+            "and nothing after it"
+        );
+        let sent = client(&mut s, &mut g, b"PUB a 1\r\nx\r\n");
+        assert_eq!(sent, SERVER_REFUSES_PAYLOAD, "nats-server closes the connection");
+    }
+
+    #[test]
+    fn the_gateway_signs_the_servers_nonce_as_a_trusted_proxy() {
+        let mut g = FakeGate {
+            signs: true,
+            ..FakeGate::default()
+        };
+        let mut s = Session::default();
+        server(&mut s, &mut g, b"INFO {\"server_id\":\"S\",\"nonce\":\"abc-_\"}\r\n");
+        let sent = text(&client(
+            &mut s,
+            &mut g,
+            b"CONNECT {\"user\":\"acme\",\"proxy_sig\":\"forged\"}\r\n",
+        ));
+        assert_eq!(
+            sent, "CONNECT {\"user\":\"acme\",\"proxy_sig\":\"forged\",\"proxy_sig\":\"signed(abc-_)\"}\r\nPING\r\n",
+            "the last proxy_sig is the one nats-server reads"
+        );
+        let mut s = Session::default();
+        server(&mut s, &mut g, b"INFO {\"nonce\":\"n\"}\r\n");
+        assert_eq!(
+            text(&client(&mut s, &mut g, b"CONNECT { }\r\n")),
+            "CONNECT {\"proxy_sig\":\"signed(n)\"}\r\nPING\r\n"
+        );
+        let mut s = Session::default();
+        server(&mut s, &mut g, SERVER_INFO);
+        assert_eq!(
+            text(&client(&mut s, &mut g, b"CONNECT {}\r\n")),
+            "CONNECT {}\r\nPING\r\n",
+            "no nonce, nothing to sign"
+        );
+    }
+
+    #[test]
+    fn a_refusal_becomes_the_clients_error_in_pong_order() {
+        let mut g = FakeGate::default();
+        let mut s = connected(&mut g);
         g.verdicts = VecDeque::from([
             Verdict::Forward,
             Verdict::Refuse("Permissions Violation for Publish to \"b\" (rate)".into()),
@@ -341,7 +655,8 @@ mod tests {
 
     #[test]
     fn a_refused_request_goes_where_nobody_answers_so_the_requester_hears_no_responders() {
-        let (mut s, mut g) = (Session::default(), FakeGate::default());
+        let mut g = FakeGate::default();
+        let mut s = connected(&mut g);
         g.verdicts = VecDeque::from([Verdict::Refuse("x".into())]);
         let sent = client(&mut s, &mut g, b"PUB svc _INBOX.a.1 3\r\nreq\r\n");
         assert_eq!(text(&sent), "PUB _WEIGHSTATION.REFUSED _INBOX.a.1 0\r\n\r\nPING\r\n");
@@ -351,8 +666,10 @@ mod tests {
 
     #[test]
     fn a_refused_reply_tells_its_requester_no_responders() {
-        let (mut s, mut g) = (Session::default(), FakeGate::default());
+        let mut g = FakeGate::default();
+        let mut s = Session::default();
         client(&mut s, &mut g, b"CONNECT {\"headers\":true}\r\n");
+        server(&mut s, &mut g, b"PONG\r\n");
         g.verdicts = VecDeque::from([Verdict::Refuse("x".into()), Verdict::Refuse("y".into())]);
         let sent = client(&mut s, &mut g, b"PUB _INBOX.r.7 5\r\nreply\r\nPUB orders 1\r\n1\r\n");
         assert_eq!(
@@ -364,8 +681,8 @@ mod tests {
 
     #[test]
     fn a_client_without_headers_sends_no_status() {
-        let (mut s, mut g) = (Session::default(), FakeGate::default());
-        client(&mut s, &mut g, b"CONNECT {\"user\":\"a\"}\r\n");
+        let mut g = FakeGate::default();
+        let mut s = connected(&mut g);
         g.verdicts = VecDeque::from([Verdict::Refuse("x".into())]);
         let sent = client(&mut s, &mut g, b"PUB _INBOX.r.7 5\r\nreply\r\n");
         assert_eq!(text(&sent), "PING\r\n", "nats-server would refuse its HPUB");
@@ -373,7 +690,8 @@ mod tests {
 
     #[test]
     fn an_oversized_message_is_refused_by_the_server_itself() {
-        let (mut s, mut g) = (Session::default(), FakeGate::default());
+        let mut g = FakeGate::default();
+        let mut s = connected(&mut g);
         g.verdicts = VecDeque::from([Verdict::Close]);
         let sent = client(&mut s, &mut g, b"PUB a 2000\r\n");
         assert_eq!(sent, SERVER_REFUSES_PAYLOAD);
@@ -385,35 +703,16 @@ mod tests {
     }
 
     #[test]
-    fn a_connection_over_the_limit_hears_why_in_place_of_its_pong() {
-        let (mut s, mut g) = (
-            Session::default(),
-            FakeGate {
-                refuse_connection: true,
-                ..FakeGate::default()
-            },
-        );
-        let sent = text(&client(&mut s, &mut g, b"CONNECT {\"user\":\"acme\"}\r\nPING\r\n"));
-        assert_eq!(
-            sent,
-            format!(
-                "CONNECT {{\"user\":\"acme\"}}\r\nPING\r\n{}",
-                text(SERVER_REFUSES_PAYLOAD)
-            )
-        );
-        let got = text(&server(&mut s, &mut g, b"PONG\r\n-ERR 'Maximum Payload Violation'\r\n"));
-        assert_eq!(
-            got,
-            "-ERR 'maximum connections exceeded (connections limit of tenant acme: 1)'\r\n"
-        );
+    fn a_publish_before_any_connect_is_decided_at_once() {
+        let (mut s, mut g) = (Session::default(), FakeGate::default());
+        client(&mut s, &mut g, b"PUB a 1\r\nx\r\n");
+        assert_eq!(g.published, 1, "the default tenant's, if nats-server takes it at all");
     }
 
     #[test]
     fn a_reload_that_changes_the_limit_advertises_it_at_the_next_safe_point() {
-        let (mut s, mut g) = (Session::default(), FakeGate::default());
-        server(&mut s, &mut g, SERVER_INFO);
-        client(&mut s, &mut g, b"CONNECT {}\r\nPING\r\n");
-        server(&mut s, &mut g, b"PONG\r\n");
+        let mut g = FakeGate::default();
+        let mut s = connected(&mut g);
         g.max = Some(512);
         s.limit_changed(&g);
         let out = text(&server(&mut s, &mut g, b"MSG a 1 2\r\nhi\r\nPING\r\n"));
