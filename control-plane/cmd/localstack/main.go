@@ -81,6 +81,7 @@ func run(root, wasm string) error {
 weighstation is up (logs in %s)
 
   NATS  (through the gateway)   nats://%s     users acme/acme-secret, globex/globex-secret, anon
+        nkey users (only through the gateway: proxy_required)   nats --server nats://%[2]s --nkey %s/acme.nk pub orders.new hi
   Kafka (through the gateway)   %s
   Kafka (gateway fronting a self-advertising broker, addresses rewritten)   %s
   Envoy admin                   http://%s      metrics: /stats/prometheus
@@ -90,7 +91,7 @@ weighstation is up (logs in %s)
   upstream Kafka                %s (controller %d, direct %s)
 
 Watching %s: edit a policy and it is in force within 2 s. Ctrl-C stops everything.
-`, s.LogDir(), r(ports.NATS), r(ports.Kafka), r(ports.KafkaBroker), r(ports.Admin), a(ports.ControlPlane), a(ports.XDS),
+`, s.LogDir(), r(ports.NATS), s.NkeyDir(), r(ports.Kafka), r(ports.KafkaBroker), r(ports.Admin), a(ports.ControlPlane), a(ports.XDS),
 		a(ports.NATSUpstream), a(ports.KafkaUpstream), ports.KafkaController, a(ports.KafkaDirect), policyDir)
 	if replicas > 1 {
 		fmt.Printf(`  %d gateway replicas: replica i listens on each gateway port + i (admin too).

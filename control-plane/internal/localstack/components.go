@@ -13,7 +13,9 @@ import (
 
 // natsConfig: the upstream nats-server with the users of contract §1. Its max_payload is above
 // any tenant's limit so the gateway, not the server, is where size limits are decided; `anon`
-// is also the user of connections that send no credentials.
+// is also the user of connections that send no credentials. The gateway is a trusted proxy;
+// the nkey users are proxy_required (reachable only through it). The password users are not,
+// so benchmarks and tests can reach nats-server directly for their baselines.
 var natsConfig = template.Must(template.New("nats").Parse(`listen: "127.0.0.1:{{.Port}}"
 max_payload: 8MB
 max_pending: 64MB
@@ -26,7 +28,13 @@ authorization {
 {{- range .ExtraUsers}}
     {user: {{.}}, password: {{.}}-secret}
 {{- end}}
+{{- range .NkeyUsers}}
+    {nkey: {{.}}, proxy_required: true}
+{{- end}}
   ]
+}
+proxies {
+  trusted: [ {key: {{.ProxyKey}}} ]
 }
 jetstream {
   store_dir: "{{.Dir}}/jetstream"
@@ -38,7 +46,10 @@ jetstream {
 func (s *Stack) startNATS() error {
 	conf := filepath.Join(s.cfg.WorkDir, "nats.conf")
 	var b bytes.Buffer
-	data := map[string]any{"Port": s.cfg.Ports.NATSUpstream, "Dir": s.cfg.WorkDir, "ExtraUsers": s.cfg.ExtraNATSUsers}
+	data := map[string]any{
+		"Port": s.cfg.Ports.NATSUpstream, "Dir": s.cfg.WorkDir, "ExtraUsers": s.cfg.ExtraNATSUsers,
+		"NkeyUsers": s.security.nkeyUsers, "ProxyKey": s.security.proxyPublic,
+	}
 	if err := natsConfig.Execute(&b, data); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/weighstation/weighstation/control-plane/internal/bootstrap"
+	"github.com/weighstation/weighstation/control-plane/internal/xds"
 )
 
 const (
@@ -36,6 +37,9 @@ type Config struct {
 	// ExtraNATSUsers are added to nats-server beside contract §1's users, each with the password
 	// "<user>-secret" (tests give each scenario a tenant of its own).
 	ExtraNATSUsers []string
+	// ExtraNkeyUsers are public keys of NATS nkey users added beside the local ones, each
+	// proxy_required (reachable only through the gateway).
+	ExtraNkeyUsers []string
 	// Replicas is how many Envoys to run (GATEWAY_REPLICAS), replica i on every listener port + i.
 	Replicas int
 	// WithQuota starts Redis and the quota service (always with more than one replica).
@@ -44,9 +48,10 @@ type Config struct {
 
 // Stack is a running local stack. Its processes are exported for tests that stall or stop one.
 type Stack struct {
-	cfg    Config
-	logDir string
-	procs  []*process
+	cfg      Config
+	logDir   string
+	procs    []*process
+	security *security
 
 	NATSServer, Kafka, ControlPlane, Envoy, Redis, Quota *process
 	// Envoys are the gateway replicas; Envoy is the first.
@@ -60,6 +65,11 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if err := os.MkdirAll(s.logDir, 0o755); err != nil {
 		return nil, err
 	}
+	sec, err := newSecurity(cfg.WorkDir, cfg.ExtraNkeyUsers)
+	if err != nil {
+		return nil, err
+	}
+	s.security = sec
 	steps := []struct {
 		name string
 		run  func() error
@@ -97,6 +107,12 @@ func (s *Stack) Stop() {
 	}
 	s.procs = nil
 }
+
+// ProxyPublicKey is the gateway's NATS proxy key, which nats-server trusts.
+func (s *Stack) ProxyPublicKey() string { return s.security.proxyPublic }
+
+// NkeyDir holds the seed of each local nkey user, <tenant>.nk.
+func (s *Stack) NkeyDir() string { return filepath.Join(s.cfg.WorkDir, "nkeys") }
 
 // LogDir is where each process's output goes.
 func (s *Stack) LogDir() string { return s.logDir }
@@ -140,7 +156,8 @@ func (s *Stack) startEnvoy(replica int) error {
 	if concurrency <= 0 {
 		concurrency = 2
 	}
-	e, err := startProcess(name, s.logDir, nil, s.tool("envoy"), "-c", bootPath,
+	env := []string{xds.NATSProxySeedEnv + "=" + s.security.proxySeed}
+	e, err := startProcess(name, s.logDir, env, s.tool("envoy"), "-c", bootPath,
 		"--concurrency", strconv.Itoa(concurrency), "--disable-hot-restart",
 		"--log-level", "warn", "--component-log-level", "wasm:info",
 		"--drain-time-s", "2")

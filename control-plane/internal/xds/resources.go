@@ -28,7 +28,9 @@ import (
 
 // Names shared with the Envoy bootstrap, the Wasm filter and the docs.
 const (
-	WasmRuntime      = "envoy.wasm.runtime.v8"
+	WasmRuntime = "envoy.wasm.runtime.v8"
+	// NATSProxySeedEnv holds the nkey seed the filter signs NATS CONNECTs with (proxy_sig).
+	NATSProxySeedEnv = "WEIGHSTATION_NATS_PROXY_SEED"
 	VMID             = "weighstation"
 	RootID           = "weighstation"
 	wasmNetworkType  = "type.googleapis.com/envoy.extensions.filters.network.wasm.v3.Wasm"
@@ -332,6 +334,9 @@ func filterConfig(p compile.Protocol, w WasmSource, fc compile.FilterConfig) (ty
 			Runtime:       WasmRuntime,
 			Code:          codeSource(w),
 			Configuration: vmConfig,
+			// The gateway's NATS proxy nkey seed reaches the VM from Envoy's environment (a
+			// Kubernetes Secret), never through xDS, where /config_dump would show it.
+			EnvironmentVariables: &wasmv3.EnvironmentVariables{HostEnvKeys: []string{NATSProxySeedEnv}},
 		}},
 		Configuration: pluginConfig,
 	}})
