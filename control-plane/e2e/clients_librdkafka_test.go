@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,9 +17,20 @@ import (
 // for Python (installed into .tools/venv by scripts/install-tools.sh) ships it.
 func librdkafkaProducer(t *testing.T, topic, clientID string, rate float64, d time.Duration, size int) clientRun {
 	t.Helper()
+	return librdkafkaProducerWith(t, addr(ports.Kafka), nil, topic, clientID, rate, d, size)
+}
+
+// librdkafkaProducerWith runs producer_probe.py against bootstrap with more configuration.
+func librdkafkaProducerWith(t *testing.T, bootstrap string, conf map[string]string, topic, clientID string, rate float64, d time.Duration, size int) clientRun {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(root, ".tools/venv/bin/python"), "clients/librdkafka/producer_probe.py",
-		addr(ports.Kafka), topic, clientID, fmt.Sprint(rate), fmt.Sprint(d.Seconds()), fmt.Sprint(size),
+		bootstrap, topic, clientID, fmt.Sprint(rate), fmt.Sprint(d.Seconds()), fmt.Sprint(size),
 		fmt.Sprint(matrixDeliveryTimeout.Milliseconds()))
+	confJSON, err := json.Marshal(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = append(os.Environ(), "PROBE_CONF="+string(confJSON))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,6 +52,12 @@ var javaProbe struct {
 // kafka-clients jar the local Kafka runs on.
 func javaProducer(t *testing.T, topic, clientID string, rate float64, d time.Duration, size int) clientRun {
 	t.Helper()
+	return javaProducerWith(t, addr(ports.Kafka), nil, topic, clientID, rate, d, size)
+}
+
+// javaProducerWith runs ProducerProbe against bootstrap with more client properties.
+func javaProducerWith(t *testing.T, bootstrap string, props map[string]string, topic, clientID string, rate float64, d time.Duration, size int) clientRun {
+	t.Helper()
 	libs := filepath.Join(root, ".tools/kafka/libs/*")
 	javaProbe.once.Do(func() {
 		javaProbe.dir, javaProbe.err = os.MkdirTemp("", "weighstation-java-probe-")
@@ -65,7 +72,12 @@ func javaProducer(t *testing.T, topic, clientID string, rate float64, d time.Dur
 		t.Fatal(javaProbe.err)
 	}
 	cmd := exec.Command("java", "-cp", javaProbe.dir+string(os.PathListSeparator)+libs, "ProducerProbe",
-		addr(ports.Kafka), topic, clientID, fmt.Sprint(rate), fmt.Sprint(d.Seconds()), fmt.Sprint(size))
+		bootstrap, topic, clientID, fmt.Sprint(rate), fmt.Sprint(d.Seconds()), fmt.Sprint(size))
+	var lines []string
+	for k, v := range props {
+		lines = append(lines, k+"="+v)
+	}
+	cmd.Env = append(os.Environ(), "PROBE_PROPS="+strings.Join(lines, "\n"))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -58,14 +58,15 @@ func run(m *testing.M) int {
 		return 1
 	}
 	stack, err = localstack.Start(context.Background(), localstack.Config{
-		ToolsDir:         filepath.Join(root, ".tools"),
-		WasmFile:         filepath.Join(root, "wasm-filter/target/wasm32-wasip1/release/weighstation_filter.wasm"),
-		PolicyDir:        policyDir,
-		WorkDir:          work,
-		Ports:            ports,
-		EnvoyConcurrency: 2,
-		WithKafka:        true,
-		ExtraNATSUsers:   testTenants,
+		ToolsDir:            filepath.Join(root, ".tools"),
+		WasmFile:            filepath.Join(root, "wasm-filter/target/wasm32-wasip1/release/weighstation_filter.wasm"),
+		PolicyDir:           policyDir,
+		WorkDir:             work,
+		Ports:               ports,
+		EnvoyConcurrency:    2,
+		WithKafka:           true,
+		ExtraNATSUsers:      testTenants,
+		ExtraKafkaSASLUsers: []string{"spoof-victim"},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the stack:", err)

@@ -84,6 +84,9 @@ weighstation is up (logs in %s)
         nkey users (only through the gateway: proxy_required)   nats --server nats://%[2]s --nkey %s/acme.nk pub orders.new hi
   Kafka (through the gateway)   %s
   Kafka (gateway fronting a self-advertising broker, addresses rewritten)   %s
+  Kafka SASL (through the gateway; SASL_PLAINTEXT: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER)   %s
+        users acme-svc/acme-svc-secret, globex-svc/globex-svc-secret, e.g.
+        kcat -b %[6]s -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=SCRAM-SHA-512 -X sasl.username=acme-svc -X sasl.password=acme-svc-secret -P -t orders
   Envoy admin                   http://%s      metrics: /stats/prometheus
   Control plane status          http://%s/status   (also /healthz /readyz /metrics)
   xDS (gRPC ADS)                %s
@@ -91,7 +94,7 @@ weighstation is up (logs in %s)
   upstream Kafka                %s (controller %d, direct %s)
 
 Watching %s: edit a policy and it is in force within 2 s. Ctrl-C stops everything.
-`, s.LogDir(), r(ports.NATS), s.NkeyDir(), r(ports.Kafka), r(ports.KafkaBroker), r(ports.Admin), a(ports.ControlPlane), a(ports.XDS),
+`, s.LogDir(), r(ports.NATS), s.NkeyDir(), r(ports.Kafka), r(ports.KafkaBroker), r(ports.KafkaSASL), r(ports.Admin), a(ports.ControlPlane), a(ports.XDS),
 		a(ports.NATSUpstream), a(ports.KafkaUpstream), ports.KafkaController, a(ports.KafkaDirect), policyDir)
 	if replicas > 1 {
 		fmt.Printf(`  %d gateway replicas: replica i listens on each gateway port + i (admin too).

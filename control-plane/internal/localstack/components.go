@@ -68,14 +68,22 @@ func (s *Stack) startNATS() error {
 // kafkaConfig: one KRaft node acting as broker and controller. Its PLAINTEXT listener advertises
 // the gateway's listener, so every client that bootstraps through Envoy comes back through
 // Envoy. Its DIRECT listener advertises itself, as the brokers of an existing cluster do: direct
-// clients (benchmark baselines) use it, and the gateway fronts it with address rewriting.
+// clients (benchmark baselines) use it, and the gateway fronts it with address rewriting. Its
+// SASL listener (SASL_PLAINTEXT: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with Kafka's unsecured
+// JWT validator, fit for a local broker only) is fronted the same way; every SASL user
+// <name> has the password <name>-secret.
 var kafkaConfig = template.Must(template.New("kafka").Parse(`process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{{.Controller}}
-listeners=PLAINTEXT://127.0.0.1:{{.Broker}},CONTROLLER://127.0.0.1:{{.Controller}},DIRECT://127.0.0.1:{{.Direct}}
-advertised.listeners=PLAINTEXT://127.0.0.1:{{.Advertised}},DIRECT://127.0.0.1:{{.Direct}}
+listeners=PLAINTEXT://127.0.0.1:{{.Broker}},CONTROLLER://127.0.0.1:{{.Controller}},DIRECT://127.0.0.1:{{.Direct}},SASL://127.0.0.1:{{.SASL}}
+advertised.listeners=PLAINTEXT://127.0.0.1:{{.Advertised}},DIRECT://127.0.0.1:{{.Direct}},SASL://127.0.0.1:{{.SASL}}
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,DIRECT:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,DIRECT:PLAINTEXT,SASL:SASL_PLAINTEXT
+listener.name.sasl.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+listener.name.sasl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required{{range .SASLUsers}} user_{{.}}="{{.}}-secret"{{end}};
+listener.name.sasl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
 inter.broker.listener.name=PLAINTEXT
 log.dirs={{.Dir}}/data
 num.partitions=1
@@ -114,6 +122,7 @@ func (s *Stack) startKafka() error {
 	if err := kafkaConfig.Execute(&b, map[string]any{
 		"Controller": s.cfg.Ports.KafkaController, "Broker": s.cfg.Ports.KafkaUpstream,
 		"Advertised": s.cfg.Ports.Kafka, "Direct": s.cfg.Ports.KafkaDirect, "Dir": dir,
+		"SASL": s.cfg.Ports.KafkaSASLUp, "SASLUsers": s.cfg.kafkaSASLUsers(),
 	}); err != nil {
 		return err
 	}
@@ -142,19 +151,20 @@ func (s *Stack) startKafka() error {
 	}
 	s.Kafka = p
 	s.procs = append(s.procs, p)
-	for _, port := range []int{s.cfg.Ports.KafkaUpstream, s.cfg.Ports.KafkaDirect} {
+	for _, port := range []int{s.cfg.Ports.KafkaUpstream, s.cfg.Ports.KafkaDirect, s.cfg.Ports.KafkaSASLUp} {
 		if err := waitTCP(p, addr(port), kafkaStartTimeout); err != nil {
 			return err
 		}
 	}
-	return nil
+	return addSCRAMUsers(addr(s.cfg.Ports.KafkaDirect), s.cfg.kafkaSASLUsers())
 }
 
 func (s *Stack) startControlPlane() error {
 	p := s.cfg.Ports
 	args := []string{"serve", "--policy-dir", s.cfg.PolicyDir}
 	if s.cfg.WithKafka {
-		args = append(args, "--kafka-broker", addr(p.KafkaDirect)+"="+addr(p.KafkaBroker))
+		args = append(args, "--kafka-broker", addr(p.KafkaDirect)+"="+addr(p.KafkaBroker),
+			"--kafka-broker", addr(p.KafkaSASLUp)+"="+addr(p.KafkaSASL))
 	}
 	if p.NATSPlain != 0 {
 		args = append(args, "--nats-plain-listen", addr(p.NATSPlain))

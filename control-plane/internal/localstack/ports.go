@@ -23,6 +23,8 @@ type Ports struct {
 	NATSPlain       int // optional: Envoy NATS listener without the filter (0: none)
 	KafkaDirect     int // Kafka's second listener, advertising itself (direct clients, benchmarks)
 	KafkaBroker     int // Envoy listener fronting KafkaDirect: broker addresses are rewritten
+	KafkaSASL       int // Envoy listener fronting KafkaSASLUp: clients authenticate with SASL
+	KafkaSASLUp     int // Kafka's SASL_PLAINTEXT listener (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER), advertising itself
 	Redis           int // the quota store (with the quota service, for global limits)
 	Quota           int // the quota service (weighstation quota)
 }
@@ -43,6 +45,8 @@ var PortEnv = []struct {
 	{"CONTROL_PLANE_PORT", 18080, func(p *Ports) *int { return &p.ControlPlane }},
 	{"KAFKA_DIRECT_PORT", 19094, func(p *Ports) *int { return &p.KafkaDirect }},
 	{"KAFKA_BROKER_PORT", 9093, func(p *Ports) *int { return &p.KafkaBroker }},
+	{"KAFKA_SASL_PORT", 9192, func(p *Ports) *int { return &p.KafkaSASL }},
+	{"KAFKA_SASL_UPSTREAM_PORT", 19095, func(p *Ports) *int { return &p.KafkaSASLUp }},
 	{"REDIS_PORT", 16379, func(p *Ports) *int { return &p.Redis }},
 	{"QUOTA_PORT", 18090, func(p *Ports) *int { return &p.Quota }},
 	{"NATS_PLAIN_PORT", 0, func(p *Ports) *int { return &p.NATSPlain }},
@@ -64,13 +68,13 @@ func (p Ports) ForReplicas(replicas int, brokerSet bool) (Ports, error) {
 		first int
 		n     int
 	}
-	spans := []span{{"NATS_PORT", p.NATS, replicas}, {"KAFKA_PORT", p.Kafka, replicas}, {"KAFKA_BROKER_PORT", p.KafkaBroker, replicas}, {"ADMIN_PORT", p.Admin, replicas}}
+	spans := []span{{"NATS_PORT", p.NATS, replicas}, {"KAFKA_PORT", p.Kafka, replicas}, {"KAFKA_BROKER_PORT", p.KafkaBroker, replicas}, {"KAFKA_SASL_PORT", p.KafkaSASL, replicas}, {"ADMIN_PORT", p.Admin, replicas}}
 	if p.NATSPlain != 0 {
 		spans = append(spans, span{"NATS_PLAIN_PORT", p.NATSPlain, replicas})
 	}
 	for _, e := range PortEnv {
 		switch e.Name {
-		case "NATS_PORT", "KAFKA_PORT", "KAFKA_BROKER_PORT", "ADMIN_PORT", "NATS_PLAIN_PORT":
+		case "NATS_PORT", "KAFKA_PORT", "KAFKA_BROKER_PORT", "KAFKA_SASL_PORT", "ADMIN_PORT", "NATS_PLAIN_PORT":
 		default:
 			spans = append(spans, span{e.Name, *e.field(&p), 1})
 		}
@@ -121,7 +125,7 @@ func FreePortsFor(replicas int) (Ports, error) {
 		}
 		n := 1
 		switch e.Name {
-		case "NATS_PORT", "KAFKA_PORT", "KAFKA_BROKER_PORT", "ADMIN_PORT":
+		case "NATS_PORT", "KAFKA_PORT", "KAFKA_BROKER_PORT", "KAFKA_SASL_PORT", "ADMIN_PORT":
 			n = max(replicas, 1)
 		}
 		run, err := consecutive(n)

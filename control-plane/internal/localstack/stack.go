@@ -37,6 +37,9 @@ type Config struct {
 	// ExtraNATSUsers are added to nats-server beside contract §1's users, each with the password
 	// "<user>-secret" (tests give each scenario a tenant of its own).
 	ExtraNATSUsers []string
+	// ExtraKafkaSASLUsers are added to the Kafka SASL listener beside the local ones (PLAIN and
+	// SCRAM-SHA-256/512), each with the password "<user>-secret".
+	ExtraKafkaSASLUsers []string
 	// ExtraNkeyUsers are public keys of NATS nkey users added beside the local ones, each
 	// proxy_required (reachable only through the gateway).
 	ExtraNkeyUsers []string
@@ -177,7 +180,7 @@ func (s *Stack) startEnvoy(replica int) error {
 	}
 	listeners := []int{p.NATS}
 	if s.cfg.WithKafka {
-		listeners = append(listeners, p.Kafka, p.KafkaBroker)
+		listeners = append(listeners, p.Kafka, p.KafkaBroker, p.KafkaSASL)
 	}
 	for _, port := range listeners {
 		if err := waitTCP(e, addr(port+replica), startTimeout); err != nil {

@@ -5,6 +5,7 @@
 //   sent=N acked=N failed=N errors=Class:count,... first_ack_ms=N last_ack_ms=N
 //
 // Usage: ProducerProbe bootstrap topic clientId recordsPerSecond seconds recordBytes
+// (PROBE_PROPS in the environment: more client properties, key=value per line)
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
@@ -26,6 +27,16 @@ public final class ProducerProbe {
         p.put(ProducerConfig.ACKS_CONFIG, "all");
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        // PROBE_PROPS: more client properties, one key=value per line (security settings).
+        String extra = System.getenv("PROBE_PROPS");
+        if (extra != null) {
+            for (String line : extra.split("\n")) {
+                int eq = line.indexOf('=');
+                if (eq > 0) {
+                    p.put(line.substring(0, eq).trim(), line.substring(eq + 1).trim());
+                }
+            }
+        }
         AtomicLong acked = new AtomicLong(), failed = new AtomicLong();
         AtomicLong firstAck = new AtomicLong(-1), lastAck = new AtomicLong(-1);
         Map<String, Integer> errors = new TreeMap<>();

@@ -11,6 +11,8 @@ application would log it.
 Usage: producer_probe.py bootstrap topic clientId recordsPerSecond seconds recordBytes deliveryTimeoutMs
 """
 
+import json
+import os
 import sys
 import time
 
@@ -32,6 +34,8 @@ def main():
         # delivery.timeout.ms: how long a message may wait for delivery before it is reported
         # failed (default 300 s).
         "message.timeout.ms": delivery_timeout_ms,
+        # PROBE_CONF: more configuration as a JSON object (security settings).
+        **json.loads(os.environ.get("PROBE_CONF", "{}")),
     })
     acked = failed = 0
     first_ack = last_ack = -1

@@ -1,0 +1,194 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func scramJAAS(user, pass string) map[string]string {
+	return map[string]string{
+		"security.protocol": "SASL_PLAINTEXT",
+		"sasl.mechanism":    "SCRAM-SHA-512",
+		"sasl.jaas.config":  fmt.Sprintf(`org.apache.kafka.common.security.scram.ScramLoginModule required username="%s" password="%s";`, user, pass),
+	}
+}
+
+// A connection through the SASL listener is attributed to the tenant whose saslPrincipals
+// name the principal the broker accepted — whatever client.id it claims — for each mechanism
+// and each client users run.
+func TestKafkaSASLPrincipalAttributesOnceTheBrokerAccepts(t *testing.T) {
+	type produce func(t *testing.T, topic, clientID string) clientRun
+	const rate, secs = 50, 2
+	cases := []struct {
+		name, tenant, clientID string
+		run                    produce
+	}{
+		{"Java SCRAM-SHA-512", "acme", "globex-claims-this", func(t *testing.T, topic, id string) clientRun {
+			return javaProducerWith(t, addr(ports.KafkaSASL), scramJAAS("acme-svc", "acme-svc-secret"), topic, id, rate, secs*time.Second, 100)
+		}},
+		{"librdkafka PLAIN", "globex", "acme-claims-this", func(t *testing.T, topic, id string) clientRun {
+			conf := map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+				"sasl.username": "globex-svc", "sasl.password": "globex-svc-secret"}
+			return librdkafkaProducerWith(t, addr(ports.KafkaSASL), conf, topic, id, rate, secs*time.Second, 100)
+		}},
+		{"librdkafka OAUTHBEARER", "acme", "globex-claims-this", func(t *testing.T, topic, id string) clientRun {
+			// An unsecured JWT (alg none) whose sub is acme-svc: the local broker's validator takes it.
+			conf := map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+				"enable.sasl.oauthbearer.unsecure.jwt": "true", "sasl.oauthbearer.config": "principal=acme-svc"}
+			return librdkafkaProducerWith(t, addr(ports.KafkaSASL), conf, topic, id, rate, secs*time.Second, 100)
+		}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			labels := map[string]string{"protocol": "kafka", "tenant": c.tenant}
+			claimed := map[string]string{"protocol": "kafka", "tenant": map[string]string{"acme": "globex", "globex": "acme"}[c.tenant]}
+			before, claimedBefore := metric(t, "weighstation_messages_accepted", labels), metric(t, "weighstation_messages_accepted", claimed)
+			run := c.run(t, fmt.Sprintf("sasl-identity-%d", i), c.clientID)
+			if run.sent == 0 || run.acked != run.sent {
+				t.Fatalf("sent %d, acked %d, failed %d (%s)\n%s", run.sent, run.acked, run.failed, run.errors, run.log)
+			}
+			eventually(t, 5*time.Second, "the records are charged to "+c.tenant, func() bool {
+				return metric(t, "weighstation_messages_accepted", labels)-before >= float64(run.sent)
+			})
+			if d := metric(t, "weighstation_messages_accepted", claimed) - claimedBefore; d != 0 {
+				t.Errorf("the tenant its client.id claims was charged %.0f records", d)
+			}
+		})
+	}
+}
+
+// kafkaRequest frames one request (header v1: api key, version, correlation id, client id).
+func kafkaRequest(apiKey, version int16, corr int32, body []byte) []byte {
+	const clientID = "spoofer"
+	f := binary.BigEndian.AppendUint32(nil, uint32(2+2+4+2+len(clientID)+len(body)))
+	f = binary.BigEndian.AppendUint16(f, uint16(apiKey))
+	f = binary.BigEndian.AppendUint16(f, uint16(version))
+	f = binary.BigEndian.AppendUint32(f, uint32(corr))
+	f = binary.BigEndian.AppendUint16(f, uint16(len(clientID)))
+	return append(append(f, clientID...), body...)
+}
+
+// saslAuthenticate sends SaslAuthenticate v0 with these bytes and returns the broker's error
+// code and its auth bytes.
+func saslAuthenticate(c net.Conn, r *bufio.Reader, corr int32, auth []byte) (int16, []byte, error) {
+	body := binary.BigEndian.AppendUint32(nil, uint32(len(auth)))
+	if _, err := c.Write(kafkaRequest(36, 0, corr, append(body, auth...))); err != nil {
+		return 0, nil, err
+	}
+	var size uint32
+	if err := binary.Read(r, binary.BigEndian, &size); err != nil {
+		return 0, nil, err
+	}
+	resp := make([]byte, size)
+	if _, err := io.ReadFull(r, resp); err != nil {
+		return 0, nil, err
+	}
+	// correlation id, error_code, error_message (string), auth_bytes (bytes)
+	code := int16(binary.BigEndian.Uint16(resp[4:]))
+	msgLen := int(int16(binary.BigEndian.Uint16(resp[6:])))
+	rest := resp[8+max(msgLen, 0):]
+	return code, rest[4:], nil
+}
+
+// spoofKafkaOnce authenticates as user with a wrong password over the SASL listener (PLAIN or
+// SCRAM-SHA-512, speaking the protocol itself, as an attacker would) and returns the broker's
+// error code: non-zero when it refused.
+func spoofKafkaOnce(user, mechanism string) (int16, error) {
+	c, err := net.DialTimeout("tcp", addr(ports.KafkaSASL), time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	r := bufio.NewReader(c)
+	handshake := binary.BigEndian.AppendUint16(nil, uint16(len(mechanism)))
+	if _, err := c.Write(kafkaRequest(17, 1, 1, append(handshake, mechanism...))); err != nil {
+		return 0, err
+	}
+	var size uint32
+	if err := binary.Read(r, binary.BigEndian, &size); err != nil {
+		return 0, err
+	}
+	if _, err := r.Discard(int(size)); err != nil {
+		return 0, err
+	}
+	if mechanism == "PLAIN" {
+		code, _, err := saslAuthenticate(c, r, 2, []byte("\x00"+user+"\x00wrong"))
+		return code, err
+	}
+	code, serverFirst, err := saslAuthenticate(c, r, 2, []byte("n,,n="+user+",r=spoofnonce"))
+	if err != nil || code != 0 {
+		return code, err
+	}
+	nonce := ""
+	for _, attr := range strings.Split(string(serverFirst), ",") {
+		if v, ok := strings.CutPrefix(attr, "r="); ok {
+			nonce = v
+		}
+	}
+	proof := base64.StdEncoding.EncodeToString(make([]byte, 64))
+	code, _, err = saslAuthenticate(c, r, 3, []byte("c=biws,r="+nonce+",p="+proof))
+	return code, err
+}
+
+// spoofKafka claims user with a wrong password, over PLAIN and SCRAM-SHA-512 in turn, as fast
+// as the broker answers, until stop closes; done closes when it has stopped. It returns how
+// many times the broker refused it.
+func spoofKafka(user string, stop <-chan struct{}) (refused *atomic.Int64, done <-chan struct{}) {
+	refused = new(atomic.Int64)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if code, err := spoofKafkaOnce(user, []string{"PLAIN", "SCRAM-SHA-512"}[i%2]); err == nil && code != 0 {
+				refused.Add(1)
+			}
+		}
+	}()
+	return refused, finished
+}
+
+// A client that claims a tenant's SASL principal with a wrong secret charges no one: the broker
+// refuses it, the refusal is counted, and the real tenant's producer loses nothing.
+func TestKafkaSpooferWithAWrongSecretChargesNoTenant(t *testing.T) {
+	const tenant = "spoof-victim"
+	labels := map[string]string{"protocol": "kafka", "tenant": tenant}
+	creds := scramJAAS(tenant, tenant+"-secret")
+	// The topic exists before the measured run: a produce that creates it is retried by the
+	// client, and the gateway counts what it forwarded.
+	javaProducerWith(t, addr(ports.KafkaSASL), creds, "spoof-victim-orders", "victim", 10, time.Second, 100)
+	failures0 := metric(t, "weighstation_auth_failures_total", map[string]string{"protocol": "kafka"})
+	accepted0 := metric(t, "weighstation_messages_accepted", labels)
+	stop := make(chan struct{})
+	refused, done := spoofKafka(tenant, stop)
+	run := javaProducerWith(t, addr(ports.KafkaSASL), creds, "spoof-victim-orders", "victim", 200, 4*time.Second, 100)
+	close(stop)
+	<-done
+	t.Logf("victim: sent %d acked %d failed %d (%s); spoofer: refused %d times", run.sent, run.acked, run.failed, run.errors, refused.Load())
+	if run.failed != 0 || run.acked != run.sent {
+		t.Errorf("the real tenant lost records: sent %d, acked %d, failed %d (%s)", run.sent, run.acked, run.failed, run.errors)
+	}
+	eventually(t, 5*time.Second, "the victim's records are counted", func() bool {
+		return metric(t, "weighstation_messages_accepted", labels)-accepted0 >= float64(run.acked)
+	})
+	if d := metric(t, "weighstation_messages_accepted", labels) - accepted0; d != float64(run.acked) {
+		t.Errorf("tenant %s charged for %.0f records, its real producer had %d acknowledged", tenant, d, run.acked)
+	}
+	failures := metric(t, "weighstation_auth_failures_total", map[string]string{"protocol": "kafka"}) - failures0
+	if refused.Load() == 0 || failures < float64(refused.Load()) {
+		t.Errorf("weighstation_auth_failures_total{protocol=kafka} rose by %.0f for %d refused authentications", failures, refused.Load())
+	}
+}
