@@ -35,7 +35,7 @@ def main():
         # failed (default 300 s).
         "message.timeout.ms": delivery_timeout_ms,
         # PROBE_CONF: more configuration as a JSON object (security settings).
-        **json.loads(os.environ.get("PROBE_CONF", "{}")),
+        **(json.loads(os.environ.get("PROBE_CONF", "{}")) or {}),
     })
     acked = failed = 0
     first_ack = last_ack = -1

@@ -205,6 +205,13 @@ impl<G: Gate> ClientHandler for ClientSide<'_, G> {
                 return Admission::Hold;
             }
             Authentication::Refused => return Admission::Close(SERVER_REFUSES_PAYLOAD.to_vec()),
+            Authentication::Accepted
+                if self.state.info_after_pong && !self.state.pongs.contains(&PongOwner::Client) =>
+            {
+                // It publishes without waiting for a handshake PONG: its INFO need not wait.
+                self.state.info_after_pong = false;
+                self.state.info_now = true;
+            }
             Authentication::BeforeConnect | Authentication::Accepted => {}
         }
         match self.gate.publish(p) {
@@ -264,23 +271,29 @@ impl<G: Gate> ServerSide<'_, G> {
     }
 
     /// nats-server accepted the CONNECT (`+OK` or the verdict PONG): commit the credentials.
-    /// Returns what to send the client in place of nothing: the tenant's INFO, unless it must
-    /// wait for the PONG the client asked for (nats.go wants PONG right after CONNECT+PING);
-    /// Err(line) if the connection is refused.
-    fn accepted(&mut self) -> Result<Option<Vec<u8>>, Vec<u8>> {
+    /// The tenant's INFO waits for the PONG of the client's handshake PING (nats.go wants PONG
+    /// right after CONNECT+PING, and that PING may reach the filter after the verdict); a
+    /// client that publishes without one gets it at once (see ClientSide::publish). Err(line)
+    /// if the connection is refused.
+    fn accepted(&mut self) -> Result<(), Vec<u8>> {
         let Authentication::Awaiting(credentials) = std::mem::take(&mut self.state.authentication) else {
-            return Ok(None);
+            return Ok(());
         };
         if let Err(text) = self.gate.authenticated(credentials) {
             self.state.authentication = Authentication::Refused;
             return Err(err_line(&text));
         }
         self.state.authentication = Authentication::Accepted;
-        if self.state.pongs.contains(&PongOwner::Client) {
-            self.state.info_after_pong = true;
-            return Ok(None);
-        }
-        Ok(self.tenant_info())
+        self.state.info_after_pong = true;
+        Ok(())
+    }
+
+    /// The INFO owed to the client: the server's last, with the tenant's max_payload when it has
+    /// one, or as the server sent it if it was held back.
+    fn owed_info(&mut self) -> Option<Vec<u8>> {
+        let deferred = std::mem::take(&mut self.state.info_deferred);
+        self.tenant_info()
+            .or_else(|| deferred.then(|| self.server_info_line()).flatten())
     }
 
     /// `-ERR` before the verdict: nats-server refused the CONNECT and is closing.
@@ -345,8 +358,7 @@ impl<G: Gate> ServerHandler for ServerSide<'_, G> {
                 return ServerEdit::Keep; // never insert inside a payload
             }
             ServerOp::Ok => match self.accepted() {
-                Ok(Some(info)) => return ServerEdit::KeepThenInsert(info),
-                Ok(None) => ServerEdit::Keep,
+                Ok(()) => ServerEdit::Keep,
                 Err(line) => return ServerEdit::ReplaceThenEnd(line),
             },
             ServerOp::Err { text } => {
@@ -357,17 +369,13 @@ impl<G: Gate> ServerHandler for ServerSide<'_, G> {
                 Some(PongOwner::Refusal(text)) => return ServerEdit::Replace(err_line(&text)),
                 Some(PongOwner::Verdict) => {
                     return match self.accepted() {
-                        Ok(info) => ServerEdit::Replace(info.unwrap_or_default()),
+                        Ok(()) => ServerEdit::Replace(Vec::new()),
                         Err(line) => ServerEdit::ReplaceThenEnd(line),
                     }
                 }
                 Some(PongOwner::Client) | None => {
                     if std::mem::take(&mut self.state.info_after_pong) {
-                        let deferred = std::mem::take(&mut self.state.info_deferred);
-                        let line = self
-                            .tenant_info()
-                            .or_else(|| deferred.then(|| self.server_info_line()).flatten());
-                        if let Some(line) = line {
+                        if let Some(line) = self.owed_info() {
                             return ServerEdit::KeepThenInsert(line);
                         }
                     }
@@ -377,7 +385,7 @@ impl<G: Gate> ServerHandler for ServerSide<'_, G> {
             ServerOp::Ping | ServerOp::Other => ServerEdit::Keep,
         };
         if edit == ServerEdit::Keep && std::mem::take(&mut self.state.info_now) {
-            if let Some(line) = self.tenant_info() {
+            if let Some(line) = self.owed_info() {
                 return ServerEdit::KeepThenInsert(line);
             }
         }
@@ -517,6 +525,23 @@ mod tests {
     }
 
     #[test]
+    fn a_handshake_ping_that_arrives_after_the_verdict_still_gets_its_pong_first() {
+        let (mut s, mut g) = (Session::default(), FakeGate::default());
+        server(&mut s, &mut g, SERVER_INFO);
+        client(&mut s, &mut g, b"CONNECT {\"protocol\":1}\r\n");
+        let out = text(&server(
+            &mut s,
+            &mut g,
+            b"PONG\r\nINFO {\"server_id\":\"S\",\"connect_info\":true}\r\n",
+        ));
+        assert_eq!(out, "", "verdict PONG swallowed, the server's INFO held back");
+        client(&mut s, &mut g, b"PING\r\n");
+        let out = text(&server(&mut s, &mut g, b"PONG\r\n"));
+        assert!(out.starts_with("PONG\r\nINFO {"), "{out}");
+        assert!(out.contains("\"connect_info\":true"), "{out}");
+    }
+
+    #[test]
     fn publishes_before_the_verdict_wait_for_it_and_are_then_charged() {
         let (mut s, mut g) = (Session::default(), FakeGate::default());
         server(&mut s, &mut g, SERVER_INFO);
@@ -531,13 +556,18 @@ mod tests {
         assert_eq!(g.published, 0, "nothing charged yet");
         assert!(!s.release_held());
         let out = text(&server(&mut s, &mut g, b"PONG\r\n"));
-        assert!(out.starts_with("INFO {"), "no PONG the client did not ask for: {out}");
+        assert_eq!(out, "", "no PONG the client did not ask for");
         assert!(s.release_held());
         assert!(!s.release_held(), "once");
         s.forwarded(o.decided);
         let again = s.client_data(b"PUB a 1\r\nx\r\n", &mut g);
         assert!(!again.hold);
         assert_eq!(g.published, 1, "decided once the tenant is known");
+        let out = text(&server(&mut s, &mut g, b"PING\r\n"));
+        assert!(
+            out.starts_with("PING\r\nINFO {"),
+            "a client that publishes without a handshake PING gets its INFO at once: {out}"
+        );
     }
 
     #[test]
@@ -577,14 +607,16 @@ mod tests {
         let (mut s, mut g) = (Session::default(), FakeGate::default());
         server(&mut s, &mut g, SERVER_INFO);
         client(&mut s, &mut g, b"CONNECT {\"verbose\":true,\"user\":\"acme\"}\r\n");
-        let out = text(&server(&mut s, &mut g, b"+OK\r\n"));
-        assert!(out.starts_with("+OK\r\nINFO {"), "{out}");
+        assert_eq!(server(&mut s, &mut g, b"+OK\r\n"), b"+OK\r\n");
         assert_eq!(g.accepted.len(), 1);
         assert_eq!(
             server(&mut s, &mut g, b"PONG\r\n"),
             b"",
             "the filter's PONG is not the client's"
         );
+        client(&mut s, &mut g, b"PING\r\n");
+        let out = text(&server(&mut s, &mut g, b"PONG\r\n"));
+        assert!(out.starts_with("PONG\r\nINFO {"), "{out}");
     }
 
     #[test]
