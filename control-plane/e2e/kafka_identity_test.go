@@ -27,19 +27,20 @@ func scramJAAS(user, pass string) map[string]string {
 func TestKafkaSASLPrincipalAttributesOnceTheBrokerAccepts(t *testing.T) {
 	type produce func(t *testing.T, topic, clientID string) clientRun
 	const rate, secs = 50, 2
+	// Each client claims, by its client.id, the other tenant's name.
 	cases := []struct {
-		name, tenant, clientID string
-		run                    produce
+		name, tenant, claimed, clientID string
+		run                             produce
 	}{
-		{"Java SCRAM-SHA-512", "acme", "globex-claims-this", func(t *testing.T, topic, id string) clientRun {
+		{"Java SCRAM-SHA-512", "acme", "globex", "globex-claims-this", func(t *testing.T, topic, id string) clientRun {
 			return javaProducerWith(t, addr(ports.KafkaSASL), scramJAAS("acme-svc", "acme-svc-secret"), topic, id, rate, secs*time.Second, 100)
 		}},
-		{"librdkafka PLAIN", "globex", "acme-claims-this", func(t *testing.T, topic, id string) clientRun {
+		{"librdkafka PLAIN", "globex", "acme", "acme-claims-this", func(t *testing.T, topic, id string) clientRun {
 			conf := map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
 				"sasl.username": "globex-svc", "sasl.password": "globex-svc-secret"}
 			return librdkafkaProducerWith(t, addr(ports.KafkaSASL), conf, topic, id, rate, secs*time.Second, 100)
 		}},
-		{"librdkafka OAUTHBEARER", "acme", "globex-claims-this", func(t *testing.T, topic, id string) clientRun {
+		{"librdkafka OAUTHBEARER", "acme", "globex", "globex-claims-this", func(t *testing.T, topic, id string) clientRun {
 			// An unsecured JWT (alg none) whose sub is acme-svc: the local broker's validator takes it.
 			conf := map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
 				"enable.sasl.oauthbearer.unsecure.jwt": "true", "sasl.oauthbearer.config": "principal=acme-svc"}
@@ -49,7 +50,7 @@ func TestKafkaSASLPrincipalAttributesOnceTheBrokerAccepts(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			labels := map[string]string{"protocol": "kafka", "tenant": c.tenant}
-			claimed := map[string]string{"protocol": "kafka", "tenant": map[string]string{"acme": "globex", "globex": "acme"}[c.tenant]}
+			claimed := map[string]string{"protocol": "kafka", "tenant": c.claimed}
 			before, claimedBefore := metric(t, "weighstation_messages_accepted", labels), metric(t, "weighstation_messages_accepted", claimed)
 			run := c.run(t, fmt.Sprintf("sasl-identity-%d", i), c.clientID)
 			if run.sent == 0 || run.acked != run.sent {
