@@ -63,7 +63,13 @@ func metricTotal(t *testing.T, name string, labels map[string]string) float64 {
 // metricSeries returns the first matching series' value and the sum of all matching ones.
 func metricSeries(t *testing.T, name string, labels map[string]string) (first, total float64) {
 	t.Helper()
-	resp, err := http.Get("http://" + addr(ports.Admin) + "/stats/prometheus")
+	return metricSeriesAt(t, ports.Admin, name, labels)
+}
+
+// metricSeriesAt is metricSeries from the Envoy whose admin listens on adminPort.
+func metricSeriesAt(t *testing.T, adminPort int, name string, labels map[string]string) (first, total float64) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr(adminPort) + "/stats/prometheus")
 	if err != nil {
 		t.Fatalf("reading Envoy stats: %v", err)
 	}

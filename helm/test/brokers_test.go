@@ -52,6 +52,16 @@ func TestUpstreamsAndClientPortsMatchTheValues(t *testing.T) {
 			wantPorts := map[string]int{} // client port name -> number, on the container and the Service
 			if get(vals, "nats", "enabled") == true {
 				wantPorts["nats"] = get(vals, "nats", "port").(int)
+				if get(vals, "tls", "nats", "enabled") == true {
+					wantPorts["nats-tls"] = get(vals, "tls", "nats", "port").(int)
+					want := fmt.Sprintf("0.0.0.0:%d", wantPorts["nats-tls"])
+					if get(vals, "tls", "nats", "clientCertificates") == "required" {
+						want += ",mtls"
+					}
+					if got, _ := flagValue(args, "nats-tls-listen"); got != want {
+						t.Errorf("--nats-tls-listen=%s, want %s", got, want)
+					}
+				}
 			}
 			if get(vals, "kafka", "enabled") == true {
 				brokers := strings_(get(vals, "kafka", "brokers"))
@@ -68,10 +78,24 @@ func TestUpstreamsAndClientPortsMatchTheValues(t *testing.T) {
 					t.Fatalf("%d --kafka-broker flags for %d brokers: %q", len(brokerFlags), len(brokers), brokerFlags)
 				}
 				multiBroker = multiBroker || len(brokers) > 1
+				// TLS options, the same on every Kafka listener.
+				options := ""
+				if get(vals, "tls", "kafka", "enabled") == true {
+					options = ",tls"
+					if get(vals, "tls", "kafka", "clientCertificates") == "required" {
+						options = ",mtls"
+					}
+				}
+				if get(vals, "tls", "upstream", "kafka") == true {
+					options += ",upstream-tls"
+				}
+				if got, _ := flagValue(args, "kafka-listen"); got != fmt.Sprintf("0.0.0.0:%d%s", kafkaPort, options) {
+					t.Errorf("--kafka-listen=%s, want options %q", got, options)
+				}
 				for i, b := range brokers {
 					name, port := fmt.Sprintf("kafka-broker-%d", i), kafkaPort+1+i
 					wantPorts[name] = port
-					want := fmt.Sprintf("%s=0.0.0.0:%d=%s:%d", b, port, host, port)
+					want := fmt.Sprintf("%s=0.0.0.0:%d=%s:%d%s", b, port, host, port, options)
 					if brokerFlags[i] != want {
 						t.Errorf("--kafka-broker=%s, want %s", brokerFlags[i], want)
 					}
@@ -163,6 +187,7 @@ func TestControlPlaneAcceptsTheRenderedArguments(t *testing.T) {
 			args = setFlag(args, "xds-listen", fmt.Sprintf("127.0.0.1:%d", ports[0]))
 			args = setFlag(args, "http-listen", fmt.Sprintf("127.0.0.1:%d", ports[1]))
 			args = setFlag(args, "serve-wasm", wasmFile)
+			args = withTLSFiles(t, args)
 			log := filepath.Join(t.TempDir(), "control-plane.log")
 			t.Cleanup(func() {
 				if t.Failed() {

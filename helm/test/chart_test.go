@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	certmanagerv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -30,11 +31,12 @@ func valueSets(t *testing.T) map[string]string {
 	return out
 }
 
-// Kinds kubeconform has no schema for (CRDs of the Prometheus Operator): each is decoded strictly
+// Kinds kubeconform has no schema for (CRDs of the Prometheus Operator and cert-manager): each is decoded strictly
 // into the operator's own Go types instead, so an unknown or mistyped field fails as well.
 var crdKinds = map[string]func([]byte) error{
 	"ServiceMonitor": func(b []byte) error { return strictDecode(b, &monitoringv1.ServiceMonitor{}) },
 	"PrometheusRule": func(b []byte) error { return strictDecode(b, &monitoringv1.PrometheusRule{}) },
+	"Certificate":    func(b []byte) error { return strictDecode(b, &certmanagerv1.Certificate{}) },
 }
 
 func strictDecode(doc []byte, into any) error {

@@ -106,6 +106,7 @@ func TestEnvoyBootstrapIsRenderedByTheControlPlaneBinary(t *testing.T) {
 					}
 					continue
 				}
+				listen, _, _ = strings.Cut(listen, ",") // the address, without TLS options
 				if listen != "0.0.0.0:"+strconv.Itoa(containerPort(t, envoy, proto)) {
 					t.Errorf("--%s-listen=%s, Envoy container port %s is %d", proto, listen, proto, containerPort(t, envoy, proto))
 				}

@@ -2,14 +2,22 @@ package charttest
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -269,4 +277,57 @@ func writePolicies(t *testing.T, cm object) string {
 		}
 	}
 	return dir
+}
+
+// withTLSFiles points the control plane's TLS file flags at a throwaway CA and a certificate
+// signed by it: the chart mounts Secrets at those paths, and a test has none.
+func withTLSFiles(t *testing.T, args []string) []string {
+	t.Helper()
+	var present []string
+	for _, f := range []string{"tls-cert-file", "tls-key-file", "tls-client-ca-file", "upstream-tls-ca-file", "upstream-tls-cert-file", "upstream-tls-key-file"} {
+		if _, ok := flagValue(args, f); ok {
+			present = append(present, f)
+		}
+	}
+	if len(present) == 0 {
+		return args
+	}
+	dir := t.TempDir()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "chart test CA"},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leafDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(2),
+		Subject: pkix.Name{CommonName: "gateway"}, DNSNames: []string{"localhost"},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
+	files := map[string][]byte{
+		"ca.crt":  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		"tls.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
+		"tls.key": pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+	}
+	for name, b := range files {
+		writeFile(t, filepath.Join(dir, name), string(b))
+	}
+	for _, f := range present {
+		file := "tls.crt"
+		switch {
+		case strings.HasSuffix(f, "-ca-file"):
+			file = "ca.crt"
+		case strings.HasSuffix(f, "-key-file"):
+			file = "tls.key"
+		}
+		args = setFlag(args, f, filepath.Join(dir, file))
+	}
+	return args
 }

@@ -166,6 +166,7 @@ func startChartPods(t *testing.T, valuesFiles []string, ports podPorts, sets ...
 	cpArgs = setFlag(cpArgs, "xds-listen", fmt.Sprintf("127.0.0.1:%d", ports.xds))
 	cpArgs = setFlag(cpArgs, "http-listen", fmt.Sprintf("127.0.0.1:%d", ports.http))
 	cpArgs = setFlag(cpArgs, "serve-wasm", wasmFile)
+	cpArgs = withTLSFiles(t, cpArgs)
 	cpProc := start(t, filepath.Join(logs, "control-plane.log"), weighBin, cpArgs...)
 	p.cpURL = fmt.Sprintf("http://127.0.0.1:%d", ports.http)
 	cpProc.waitHTTP(t, p.cpURL+get(p.cp, "readinessProbe", "httpGet", "path").(string), 200, 10*time.Second)

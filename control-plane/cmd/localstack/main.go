@@ -96,6 +96,18 @@ weighstation is up (logs in %s)
 Watching %s: edit a policy and it is in force within 2 s. Ctrl-C stops everything.
 `, s.LogDir(), r(ports.NATS), s.NkeyDir(), r(ports.Kafka), r(ports.KafkaBroker), r(ports.KafkaSASL), r(ports.Admin), a(ports.ControlPlane), a(ports.XDS),
 		a(ports.NATSUpstream), a(ports.KafkaUpstream), ports.KafkaController, a(ports.KafkaDirect), policyDir)
+	tls := s.TLSDir()
+	fmt.Printf(`TLS (certificates issued at this start into %[1]s; clients trust ca.crt):
+  NATS, TLS first      tls://%[2]s
+        nats --server tls://%[2]s --tlsca %[1]s/ca.crt --tlsfirst --nkey %[3]s/acme.nk pub orders.new hi
+        (nats.go: nats.Secure(...) and nats.TLSHandshakeFirst(); a client certificate %[1]s/<tenant>.crt identifies too)
+  Kafka SASL_SSL       %[4]s
+        kcat -b %[4]s -X security.protocol=SASL_SSL -X ssl.ca.location=%[1]s/ca.crt -X sasl.mechanisms=SCRAM-SHA-512 -X sasl.username=acme-svc -X sasl.password=acme-svc-secret -P -t orders
+  Kafka SSL (mTLS)     %[5]s
+        kcat -b %[5]s -X security.protocol=SSL -X ssl.ca.location=%[1]s/ca.crt -X ssl.certificate.location=%[1]s/acme.crt -X ssl.key.location=%[1]s/acme.key -P -t orders
+  Behind these the gateway reaches the broker over TLS with its own client certificate, which the broker's TLS listeners require.
+
+`, tls, r(ports.NATSTLS), s.NkeyDir(), r(ports.KafkaSASLSSL), r(ports.KafkaTLS))
 	if replicas > 1 {
 		fmt.Printf(`  %d gateway replicas: replica i listens on each gateway port + i (admin too).
   Quota service (global limits)  http://127.0.0.1:%d   store: Redis 127.0.0.1:%d

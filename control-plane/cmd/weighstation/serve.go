@@ -18,6 +18,7 @@ import (
 	"github.com/weighstation/weighstation/control-plane/internal/controller"
 	"github.com/weighstation/weighstation/control-plane/internal/quota"
 	"github.com/weighstation/weighstation/control-plane/internal/status"
+	"github.com/weighstation/weighstation/control-plane/internal/tlssecrets"
 	"github.com/weighstation/weighstation/control-plane/internal/watch"
 	"github.com/weighstation/weighstation/control-plane/internal/xds"
 )
@@ -31,10 +32,21 @@ func serve(args []string) int {
 	var g xds.Gateway
 	fs.StringVar(&g.NATSListen, "nats-listen", "127.0.0.1:4222", "Envoy's NATS listener (empty: none)")
 	fs.StringVar(&g.NATSUpstream, "nats-upstream", "127.0.0.1:14222", "nats-server address; several comma-separated seed servers of a cluster are balanced")
-	fs.StringVar(&g.KafkaListen, "kafka-listen", "127.0.0.1:9092", "Envoy's Kafka listener (empty: none)")
+	g.KafkaListen = "127.0.0.1:9092"
+	fs.Var(kafkaListen{&g}, "kafka-listen", "ADDRESS[,tls|,mtls][,upstream-tls]: Envoy's Kafka bootstrap listener (empty: none); options as for --kafka-broker")
 	fs.Var(kafkaBrokers{&g.KafkaBrokers}, "kafka-broker",
-		"UPSTREAM=LISTEN[=ADVERTISE]: front a broker that advertises UPSTREAM with a gateway listener (repeatable)")
+		"UPSTREAM=LISTEN[=ADVERTISE][,tls|,mtls][,upstream-tls]: front a broker that advertises UPSTREAM with a gateway listener (repeatable); tls/mtls terminate TLS from clients, upstream-tls reaches the broker over TLS")
 	fs.StringVar(&g.NATSPlainListen, "nats-plain-listen", "", "optional NATS listener with tcp_proxy alone, no filter (benchmark baseline)")
+	fs.Var(natsTLSListen{&g}, "nats-tls-listen", "ADDRESS[,mtls]: a TLS-first NATS listener beside --nats-listen (mtls: a client certificate is required)")
+	fs.BoolVar(&g.NATSUpstreamTLS, "nats-upstream-tls", false, "reach nats-server over TLS from the first byte (its tls { handshake_first: true })")
+	fs.StringVar(&g.TLSFiles.CertFile, "tls-cert-file", "", "PEM certificate chain TLS listeners present (re-read on change)")
+	fs.StringVar(&g.TLSFiles.KeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
+	fs.StringVar(&g.TLSFiles.ClientCAFile, "tls-client-ca-file", "", "PEM CA bundle that verifies client certificates on TLS listeners (mTLS)")
+	fs.StringVar(&g.TLSFiles.UpstreamCAFile, "upstream-tls-ca-file", "", "PEM CA bundle that verifies brokers reached over TLS")
+	fs.StringVar(&g.TLSFiles.UpstreamCertFile, "upstream-tls-cert-file", "", "PEM client certificate the gateway presents to brokers (optional)")
+	fs.StringVar(&g.TLSFiles.UpstreamKeyFile, "upstream-tls-key-file", "", "PEM private key of --upstream-tls-cert-file")
+	fs.StringVar(&g.UpstreamServerName, "upstream-tls-server-name", "", "name every broker certificate must carry, sent as SNI (default: each upstream's host)")
+	tlsPoll := fs.Duration("tls-poll", 5*time.Second, "how often the TLS files are re-read for rotation")
 	fs.StringVar(&g.KafkaUpstream, "kafka-upstream", "127.0.0.1:19092", "Kafka bootstrap broker address")
 	bufferLimit := fs.Uint("buffer-limit-bytes", 32<<10, "per-connection buffer in Envoy before TCP backpressure; under sustained overload a held connection forwards in steps of about this much")
 	fs.StringVar(&g.Wasm.File, "wasm-file", "", "path of the filter module Envoy loads")
@@ -49,6 +61,10 @@ func serve(args []string) int {
 	g.BufferLimitBytes = uint32(*bufferLimit)
 	if len(g.KafkaBrokers) > 0 && g.KafkaListen == "" {
 		fmt.Fprintln(os.Stderr, "weighstation serve: --kafka-broker needs --kafka-listen: the broker listeners share its filter configuration")
+		return 2
+	}
+	if err := g.Check(); err != nil {
+		fmt.Fprintln(os.Stderr, "weighstation serve:", err)
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -77,6 +93,19 @@ func serve(args []string) int {
 	defer stop()
 
 	server := xds.NewServer(g)
+	if g.TLSFiles != (tlssecrets.Files{}) {
+		material, err := g.TLSFiles.Load()
+		if err != nil {
+			log.Error("TLS files", "err", err)
+			return 2
+		}
+		_ = server.SetTLS(material) // nothing is published before the first policy
+		go tlssecrets.Watch(ctx, g.TLSFiles, material, *tlsPoll, func(m *tlssecrets.Material) {
+			if err := server.SetTLS(m); err != nil {
+				log.Error("publishing rotated TLS material", "err", err)
+			}
+		}, log)
+	}
 	if *replicasDNS != "" {
 		go countReplicas(ctx, *replicasDNS, server, log)
 	}
@@ -153,15 +182,81 @@ func (k kafkaBrokers) String() string {
 }
 
 func (k kafkaBrokers) Set(v string) error {
-	parts := strings.Split(v, "=")
+	addrs, options, given := strings.Cut(v, ",")
+	parts := strings.Split(addrs, "=")
 	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
-		return fmt.Errorf("%q is not UPSTREAM=LISTEN[=ADVERTISE]", v)
+		return fmt.Errorf("%q is not UPSTREAM=LISTEN[=ADVERTISE][,tls|,mtls][,upstream-tls]", v)
 	}
 	b := xds.KafkaBroker{Upstream: parts[0], Listen: parts[1]}
 	if len(parts) == 3 {
 		b.Advertise = parts[2]
 	}
+	var err error
+	if b.Downstream, b.UpstreamTLS, err = kafkaTLSOptions(options, given); err != nil {
+		return fmt.Errorf("%q: %w", v, err)
+	}
 	*k.list = append(*k.list, b)
+	return nil
+}
+
+// kafkaTLSOptions reads a Kafka listener's comma-separated options (given: a comma announced
+// them): tls or mtls, upstream-tls.
+func kafkaTLSOptions(options string, given bool) (d xds.Downstream, upstreamTLS bool, err error) {
+	if !given {
+		return xds.Plaintext, false, nil
+	}
+	for _, o := range strings.Split(options, ",") {
+		if parsed, ok := xds.ParseDownstream(o); ok && d == xds.Plaintext {
+			d = parsed
+		} else if o == "upstream-tls" && !upstreamTLS {
+			upstreamTLS = true
+		} else {
+			return d, upstreamTLS, fmt.Errorf("option %q is not one of tls, mtls, upstream-tls (once each)", o)
+		}
+	}
+	return d, upstreamTLS, nil
+}
+
+// kafkaListen reads --kafka-listen ADDRESS[,tls|,mtls][,upstream-tls].
+type kafkaListen struct{ g *xds.Gateway }
+
+func (k kafkaListen) String() string {
+	if k.g == nil {
+		return ""
+	}
+	return k.g.KafkaListen
+}
+
+func (k kafkaListen) Set(v string) error {
+	addr, options, given := strings.Cut(v, ",")
+	d, upstreamTLS, err := kafkaTLSOptions(options, given)
+	if err != nil {
+		return fmt.Errorf("%q: %w", v, err)
+	}
+	k.g.KafkaListen, k.g.KafkaTLS, k.g.KafkaUpstreamTLS = addr, d, upstreamTLS
+	return nil
+}
+
+// natsTLSListen reads --nats-tls-listen ADDRESS[,mtls].
+type natsTLSListen struct{ g *xds.Gateway }
+
+func (n natsTLSListen) String() string {
+	if n.g == nil || n.g.NATSTLSListen == "" {
+		return ""
+	}
+	return n.g.NATSTLSListen + "," + n.g.NATSTLS.String()
+}
+
+func (n natsTLSListen) Set(v string) error {
+	addr, option, _ := strings.Cut(v, ",")
+	d, ok := xds.ParseDownstream(option)
+	if option == "" {
+		d, ok = xds.TLS, true
+	}
+	if addr == "" || !ok {
+		return fmt.Errorf("%q is not ADDRESS[,tls|,mtls]", v)
+	}
+	n.g.NATSTLSListen, n.g.NATSTLS = addr, d
 	return nil
 }
 

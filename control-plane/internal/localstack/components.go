@@ -11,7 +11,8 @@ import (
 	"text/template"
 )
 
-// natsConfig: the upstream nats-server with the users of contract §1. Its max_payload is above
+// natsConfig: the upstream nats-server with the users of contract §1 (or, in operator mode,
+// an operator and one account whose users bring user JWTs). Its max_payload is above
 // any tenant's limit so the gateway, not the server, is where size limits are decided; `anon`
 // is also the user of connections that send no credentials. The gateway is a trusted proxy;
 // the nkey users are proxy_required (reachable only through it). The password users are not,
@@ -19,6 +20,15 @@ import (
 var natsConfig = template.Must(template.New("nats").Parse(`listen: "127.0.0.1:{{.Port}}"
 max_payload: 8MB
 max_pending: 64MB
+{{- with .Operator}}
+operator: "{{.OperatorJWT}}"
+system_account: {{.SystemPub}}
+resolver: MEMORY
+resolver_preload: {
+  {{.SystemPub}}: "{{.SystemJWT}}"
+  {{.AccountPub}}: "{{.AccountJWT}}"
+}
+{{- else}}
 no_auth_user: anon
 authorization {
   users = [
@@ -33,9 +43,17 @@ authorization {
 {{- end}}
   ]
 }
+{{- end}}
 proxies {
   trusted: [ {key: {{.ProxyKey}}} ]
 }
+{{- if .TLSDir}}
+tls {
+  cert_file: "{{.TLSDir}}/broker.crt"
+  key_file: "{{.TLSDir}}/broker.key"
+  handshake_first: true
+}
+{{- end}}
 jetstream {
   store_dir: "{{.Dir}}/jetstream"
   max_memory_store: 256MB
@@ -48,7 +66,14 @@ func (s *Stack) startNATS() error {
 	var b bytes.Buffer
 	data := map[string]any{
 		"Port": s.cfg.Ports.NATSUpstream, "Dir": s.cfg.WorkDir, "ExtraUsers": s.cfg.ExtraNATSUsers,
-		"NkeyUsers": s.security.nkeyUsers, "ProxyKey": s.security.proxyPublic,
+		"NkeyUsers": s.security.nkeyUsers, "ProxyKey": s.security.proxyPublic, "TLSDir": "", "Operator": nil,
+	}
+	if o := s.operator; o != nil {
+		data["Operator"] = map[string]string{"OperatorJWT": o.operatorJWT, "SystemPub": o.systemPub, "SystemJWT": o.systemJWT,
+			"AccountPub": o.accountPub, "AccountJWT": o.accountJWT}
+	}
+	if s.cfg.NATSUpstreamTLS {
+		data["TLSDir"] = s.tls.dir
 	}
 	if err := natsConfig.Execute(&b, data); err != nil {
 		return err
@@ -71,19 +96,29 @@ func (s *Stack) startNATS() error {
 // clients (benchmark baselines) use it, and the gateway fronts it with address rewriting. Its
 // SASL listener (SASL_PLAINTEXT: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with Kafka's unsecured
 // JWT validator, fit for a local broker only) is fronted the same way; every SASL user
-// <name> has the password <name>-secret.
+// <name> has the password <name>-secret. Its SSL and SASLSSL listeners (SSL, SASL_SSL with the
+// same mechanisms) require a client certificate from the broker CA, which only the gateway
+// holds: behind them the gateway originates TLS, and no client goes around it.
 var kafkaConfig = template.Must(template.New("kafka").Parse(`process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{{.Controller}}
-listeners=PLAINTEXT://127.0.0.1:{{.Broker}},CONTROLLER://127.0.0.1:{{.Controller}},DIRECT://127.0.0.1:{{.Direct}},SASL://127.0.0.1:{{.SASL}}
-advertised.listeners=PLAINTEXT://127.0.0.1:{{.Advertised}},DIRECT://127.0.0.1:{{.Direct}},SASL://127.0.0.1:{{.SASL}}
+listeners=PLAINTEXT://127.0.0.1:{{.Broker}},CONTROLLER://127.0.0.1:{{.Controller}},DIRECT://127.0.0.1:{{.Direct}},SASL://127.0.0.1:{{.SASL}},SSL://127.0.0.1:{{.SSL}},SASLSSL://127.0.0.1:{{.SASLSSL}}
+advertised.listeners=PLAINTEXT://127.0.0.1:{{.Advertised}},DIRECT://127.0.0.1:{{.Direct}},SASL://127.0.0.1:{{.SASL}},SSL://127.0.0.1:{{.SSL}},SASLSSL://127.0.0.1:{{.SASLSSL}}
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,DIRECT:PLAINTEXT,SASL:SASL_PLAINTEXT
-listener.name.sasl.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
-listener.name.sasl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required{{range .SASLUsers}} user_{{.}}="{{.}}-secret"{{end}};
-listener.name.sasl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
-listener.name.sasl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
-listener.name.sasl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,DIRECT:PLAINTEXT,SASL:SASL_PLAINTEXT,SSL:SSL,SASLSSL:SASL_SSL
+{{- range $l := .SASLListeners}}
+listener.name.{{$l}}.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+listener.name.{{$l}}.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required{{range $.SASLUsers}} user_{{.}}="{{.}}-secret"{{end}};
+listener.name.{{$l}}.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.{{$l}}.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.{{$l}}.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
+{{- end}}
+ssl.keystore.type=PEM
+ssl.keystore.location={{.TLSDir}}/broker.pem
+ssl.truststore.type=PEM
+ssl.truststore.location={{.TLSDir}}/broker-ca.crt
+listener.name.ssl.ssl.client.auth=required
+listener.name.saslssl.ssl.client.auth=required
 inter.broker.listener.name=PLAINTEXT
 log.dirs={{.Dir}}/data
 num.partitions=1
@@ -123,6 +158,8 @@ func (s *Stack) startKafka() error {
 		"Controller": s.cfg.Ports.KafkaController, "Broker": s.cfg.Ports.KafkaUpstream,
 		"Advertised": s.cfg.Ports.Kafka, "Direct": s.cfg.Ports.KafkaDirect, "Dir": dir,
 		"SASL": s.cfg.Ports.KafkaSASLUp, "SASLUsers": s.cfg.kafkaSASLUsers(),
+		"SSL": s.cfg.Ports.KafkaSSLUp, "SASLSSL": s.cfg.Ports.KafkaSASLSSLUp, "SASLListeners": []string{"sasl", "saslssl"},
+		"TLSDir": s.tls.dir,
 	}); err != nil {
 		return err
 	}
@@ -151,7 +188,7 @@ func (s *Stack) startKafka() error {
 	}
 	s.Kafka = p
 	s.procs = append(s.procs, p)
-	for _, port := range []int{s.cfg.Ports.KafkaUpstream, s.cfg.Ports.KafkaDirect, s.cfg.Ports.KafkaSASLUp} {
+	for _, port := range []int{s.cfg.Ports.KafkaUpstream, s.cfg.Ports.KafkaDirect, s.cfg.Ports.KafkaSASLUp, s.cfg.Ports.KafkaSSLUp, s.cfg.Ports.KafkaSASLSSLUp} {
 		if err := waitTCP(p, addr(port), kafkaStartTimeout); err != nil {
 			return err
 		}
@@ -162,9 +199,20 @@ func (s *Stack) startKafka() error {
 func (s *Stack) startControlPlane() error {
 	p := s.cfg.Ports
 	args := []string{"serve", "--policy-dir", s.cfg.PolicyDir}
+	tls := func(name string) string { return filepath.Join(s.tls.dir, name) }
+	args = append(args, "--nats-tls-listen", addr(p.NATSTLS),
+		"--tls-cert-file", tls("gateway.crt"), "--tls-key-file", tls("gateway.key"), "--tls-client-ca-file", tls("ca.crt"),
+		"--upstream-tls-ca-file", tls("broker-ca.crt"),
+		"--upstream-tls-cert-file", tls("gateway-client.crt"), "--upstream-tls-key-file", tls("gateway-client.key"),
+		"--tls-poll", "500ms")
+	if s.cfg.NATSUpstreamTLS {
+		args = append(args, "--nats-upstream-tls")
+	}
 	if s.cfg.WithKafka {
 		args = append(args, "--kafka-broker", addr(p.KafkaDirect)+"="+addr(p.KafkaBroker),
-			"--kafka-broker", addr(p.KafkaSASLUp)+"="+addr(p.KafkaSASL))
+			"--kafka-broker", addr(p.KafkaSASLUp)+"="+addr(p.KafkaSASL),
+			"--kafka-broker", addr(p.KafkaSSLUp)+"="+addr(p.KafkaTLS)+",mtls,upstream-tls",
+			"--kafka-broker", addr(p.KafkaSASLSSLUp)+"="+addr(p.KafkaSASLSSL)+",tls,upstream-tls")
 	}
 	if p.NATSPlain != 0 {
 		args = append(args, "--nats-plain-listen", addr(p.NATSPlain))

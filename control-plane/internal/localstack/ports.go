@@ -25,31 +25,43 @@ type Ports struct {
 	KafkaBroker     int // Envoy listener fronting KafkaDirect: broker addresses are rewritten
 	KafkaSASL       int // Envoy listener fronting KafkaSASLUp: clients authenticate with SASL
 	KafkaSASLUp     int // Kafka's SASL_PLAINTEXT listener (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER), advertising itself
+	NATSTLS         int // Envoy's TLS-first NATS listener
+	KafkaTLS        int // Envoy listener (mTLS: client certificate required) fronting KafkaSSLUp
+	KafkaSASLSSL    int // Envoy listener (TLS) fronting KafkaSASLSSLUp: SASL_SSL for clients
+	KafkaSSLUp      int // Kafka's SSL listener, which admits only the gateway's client certificate
+	KafkaSASLSSLUp  int // Kafka's SASL_SSL listener, which admits only the gateway's client certificate
 	Redis           int // the quota store (with the quota service, for global limits)
 	Quota           int // the quota service (weighstation quota)
 }
 
 // PortEnv names the environment variable that overrides each port, with its default (contract §1).
+// Gateway ports are Envoy's: with several replicas, replica i listens on port + i.
 var PortEnv = []struct {
 	Name    string
 	Default int
+	Gateway bool
 	field   func(*Ports) *int
 }{
-	{"NATS_PORT", 4222, func(p *Ports) *int { return &p.NATS }},
-	{"KAFKA_PORT", 9092, func(p *Ports) *int { return &p.Kafka }},
-	{"ADMIN_PORT", 9901, func(p *Ports) *int { return &p.Admin }},
-	{"NATS_UPSTREAM_PORT", 14222, func(p *Ports) *int { return &p.NATSUpstream }},
-	{"KAFKA_UPSTREAM_PORT", 19092, func(p *Ports) *int { return &p.KafkaUpstream }},
-	{"KAFKA_CONTROLLER_PORT", 19093, func(p *Ports) *int { return &p.KafkaController }},
-	{"XDS_PORT", 18000, func(p *Ports) *int { return &p.XDS }},
-	{"CONTROL_PLANE_PORT", 18080, func(p *Ports) *int { return &p.ControlPlane }},
-	{"KAFKA_DIRECT_PORT", 19094, func(p *Ports) *int { return &p.KafkaDirect }},
-	{"KAFKA_BROKER_PORT", 9093, func(p *Ports) *int { return &p.KafkaBroker }},
-	{"KAFKA_SASL_PORT", 9192, func(p *Ports) *int { return &p.KafkaSASL }},
-	{"KAFKA_SASL_UPSTREAM_PORT", 19095, func(p *Ports) *int { return &p.KafkaSASLUp }},
-	{"REDIS_PORT", 16379, func(p *Ports) *int { return &p.Redis }},
-	{"QUOTA_PORT", 18090, func(p *Ports) *int { return &p.Quota }},
-	{"NATS_PLAIN_PORT", 0, func(p *Ports) *int { return &p.NATSPlain }},
+	{"NATS_PORT", 4222, true, func(p *Ports) *int { return &p.NATS }},
+	{"KAFKA_PORT", 9092, true, func(p *Ports) *int { return &p.Kafka }},
+	{"ADMIN_PORT", 9901, true, func(p *Ports) *int { return &p.Admin }},
+	{"NATS_UPSTREAM_PORT", 14222, false, func(p *Ports) *int { return &p.NATSUpstream }},
+	{"KAFKA_UPSTREAM_PORT", 19092, false, func(p *Ports) *int { return &p.KafkaUpstream }},
+	{"KAFKA_CONTROLLER_PORT", 19093, false, func(p *Ports) *int { return &p.KafkaController }},
+	{"XDS_PORT", 18000, false, func(p *Ports) *int { return &p.XDS }},
+	{"CONTROL_PLANE_PORT", 18080, false, func(p *Ports) *int { return &p.ControlPlane }},
+	{"KAFKA_DIRECT_PORT", 19094, false, func(p *Ports) *int { return &p.KafkaDirect }},
+	{"KAFKA_BROKER_PORT", 9093, true, func(p *Ports) *int { return &p.KafkaBroker }},
+	{"KAFKA_SASL_PORT", 9192, true, func(p *Ports) *int { return &p.KafkaSASL }},
+	{"KAFKA_SASL_UPSTREAM_PORT", 19095, false, func(p *Ports) *int { return &p.KafkaSASLUp }},
+	{"NATS_TLS_PORT", 4322, true, func(p *Ports) *int { return &p.NATSTLS }},
+	{"KAFKA_TLS_PORT", 9292, true, func(p *Ports) *int { return &p.KafkaTLS }},
+	{"KAFKA_SASL_SSL_PORT", 9392, true, func(p *Ports) *int { return &p.KafkaSASLSSL }},
+	{"KAFKA_SSL_UPSTREAM_PORT", 19096, false, func(p *Ports) *int { return &p.KafkaSSLUp }},
+	{"KAFKA_SASL_SSL_UPSTREAM_PORT", 19097, false, func(p *Ports) *int { return &p.KafkaSASLSSLUp }},
+	{"REDIS_PORT", 16379, false, func(p *Ports) *int { return &p.Redis }},
+	{"QUOTA_PORT", 18090, false, func(p *Ports) *int { return &p.Quota }},
+	{"NATS_PLAIN_PORT", 0, true, func(p *Ports) *int { return &p.NATSPlain }},
 }
 
 // ForReplicas checks that `replicas` Envoys fit on consecutive ports from each listener's port
@@ -68,16 +80,13 @@ func (p Ports) ForReplicas(replicas int, brokerSet bool) (Ports, error) {
 		first int
 		n     int
 	}
-	spans := []span{{"NATS_PORT", p.NATS, replicas}, {"KAFKA_PORT", p.Kafka, replicas}, {"KAFKA_BROKER_PORT", p.KafkaBroker, replicas}, {"KAFKA_SASL_PORT", p.KafkaSASL, replicas}, {"ADMIN_PORT", p.Admin, replicas}}
-	if p.NATSPlain != 0 {
-		spans = append(spans, span{"NATS_PLAIN_PORT", p.NATSPlain, replicas})
-	}
+	var spans []span
 	for _, e := range PortEnv {
-		switch e.Name {
-		case "NATS_PORT", "KAFKA_PORT", "KAFKA_BROKER_PORT", "KAFKA_SASL_PORT", "ADMIN_PORT", "NATS_PLAIN_PORT":
-		default:
-			spans = append(spans, span{e.Name, *e.field(&p), 1})
+		n := 1
+		if e.Gateway {
+			n = replicas
 		}
+		spans = append(spans, span{e.Name, *e.field(&p), n})
 	}
 	for i, a := range spans {
 		for _, b := range spans[i+1:] {
@@ -124,8 +133,7 @@ func FreePortsFor(replicas int) (Ports, error) {
 			continue // optional listeners stay off in tests
 		}
 		n := 1
-		switch e.Name {
-		case "NATS_PORT", "KAFKA_PORT", "KAFKA_BROKER_PORT", "KAFKA_SASL_PORT", "ADMIN_PORT":
+		if e.Gateway {
 			n = max(replicas, 1)
 		}
 		run, err := consecutive(n)

@@ -3,11 +3,13 @@ package localstack
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -47,6 +49,12 @@ type Config struct {
 	Replicas int
 	// WithQuota starts Redis and the quota service (always with more than one replica).
 	WithQuota bool
+	// NATSUpstreamTLS makes nats-server accept TLS only (handshake first), which the gateway
+	// originates; clients can then reach nats-server only through the gateway.
+	NATSUpstreamTLS bool
+	// NATSOperatorMode runs nats-server with decentralized JWT authentication (an operator and
+	// one account, NATSAccount) instead of its configured users.
+	NATSOperatorMode bool
 }
 
 // Stack is a running local stack. Its processes are exported for tests that stall or stop one.
@@ -55,6 +63,8 @@ type Stack struct {
 	logDir   string
 	procs    []*process
 	security *security
+	tls      *tlsMaterial
+	operator *natsOperator
 
 	NATSServer, Kafka, ControlPlane, Envoy, Redis, Quota *process
 	// Envoys are the gateway replicas; Envoy is the first.
@@ -73,6 +83,14 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		return nil, err
 	}
 	s.security = sec
+	if s.tls, err = newTLSMaterial(filepath.Join(cfg.WorkDir, "tls")); err != nil {
+		return nil, fmt.Errorf("issuing the local certificates: %w", err)
+	}
+	if cfg.NATSOperatorMode {
+		if s.operator, err = newNATSOperator(); err != nil {
+			return nil, fmt.Errorf("making the NATS operator: %w", err)
+		}
+	}
 	steps := []struct {
 		name string
 		run  func() error
@@ -116,6 +134,29 @@ func (s *Stack) ProxyPublicKey() string { return s.security.proxyPublic }
 
 // NkeyDir holds the seed of each local nkey user, <tenant>.nk.
 func (s *Stack) NkeyDir() string { return filepath.Join(s.cfg.WorkDir, "nkeys") }
+
+// TLSDir holds the local certificates: ca.crt (what clients trust), the gateway's server and
+// client certificates, the brokers', and a client certificate per local tenant.
+func (s *Stack) TLSDir() string { return s.tls.dir }
+
+// RotateServerCertificate replaces the gateway's server certificate with a new one from the same
+// CA and returns its serial number; the control plane pushes it to Envoy within a second.
+func (s *Stack) RotateServerCertificate() (*big.Int, error) { return s.tls.RotateServerCertificate() }
+
+// IssueClientCertificate writes TLSDir/<name>.crt and .key, a client certificate the gateway
+// verifies, with this subject and optional SAN (a URI or DNS name).
+func (s *Stack) IssueClientCertificate(name string, subject pkix.Name, san string) error {
+	_, err := s.tls.IssueClient(name, subject, san)
+	return err
+}
+
+// NATSAccount is the public key of the operator-mode account (NATSOperatorMode).
+func (s *Stack) NATSAccount() string { return s.operator.accountPub }
+
+// IssueNATSUser issues a user JWT of the operator-mode account and its nkey seed.
+func (s *Stack) IssueNATSUser(name string, proxyRequired bool) (token string, seed []byte, err error) {
+	return s.operator.userJWT(name, proxyRequired)
+}
 
 // LogDir is where each process's output goes.
 func (s *Stack) LogDir() string { return s.logDir }
@@ -180,8 +221,9 @@ func (s *Stack) startEnvoy(replica int) error {
 	}
 	listeners := []int{p.NATS}
 	if s.cfg.WithKafka {
-		listeners = append(listeners, p.Kafka, p.KafkaBroker, p.KafkaSASL)
+		listeners = append(listeners, p.Kafka, p.KafkaBroker, p.KafkaSASL, p.KafkaTLS, p.KafkaSASLSSL)
 	}
+	listeners = append(listeners, p.NATSTLS)
 	for _, port := range listeners {
 		if err := waitTCP(e, addr(port+replica), startTimeout); err != nil {
 			return err

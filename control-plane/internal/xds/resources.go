@@ -24,6 +24,7 @@ import (
 
 	"github.com/weighstation/weighstation/control-plane/internal/compile"
 	"github.com/weighstation/weighstation/control-plane/internal/policy"
+	"github.com/weighstation/weighstation/control-plane/internal/tlssecrets"
 )
 
 // Names shared with the Envoy bootstrap, the Wasm filter and the docs.
@@ -55,12 +56,29 @@ type Gateway struct {
 	NATSUpstream  string // host:port of nats-server
 	KafkaListen   string
 	KafkaUpstream string
+	// KafkaTLS is how KafkaListen meets clients; KafkaUpstreamTLS, whether the gateway reaches
+	// KafkaUpstream over TLS.
+	KafkaTLS         Downstream
+	KafkaUpstreamTLS bool
 	// KafkaBrokers front brokers that advertise their own addresses: each gets a gateway
 	// listener, and the filter rewrites the brokers' addresses to the gateway's.
 	KafkaBrokers []KafkaBroker
 	// NATSPlainListen, if set, is a second NATS listener with tcp_proxy alone and no filter:
 	// the baseline that benchmarks compare the filter's overhead against.
-	NATSPlainListen  string
+	NATSPlainListen string
+	// NATSTLSListen, if set, is a TLS-first NATS listener (NATSTLS: TLS or MutualTLS) beside
+	// NATSListen, with the same filter configuration and upstream.
+	NATSTLSListen string
+	NATSTLS       Downstream
+	// NATSUpstreamTLS: the gateway reaches nats-server over TLS from the first byte (the
+	// server's `tls { handshake_first: true }`).
+	NATSUpstreamTLS bool
+	// UpstreamServerName, if set, is the name every broker's certificate must carry and the SNI
+	// sent; by default each upstream's own host.
+	UpstreamServerName string
+	// TLSFiles says which TLS material is configured; its content reaches Envoy over SDS
+	// (Server.SetTLS), so listeners refer to it by name and never change on rotation.
+	TLSFiles         tlssecrets.Files
 	BufferLimitBytes uint32 // per_connection_buffer_limit_bytes: where TCP backpressure starts
 	Wasm             WasmSource
 	// Replicas is how many Envoys are connected: a global limit's fallback divides by it.
@@ -94,7 +112,7 @@ func (g Gateway) WithPortOffset(offset int) (Gateway, error) {
 	out.KafkaBrokers = append([]KafkaBroker(nil), g.KafkaBrokers...)
 	out.kafkaAdvertisedAs = g.KafkaListen
 	var err error
-	for _, a := range []*string{&out.NATSListen, &out.KafkaListen, &out.NATSPlainListen} {
+	for _, a := range []*string{&out.NATSListen, &out.KafkaListen, &out.NATSPlainListen, &out.NATSTLSListen} {
 		if *a, err = move(*a); err != nil {
 			return g, err
 		}
@@ -120,23 +138,61 @@ type KafkaBroker struct {
 	Upstream  string
 	Listen    string
 	Advertise string
+	// Downstream is how the listener meets clients; UpstreamTLS, whether the gateway reaches
+	// the broker over TLS.
+	Downstream  Downstream
+	UpstreamTLS bool
 }
 
-type listenerSpec struct {
-	proto    compile.Protocol
-	listen   string
-	upstream string
-}
-
-func (g Gateway) listeners() []listenerSpec {
-	var out []listenerSpec
-	if g.NATSListen != "" {
-		out = append(out, listenerSpec{compile.NATS, g.NATSListen, g.NATSUpstream})
+// Check reports a configuration Envoy would refuse or that would not do what it says.
+func (g Gateway) Check() error {
+	if err := g.TLSFiles.Check(); err != nil {
+		return err
+	}
+	type use struct {
+		what        string
+		downstream  Downstream
+		upstreamTLS bool
+	}
+	uses := []use{{"--nats-upstream-tls", Plaintext, g.NATSUpstreamTLS}}
+	if g.NATSTLSListen != "" {
+		uses = append(uses, use{"--nats-tls-listen", g.NATSTLS, false})
 	}
 	if g.KafkaListen != "" {
-		out = append(out, listenerSpec{compile.Kafka, g.KafkaListen, g.KafkaUpstream})
+		uses = append(uses, use{"--kafka-listen", g.KafkaTLS, g.KafkaUpstreamTLS})
 	}
-	return out
+	for _, b := range g.KafkaBrokers {
+		uses = append(uses, use{"--kafka-broker " + b.Upstream + "=" + b.Listen, b.Downstream, b.UpstreamTLS})
+	}
+	for _, u := range uses {
+		switch {
+		case u.downstream != Plaintext && !g.TLSFiles.Server():
+			return fmt.Errorf("%s terminates TLS: it needs --tls-cert-file and --tls-key-file", u.what)
+		case u.downstream == MutualTLS && !g.TLSFiles.ClientCAs():
+			return fmt.Errorf("%s requires client certificates: it needs --tls-client-ca-file to verify them", u.what)
+		case u.upstreamTLS && !g.TLSFiles.Upstream():
+			return fmt.Errorf("%s reaches the broker over TLS: it needs --upstream-tls-ca-file to verify the broker", u.what)
+		}
+	}
+	return nil
+}
+
+// listenerSpec is one gateway listener and the cluster it forwards to.
+type listenerSpec struct {
+	proto      compile.Protocol
+	name       string
+	listen     string
+	cluster    string
+	downstream Downstream
+	// plain listeners run tcp_proxy alone, without the filter (a benchmark baseline).
+	plain bool
+}
+
+// clusterSpec is one upstream: a broker, or the seed servers of a NATS cluster.
+type clusterSpec struct {
+	name     string
+	upstream string
+	tls      bool
 }
 
 // Resources returns every resource of one snapshot: clusters, listeners and the filter
@@ -155,22 +211,51 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 	if g.kafkaAdvertisedAs != "" && g.KafkaListen != "" {
 		routes = append(routes, compile.BrokerRoute{Upstream: g.kafkaAdvertisedAs, Advertise: g.KafkaListen})
 	}
+	var clusters []clusterSpec
+	var listeners []listenerSpec
 	if q := set.QuotaService; q != nil {
-		c, err := cluster(listenerSpec{upstream: q.Address}, compile.QuotaCluster)
-		if err != nil {
-			return nil, err
-		}
-		res[resourcev3.ClusterType] = append(res[resourcev3.ClusterType], c)
+		clusters = append(clusters, clusterSpec{name: compile.QuotaCluster, upstream: q.Address})
 	}
-	for _, l := range g.listeners() {
-		c, err := cluster(l, clusterName(l.proto))
+	if g.NATSListen != "" || g.NATSTLSListen != "" {
+		clusters = append(clusters, clusterSpec{clusterName(compile.NATS), g.NATSUpstream, g.NATSUpstreamTLS})
+	}
+	if g.NATSListen != "" {
+		listeners = append(listeners, listenerSpec{proto: compile.NATS, name: string(compile.NATS), listen: g.NATSListen, cluster: clusterName(compile.NATS)})
+	}
+	if g.NATSTLSListen != "" {
+		listeners = append(listeners, listenerSpec{proto: compile.NATS, name: "nats_tls", listen: g.NATSTLSListen, cluster: clusterName(compile.NATS), downstream: g.NATSTLS})
+	}
+	if g.KafkaListen != "" {
+		clusters = append(clusters, clusterSpec{clusterName(compile.Kafka), g.KafkaUpstream, g.KafkaUpstreamTLS})
+		listeners = append(listeners, listenerSpec{proto: compile.Kafka, name: string(compile.Kafka), listen: g.KafkaListen, cluster: clusterName(compile.Kafka), downstream: g.KafkaTLS})
+	}
+	for i, b := range g.KafkaBrokers {
+		name := fmt.Sprintf("kafka_broker_%d", i)
+		clusters = append(clusters, clusterSpec{name, b.Upstream, b.UpstreamTLS})
+		listeners = append(listeners, listenerSpec{proto: compile.Kafka, name: name, listen: b.Listen, cluster: name, downstream: b.Downstream})
+	}
+	if g.NATSPlainListen != "" && g.NATSListen != "" {
+		listeners = append(listeners, listenerSpec{proto: compile.NATS, name: "nats_plain", listen: g.NATSPlainListen, cluster: clusterName(compile.NATS), plain: true})
+	}
+	for _, c := range clusters {
+		cl, err := cluster(c, g)
 		if err != nil {
 			return nil, err
 		}
-		lis, err := listener(l.proto, false, string(l.proto), l.listen, clusterName(l.proto), g.BufferLimitBytes)
+		res[resourcev3.ClusterType] = append(res[resourcev3.ClusterType], cl)
+	}
+	filters := map[compile.Protocol]bool{}
+	for _, l := range listeners {
+		lis, err := listener(l, g)
 		if err != nil {
 			return nil, err
 		}
+		res[resourcev3.ListenerType] = append(res[resourcev3.ListenerType], lis)
+		if l.plain || filters[l.proto] {
+			continue
+		}
+		// One filter configuration per protocol, shared by all its listeners.
+		filters[l.proto] = true
 		fc := compile.Filter(set, version, l.proto, g.Replicas)
 		if l.proto == compile.Kafka {
 			fc.BrokerRoutes = routes
@@ -179,29 +264,7 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 		if err != nil {
 			return nil, err
 		}
-		res[resourcev3.ClusterType] = append(res[resourcev3.ClusterType], c)
-		res[resourcev3.ListenerType] = append(res[resourcev3.ListenerType], lis)
 		res[resourcev3.ExtensionConfigType] = append(res[resourcev3.ExtensionConfigType], ext)
-	}
-	for i, b := range g.KafkaBrokers {
-		name := fmt.Sprintf("kafka_broker_%d", i)
-		c, err := cluster(listenerSpec{proto: compile.Kafka, upstream: b.Upstream}, name)
-		if err != nil {
-			return nil, err
-		}
-		lis, err := listener(compile.Kafka, false, name, b.Listen, name, g.BufferLimitBytes)
-		if err != nil {
-			return nil, err
-		}
-		res[resourcev3.ClusterType] = append(res[resourcev3.ClusterType], c)
-		res[resourcev3.ListenerType] = append(res[resourcev3.ListenerType], lis)
-	}
-	if g.NATSPlainListen != "" && g.NATSListen != "" {
-		plain, err := listener(compile.NATS, true, "nats_plain", g.NATSPlainListen, clusterName(compile.NATS), g.BufferLimitBytes)
-		if err != nil {
-			return nil, err
-		}
-		res[resourcev3.ListenerType] = append(res[resourcev3.ListenerType], plain)
 	}
 	return res, nil
 }
@@ -232,70 +295,106 @@ func clusterName(p compile.Protocol) string { return string(p) + "_upstream" }
 
 // cluster routes to the upstream, which may list several comma-separated host:port endpoints
 // (the seed servers of a NATS cluster, say): Envoy balances new connections across them.
-func cluster(l listenerSpec, name string) (*clusterv3.Cluster, error) {
+func cluster(c clusterSpec, g Gateway) (*clusterv3.Cluster, error) {
 	var endpoints []*endpointv3.LbEndpoint
-	for _, hp := range strings.Split(l.upstream, ",") {
+	for _, hp := range strings.Split(c.upstream, ",") {
 		addr, err := socketAddress(strings.TrimSpace(hp))
 		if err != nil {
-			return nil, fmt.Errorf("%s upstream: %w", name, err)
+			return nil, fmt.Errorf("%s upstream: %w", c.name, err)
 		}
 		endpoints = append(endpoints, &endpointv3.LbEndpoint{
 			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: addr}},
 		})
 	}
-	return &clusterv3.Cluster{
-		Name:                 name,
+	out := &clusterv3.Cluster{
+		Name:                 c.name,
 		ConnectTimeout:       durationpb.New(upstreamTimeout),
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS},
 		DnsLookupFamily:      clusterv3.Cluster_V4_PREFERRED,
 		LoadAssignment: &endpointv3.ClusterLoadAssignment{
-			ClusterName: name,
+			ClusterName: c.name,
 			Endpoints:   []*endpointv3.LocalityLbEndpoints{{LbEndpoints: endpoints}},
 		},
-	}, nil
+	}
+	if c.tls {
+		ts, err := upstreamTransportSocket(c.upstream, g.UpstreamServerName, g.TLSFiles)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		out.TransportSocket = ts
+	}
+	return out, nil
 }
 
 func mustAny(m proto.Message) (*anypb.Any, error) { return anypb.New(m) }
 
 // listener builds a listener whose filter chain is the protocol's Wasm filter (unless plain)
-// followed by tcp_proxy to the cluster.
-func listener(proto compile.Protocol, plain bool, name, listen, cluster string, bufferLimit uint32) (*listenerv3.Listener, error) {
-	addr, err := socketAddress(listen)
+// followed by tcp_proxy to the cluster, behind TLS when the listener terminates it.
+func listener(l listenerSpec, g Gateway) (*listenerv3.Listener, error) {
+	addr, err := socketAddress(l.listen)
 	if err != nil {
-		return nil, fmt.Errorf("%s listener: %w", name, err)
+		return nil, fmt.Errorf("%s listener: %w", l.name, err)
 	}
-	tcp, err := mustAny(&tcpproxyv3.TcpProxy{
-		StatPrefix:       name,
-		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster},
-	})
+	filters, err := chainFilters(l, l.downstream != Plaintext)
+	if err != nil {
+		return nil, err
+	}
+	out := &listenerv3.Listener{
+		Name:                          l.name,
+		Address:                       addr,
+		PerConnectionBufferLimitBytes: wrapperspb.UInt32(g.BufferLimitBytes),
+		FilterChains:                  []*listenerv3.FilterChain{{Filters: filters}},
+	}
+	if l.downstream == Plaintext {
+		return out, nil
+	}
+	if out.FilterChains[0].TransportSocket, err = downstreamTransportSocket(l.downstream, g.TLSFiles); err != nil {
+		return nil, err
+	}
+	if l.proto == compile.NATS {
+		plaintext, err := chainFilters(l, false)
+		if err != nil {
+			return nil, err
+		}
+		if err := tlsFirstInspector(out, plaintext); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// chainFilters are the protocol's Wasm filter (unless the listener is plain) and tcp_proxy.
+// Behind TLS the broker is dialled once the client's handshake is done: the filter sees a
+// verified certificate from the first byte, and a failed handshake costs the broker nothing.
+func chainFilters(l listenerSpec, afterHandshake bool) ([]*listenerv3.Filter, error) {
+	proxy := &tcpproxyv3.TcpProxy{
+		StatPrefix:       l.name,
+		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: l.cluster},
+	}
+	if afterHandshake {
+		proxy.UpstreamConnectMode = tcpproxyv3.UpstreamConnectMode_ON_DOWNSTREAM_TLS_HANDSHAKE
+		proxy.MaxEarlyDataBytes = wrapperspb.UInt32(0)
+	}
+	tcp, err := mustAny(proxy)
 	if err != nil {
 		return nil, err
 	}
 	var filters []*listenerv3.Filter
-	if !plain {
+	if !l.plain {
 		// The filter's configuration arrives separately through ECDS, so a policy change never
 		// rebuilds this listener or drains its connections.
 		filters = append(filters, &listenerv3.Filter{
-			Name: FilterName(proto),
+			Name: FilterName(l.proto),
 			ConfigType: &listenerv3.Filter_ConfigDiscovery{ConfigDiscovery: &corev3.ExtensionConfigSource{
-				ConfigSource: &corev3.ConfigSource{
-					ResourceApiVersion:    corev3.ApiVersion_V3,
-					ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
-				},
-				TypeUrls: []string{wasmNetworkType},
+				ConfigSource: adsSource(),
+				TypeUrls:     []string{wasmNetworkType},
 			}},
 		})
 	}
-	filters = append(filters, &listenerv3.Filter{
+	return append(filters, &listenerv3.Filter{
 		Name:       "envoy.filters.network.tcp_proxy",
 		ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: tcp},
-	})
-	return &listenerv3.Listener{
-		Name:                          name,
-		Address:                       addr,
-		PerConnectionBufferLimitBytes: wrapperspb.UInt32(bufferLimit),
-		FilterChains:                  []*listenerv3.FilterChain{{Filters: filters}},
-	}, nil
+	}), nil
 }
 
 func codeSource(w WasmSource) *corev3.AsyncDataSource {

@@ -11,13 +11,16 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/weighstation/weighstation/control-plane/internal/bootstrap"
 	"github.com/weighstation/weighstation/control-plane/internal/policy"
+	"github.com/weighstation/weighstation/control-plane/internal/tlssecrets"
 )
 
 // portOffset is how far an Envoy asks for its listeners to be moved up (bootstrap's
@@ -43,8 +46,9 @@ type Server struct {
 	mu       sync.Mutex
 	set      *policy.Set
 	version  string
-	offsets  map[int]bool // port offsets of the nodes seen
-	replicas int          // live replicas the published snapshots count
+	tls      *tlssecrets.Material // the TLS material served over SDS; nil without any
+	offsets  map[int]bool         // port offsets of the nodes seen
+	replicas int                  // live replicas the published snapshots count
 	// counted says replicas come from SetReplicas (every gateway pod, wherever its xDS stream
 	// is), not from this control plane's own connections.
 	counted bool
@@ -61,6 +65,16 @@ func (s *Server) Publish(set *policy.Set, version string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.set, s.version = set, version
+	return s.publishLocked()
+}
+
+// SetTLS makes m the TLS material every Envoy receives (over SDS). Only the secrets' version
+// changes: listeners, clusters and the filter configuration are untouched, so open connections
+// stay as they are and the next handshake uses the new certificates.
+func (s *Server) SetTLS(m *tlssecrets.Material) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tls = m
 	return s.publishLocked()
 }
 
@@ -89,9 +103,17 @@ func (s *Server) publishLocked() error {
 		if err != nil {
 			return err
 		}
+		if s.tls != nil {
+			res[resourcev3.SecretType] = s.tls.Secrets()
+		}
 		snap, err := cachev3.NewSnapshot(snapshotVersion(s.set, s.version, g.Replicas), res)
 		if err != nil {
 			return fmt.Errorf("building snapshot: %w", err)
+		}
+		if s.tls != nil {
+			// Secrets are versioned by their content, apart from the policy: a rotation sends
+			// Envoy the secrets alone, and a policy change does not resend them.
+			snap.Resources[types.Secret].Version = s.tls.Version
 		}
 		if err := snap.Consistent(); err != nil {
 			return fmt.Errorf("inconsistent snapshot: %w", err)

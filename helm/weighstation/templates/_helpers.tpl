@@ -149,6 +149,42 @@ advertise}; read it with fromJsonArray (numbers come back as floats: use int). *
 {{- if and .Values.envoy.autoscaling.enabled (lt (int .Values.envoy.autoscaling.maxReplicas) (int .Values.envoy.autoscaling.minReplicas)) -}}
 {{- fail "weighstation: envoy.autoscaling.maxReplicas is below minReplicas" -}}
 {{- end -}}
+{{- $tls := .Values.tls -}}
+{{- if and (or $tls.nats.enabled $tls.kafka.enabled) (not (include "weighstation.tls.secretName" .)) -}}
+{{- fail "weighstation: tls.nats.enabled and tls.kafka.enabled need the gateway's certificate: set tls.secretName (a kubernetes.io/tls Secret) or tls.certManager.enabled" -}}
+{{- end -}}
+{{- range $p := list "nats" "kafka" -}}
+{{- $l := index $tls $p -}}
+{{- if and $l.enabled (eq $l.clientCertificates "required") (not $tls.clientCASecret) -}}
+{{- fail (printf "weighstation: tls.%s.clientCertificates is required: set tls.clientCASecret (a Secret whose ca.crt verifies them)" $p) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (or $tls.upstream.nats $tls.upstream.kafka) (not $tls.upstream.caSecret) -}}
+{{- fail "weighstation: tls.upstream.nats and tls.upstream.kafka need tls.upstream.caSecret (a Secret whose ca.crt verifies the brokers)" -}}
+{{- end -}}
+{{- if and $tls.certManager.enabled (not $tls.certManager.issuerRef.name) -}}
+{{- fail "weighstation: tls.certManager.enabled needs tls.certManager.issuerRef.name" -}}
+{{- end -}}
+{{- if and $tls.nats.enabled .Values.nats.enabled (eq (int $tls.nats.port) (int .Values.nats.port)) -}}
+{{- fail (printf "weighstation: tls.nats.port and nats.port are both %d: each listener needs its own port" (int .Values.nats.port)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the gateway's certificate: tls.secretName, or the one cert-manager
+fills (<fullname>-tls unless secretName names it). Empty without TLS. */}}
+{{- define "weighstation.tls.secretName" -}}
+{{- if .Values.tls.secretName -}}
+{{- .Values.tls.secretName -}}
+{{- else if .Values.tls.certManager.enabled -}}
+{{- include "weighstation.fullname" . }}-tls
+{{- end -}}
+{{- end -}}
+
+{{/* The options of a Kafka listener for `weighstation serve`: ",tls" or ",mtls", ",upstream-tls". */}}
+{{- define "weighstation.kafka.listenerOptions" -}}
+{{- $tls := .Values.tls -}}
+{{- if $tls.kafka.enabled -}}{{ if eq $tls.kafka.clientCertificates "required" }},mtls{{ else }},tls{{ end }}{{- end -}}
+{{- if $tls.upstream.kafka -}},upstream-tls{{- end -}}
 {{- end -}}
 
 {{/* Default topology spread: across zones, then nodes, best effort. */}}
@@ -184,4 +220,23 @@ it answers 200 (the official image has bash but no curl). */}}
 {{- define "weighstation.envoy.adminRequest" -}}
 {{- $crlf := "\\r\\n" -}}
 {{- printf "exec 3<>/dev/tcp/127.0.0.1/%d && printf '%s %s HTTP/1.1%sHost: localhost%sConnection: close%s%s' >&3 && head -n1 <&3 | grep -q ' 200 '" (int .port) .method .path $crlf $crlf $crlf $crlf -}}
+{{- end -}}
+
+{{/* The TLS Secrets the control plane mounts, as a JSON list of {name, dir, secret}. */}}
+{{- define "weighstation.tls.volumes" -}}
+{{- $tls := .Values.tls -}}
+{{- $out := list -}}
+{{- if or $tls.nats.enabled $tls.kafka.enabled -}}
+{{- $out = append $out (dict "name" "tls-server" "dir" "server" "secret" (include "weighstation.tls.secretName" .)) -}}
+{{- with $tls.clientCASecret -}}
+{{- $out = append $out (dict "name" "tls-client-ca" "dir" "client-ca" "secret" .) -}}
+{{- end -}}
+{{- end -}}
+{{- if or $tls.upstream.nats $tls.upstream.kafka -}}
+{{- $out = append $out (dict "name" "tls-upstream-ca" "dir" "upstream-ca" "secret" $tls.upstream.caSecret) -}}
+{{- with $tls.upstream.clientCertificateSecret -}}
+{{- $out = append $out (dict "name" "tls-upstream-client" "dir" "upstream-client" "secret" .) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
 {{- end -}}

@@ -147,6 +147,8 @@ pub struct State {
     session: Session,
     conn: Conn,
     carry: NatsCarry,
+    /// The connection's first bytes, either way, were seen.
+    started: bool,
 }
 
 impl State {
@@ -169,9 +171,23 @@ impl State {
         )
     }
 
+    /// What Envoy knows of the connection once its TLS handshake, if any, is done (the broker
+    /// is dialled only then, so the server's first bytes come after it): the verified client
+    /// certificate, and whether the client speaks TLS, which its INFOs must say.
+    fn start(&mut self) {
+        if !std::mem::replace(&mut self.started, true) {
+            self.conn.who.read_certificate();
+            let tls = trust::client_tls();
+            self.session.client_tls(tls);
+            if !tls && trust::plaintext_on_tls_first_listener() {
+                self.session.require_tls_first();
+            }
+        }
+    }
+
     /// Scans what Envoy holds, behind any carried bytes (see weighstation_core::carry).
     fn client_data(&mut self, envoy: &[u8]) -> Plan {
-        self.conn.who.read_certificate();
+        self.start();
         let mut carry = std::mem::take(&mut self.carry);
         let scanned = carry.scan(envoy, |buf| {
             let (session, mut gate) = self.gate();
@@ -213,6 +229,7 @@ pub fn connection(context_id: u32) -> Connection<State> {
                 next_expiry: 0,
             },
             carry: NatsCarry::default(),
+            started: false,
         },
     )
 }
@@ -223,6 +240,7 @@ impl connection::Protocol for State {
     }
 
     fn server_data(&mut self, buf: &[u8]) -> Option<Vec<u8>> {
+        self.start();
         let (session, mut gate) = self.gate();
         session.server_data(buf, &mut gate)
     }

@@ -36,6 +36,20 @@ pub fn peer_certificate() -> Option<PeerCertificate> {
     Some(PeerCertificate { subject, sans })
 }
 
+/// The filter chain the control plane gives plaintext clients of a TLS-first NATS listener
+/// (the name is shared with control-plane/internal/xds).
+const PLAINTEXT_ON_TLS_FIRST_CHAIN: &str = "weighstation-plaintext-on-tls-first";
+
+/// Whether Envoy terminated TLS for this connection (it did when it reports a TLS version).
+pub fn client_tls() -> bool {
+    property(&["connection", "tls_version"]).is_some()
+}
+
+/// Whether this plaintext connection reached a listener that wants the TLS handshake first.
+pub fn plaintext_on_tls_first_listener() -> bool {
+    property(&["xds", "filter_chain_name"]).as_deref() == Some(PLAINTEXT_ON_TLS_FIRST_CHAIN)
+}
+
 /// The gateway's proxy key, read once per VM; None when the gateway is not a trusted proxy.
 pub fn proxy_key() -> Option<Rc<ProxyKey>> {
     PROXY_KEY.with(|k| {

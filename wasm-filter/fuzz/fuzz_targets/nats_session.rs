@@ -3,13 +3,15 @@
 //! was given plus what it inserts (the PING and proxy_sig after the first CONNECT, a refusal's or
 //! close's replacement, the -ERR in place of a PONG, an INFO with the tenant's limit); while it
 //! inserts nothing (and swallows no verdict PONG), it forwards what it was given, in order. The client's buffer is handled as the glue does: forwarded whole, or up to
-//! the held message, whose bytes are presented again with the next read.
+//! the held message, whose bytes are presented again with the next read. The input's length
+//! picks the client's transport: plaintext, TLS (INFOs are rewritten to say so), or plaintext on
+//! a TLS-first listener (the CONNECT is refused with an error).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use std::cell::Cell;
 use weighstation_core::identity::NatsCredentials;
-use weighstation_core::nats::{Gate, Publish, Session, Verdict, SERVER_REFUSES_PAYLOAD};
+use weighstation_core::nats::{Gate, Publish, Session, Verdict, SERVER_REFUSES_PAYLOAD, TLS_FIRST_REQUIRED};
 
 /// No refusal or close adds more than this to the client's stream beyond the bytes it replaces:
 /// a close's oversized PUB; a refused message's no-responders PUB or HPUB and PING add less (the
@@ -30,9 +32,9 @@ fn err_line_growth(text: &str) -> usize {
 
 /// An INFO line the session writes re-encodes the server's last INFO (at most all the server
 /// sent): a JSON number may grow (`1e15,` is written out as `1000000000000000.0,`, under 4
-/// times as long), strings and whitespace do not, and max_payload may be added.
+/// times as long), strings and whitespace do not, and max_payload and tls_required may be added.
 fn info_line_bound(server_sent: usize) -> usize {
-    5 * server_sent + b"INFO ,\"max_payload\":1024\r\n".len()
+    5 * server_sent + b"INFO ,\"max_payload\":1024,\"tls_required\":false\r\n".len()
 }
 
 /// Decisions drawn from the input, so the fuzzer explores holds, refusals and closes too; it
@@ -48,6 +50,8 @@ struct DrawnGate<'a> {
     errors_owed: usize,
     /// Limits handed out to advertise: each may become one INFO line.
     infos: Cell<usize>,
+    /// The client is on TLS: any INFO may be rewritten, limit or not.
+    client_tls: bool,
 }
 
 impl DrawnGate<'_> {
@@ -96,7 +100,7 @@ impl Gate for DrawnGate<'_> {
     }
     fn delivered(&mut self, _subject: &[u8]) {}
     fn max_payload(&self) -> Option<u64> {
-        if self.advertise.is_some() {
+        if self.advertise.is_some() || self.client_tls {
             self.infos.set(self.infos.get() + 1);
         }
         self.advertise
@@ -115,6 +119,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let (choices, stream) = rest.split_at(rest.len().min(8));
+    let (client_tls, tls_first_required) = (data.len() % 3 == 1, data.len() % 3 == 2);
     let mut gate = DrawnGate {
         choices,
         next: 0,
@@ -124,8 +129,13 @@ fuzz_target!(|data: &[u8]| {
         client_inserts: 0,
         errors_owed: 0,
         infos: Cell::new(0),
+        client_tls,
     };
     let mut session = Session::default();
+    session.client_tls(client_tls);
+    if tls_first_required {
+        session.require_tls_first();
+    }
     let mut held: Vec<u8> = Vec::new();
     let (mut client, mut server) = (Direction::default(), Direction::default());
     // The client sent a CONNECT (the first gains the verdict PING and proxy_sig).
@@ -146,7 +156,12 @@ fuzz_target!(|data: &[u8]| {
                 client.forwarded.append(&mut held);
             }
             let (given, forwarded) = (client.given.len(), client.forwarded.len());
-            connect_seen = connect_seen || client.given.to_ascii_uppercase().windows(7).any(|w| w == b"CONNECT");
+            let first_connect = !connect_seen && client.given.to_ascii_uppercase().windows(7).any(|w| w == b"CONNECT");
+            connect_seen = connect_seen || first_connect;
+            if first_connect && tls_first_required {
+                // Its PING's PONG becomes the error that tells the client to handshake first.
+                gate.errors_owed += err_line_growth(TLS_FIRST_REQUIRED);
+            }
             let bound = given + gate.client_inserts * CLIENT_INSERT + usize::from(connect_seen) * CONNECT_INSERT;
             assert!(
                 forwarded <= bound,

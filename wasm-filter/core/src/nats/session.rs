@@ -13,6 +13,9 @@
 //! - After the PONG that completes the client's connect handshake, an INFO carrying the
 //!   tenant's `max_payload` follows (nats.go expects PONG as the very next line after its
 //!   CONNECT+PING; an async INFO after it updates `MaxPayload()`). Later INFOs are rewritten.
+//! - Every INFO says what the client's own connection is: `tls_required` when Envoy terminated
+//!   TLS for it (a TLS-first client insists on it), neither `tls_required` nor `tls_available`
+//!   when it is plaintext — the gateway's TLS to nats-server is none of the client's business.
 //! - Credentials count only once nats-server accepted them. The client's CONNECT is followed by
 //!   the filter's own PING: nats-server answers a CONNECT it refuses with `-ERR` (and closes),
 //!   one it accepts with `+OK` (verbose clients) and then that PING's PONG, which the client
@@ -39,6 +42,10 @@ const NO_RESPONDERS_SUBJECT: &str = "_WEIGHSTATION.REFUSED";
 const INBOX_PREFIX: &[u8] = b"_INBOX.";
 /// The no-responders status nats-server sends a requester, as headers of an empty message.
 const NO_RESPONDERS_STATUS: &[u8] = b"NATS/1.0 503\r\n\r\n";
+
+/// Told to a plaintext client on a TLS-first listener, in place of the answer to its CONNECT.
+pub const TLS_FIRST_REQUIRED: &str = "weighstation: this listener needs the TLS handshake first: \
+     nats.go TLSHandshakeFirst(), nats CLI --tlsfirst, handshake_first in a leafnode remote";
 
 /// The filter's limit decision for one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +81,9 @@ enum PongOwner {
     Refusal(String),
     /// The PING the filter sent after the CONNECT: its PONG is nats-server's verdict.
     Verdict,
+    /// The PING the filter sent in place of a CONNECT it refuses: its PONG becomes this error,
+    /// and the connection ends.
+    Fatal(&'static str),
 }
 
 /// Where the connection stands with nats-server.
@@ -116,9 +126,26 @@ struct State {
     authentication: Authentication,
     /// A PUB is held until nats-server answers the CONNECT.
     held_for_verdict: bool,
+    /// The client reached the gateway over TLS.
+    client_tls: bool,
+    /// The client reached a TLS-first listener in plaintext: its CONNECT is refused.
+    tls_first_required: bool,
 }
 
 impl Session {
+    /// Says whether the client's connection to the gateway is TLS, before the server's first
+    /// bytes: the INFOs it is sent say so.
+    pub fn client_tls(&mut self, tls: bool) {
+        self.state.client_tls = tls;
+    }
+
+    /// The client reached a TLS-first listener without TLS (the classic upgrade, which the
+    /// filter cannot do): its CONNECT never reaches nats-server, and it is told which option
+    /// to set — an error it reads, where a closed connection would leave it guessing.
+    pub fn require_tls_first(&mut self) {
+        self.state.tls_first_required = true;
+    }
+
     /// Client → server bytes.
     pub fn client_data(&mut self, buf: &[u8], gate: &mut impl Gate) -> Outcome {
         self.client.process(
@@ -174,6 +201,11 @@ impl<G: Gate> ClientHandler for ClientSide<'_, G> {
     fn connect(&mut self, json: &[u8]) -> Admission {
         if !matches!(self.state.authentication, Authentication::BeforeConnect) {
             return Admission::Forward; // nats-server judges a second CONNECT
+        }
+        if self.state.tls_first_required {
+            self.state.authentication = Authentication::Refused;
+            self.state.pongs.push_back(PongOwner::Fatal(TLS_FIRST_REQUIRED));
+            return Admission::Replace(b"PING\r\n".to_vec());
         }
         let connect = super::parse_connect(json);
         self.state.headers = connect.headers;
@@ -256,11 +288,14 @@ fn err_line(text: &str) -> Vec<u8> {
 }
 
 impl<G: Gate> ServerSide<'_, G> {
-    /// The server's last INFO with max_payload lowered to the tenant's limit.
-    fn tenant_info(&mut self) -> Option<Vec<u8>> {
-        let max = self.gate.max_payload()?;
-        let line = info_with_max_payload(self.state.server_info.as_deref()?, max)?;
-        self.state.advertised = Some(max);
+    /// The server's last INFO as this client must see it: max_payload lowered to its tenant's
+    /// limit, TLS as its own connection is. None when that is the server's INFO unchanged.
+    fn client_info(&mut self) -> Option<Vec<u8>> {
+        let max = self.gate.max_payload();
+        let line = info_for_client(self.state.server_info.as_deref()?, max, self.state.client_tls)?;
+        if max.is_some() {
+            self.state.advertised = max;
+        }
         Some(line)
     }
 
@@ -292,7 +327,7 @@ impl<G: Gate> ServerSide<'_, G> {
     /// one, or as the server sent it if it was held back.
     fn owed_info(&mut self) -> Option<Vec<u8>> {
         let deferred = std::mem::take(&mut self.state.info_deferred);
-        self.tenant_info()
+        self.client_info()
             .or_else(|| deferred.then(|| self.server_info_line()).flatten())
     }
 
@@ -348,7 +383,7 @@ impl<G: Gate> ServerHandler for ServerSide<'_, G> {
                     self.state.info_deferred = true;
                     return ServerEdit::Replace(Vec::new());
                 }
-                match self.tenant_info() {
+                match self.client_info() {
                     Some(line) => ServerEdit::Replace(line),
                     None => ServerEdit::Keep,
                 }
@@ -367,6 +402,7 @@ impl<G: Gate> ServerHandler for ServerSide<'_, G> {
             }
             ServerOp::Pong => match self.state.pongs.pop_front() {
                 Some(PongOwner::Refusal(text)) => return ServerEdit::Replace(err_line(&text)),
+                Some(PongOwner::Fatal(text)) => return ServerEdit::ReplaceThenEnd(err_line(text)),
                 Some(PongOwner::Verdict) => {
                     return match self.accepted() {
                         Ok(()) => ServerEdit::Replace(Vec::new()),
@@ -393,14 +429,33 @@ impl<G: Gate> ServerHandler for ServerSide<'_, G> {
     }
 }
 
-/// `INFO {...}` with max_payload set to the smaller of the server's and `max`.
-fn info_with_max_payload(json: &[u8], max: u64) -> Option<Vec<u8>> {
+/// `INFO {...}` for the client: max_payload set to the smaller of the server's and `max`, TLS as
+/// the client's connection is. None if that changes nothing.
+fn info_for_client(json: &[u8], max: Option<u64>, client_tls: bool) -> Option<Vec<u8>> {
     let mut info: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(json).ok()?;
-    let server_max = info
-        .get("max_payload")
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(u64::MAX);
-    info.insert("max_payload".into(), server_max.min(max).into());
+    let mut changed = false;
+    if let Some(max) = max {
+        let server_max = info
+            .get("max_payload")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(u64::MAX);
+        info.insert("max_payload".into(), server_max.min(max).into());
+        changed = true;
+    }
+    let server_tls = info
+        .get("tls_required")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    if server_tls != client_tls {
+        info.insert("tls_required".into(), client_tls.into());
+        changed = true;
+    }
+    if !client_tls && info.remove("tls_available").is_some() {
+        changed = true;
+    }
+    if !changed {
+        return None;
+    }
     let mut line = b"INFO ".to_vec();
     serde_json::to_writer(&mut line, &info).ok()?;
     line.extend_from_slice(b"\r\n");

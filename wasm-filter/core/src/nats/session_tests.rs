@@ -345,3 +345,67 @@ fn a_reload_that_changes_the_limit_advertises_it_at_the_next_safe_point() {
     );
     assert!(out.contains("\"max_payload\":512"), "{out}");
 }
+
+/// Every INFO tells the client what its own connection is: a TLS-first client behind a plaintext
+/// nats-server must read `tls_required` (nats.go refuses a server that offers no TLS), and a
+/// plaintext client behind a TLS-only nats-server must not be asked to upgrade.
+#[test]
+fn info_says_what_the_clients_own_connection_is() {
+    const TLS_SERVER_INFO: &[u8] =
+        b"INFO {\"server_id\":\"S\",\"tls_required\":true,\"tls_available\":true,\"max_payload\":8388608}\r\n";
+    let cases: [(bool, &[u8], Option<&str>); 4] = [
+        (true, SERVER_INFO, Some("\"tls_required\":true")),
+        (false, TLS_SERVER_INFO, Some("\"tls_required\":false")),
+        (true, TLS_SERVER_INFO, None),
+        (false, SERVER_INFO, None),
+    ];
+    for (client_tls, info, want) in cases {
+        let mut g = FakeGate::default();
+        let mut s = Session::default();
+        s.client_tls(client_tls);
+        let out = text(&server(&mut s, &mut g, info));
+        match want {
+            Some(want) => {
+                assert!(out.contains(want), "client tls {client_tls}: {out}");
+                assert!(!out.contains("tls_available"), "client tls {client_tls}: {out}");
+            }
+            None => assert_eq!(out, text(info), "nothing to change for client tls {client_tls}"),
+        }
+        client(&mut s, &mut g, b"CONNECT {\"user\":\"acme\"}\r\nPING\r\n");
+        let out = text(&server(&mut s, &mut g, b"PONG\r\nPONG\r\n"));
+        assert!(
+            out.contains("\"tls_required\":true") == client_tls && out.contains("\"max_payload\":1024"),
+            "the tenant's INFO too, client tls {client_tls}: {out}"
+        );
+    }
+}
+
+/// A plaintext client on a TLS-first listener: its CONNECT (and the credentials in it) never
+/// reaches nats-server; it reads why, and the connection ends.
+#[test]
+fn a_plaintext_client_on_a_tls_first_listener_is_told_to_handshake_first() {
+    let (mut s, mut g) = (Session::default(), FakeGate::default());
+    s.require_tls_first();
+    server(&mut s, &mut g, SERVER_INFO);
+    let sent = client(
+        &mut s,
+        &mut g,
+        b"CONNECT {\"user\":\"acme\",\"pass\":\"s3cret\"}\r\nPING\r\n",
+    );
+    assert_eq!(text(&sent), "PING\r\nPING\r\n", "nothing of the CONNECT goes upstream");
+    let out = text(&server(&mut s, &mut g, b"PONG\r\nPONG\r\n"));
+    assert_eq!(
+        out,
+        format!("-ERR '{TLS_FIRST_REQUIRED}'\r\n"),
+        "the error, and nothing after it"
+    );
+    assert!(
+        g.accepted.is_empty() && g.failures == 0,
+        "no one charged, no failure counted"
+    );
+    assert!(
+        s.client_data(b"PUB a 1\r\nx\r\n", &mut g).replace.is_some(),
+        "a PUB after it is not forwarded"
+    );
+    assert_eq!(g.published, 0);
+}
