@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -210,4 +211,43 @@ func activeVersion(t *testing.T) string {
 		t.Fatalf("control plane status: %v", err)
 	}
 	return st.Active.Version
+}
+
+// publishAndReceive publishes n messages on subject through nc and waits for a direct
+// subscriber to receive them all.
+func publishAndReceive(t *testing.T, nc *nats.Conn, subject string, n int) {
+	t.Helper()
+	sub := directNATS(t, "acme", "acme-secret")
+	got, err := sub.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = sub.Flush()
+	for range n {
+		if err := nc.Publish(subject, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := got.NextMsg(5 * time.Second); err != nil {
+			t.Fatalf("message %d of %d not delivered: %v", i+1, n, err)
+		}
+	}
+}
+
+// certPool trusts the certificates of a PEM file.
+func certPool(t *testing.T, file string) *x509.CertPool {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		t.Fatalf("%s holds no certificate", file)
+	}
+	return pool
 }

@@ -120,24 +120,8 @@ func TestNATSNkeyUserOnlyThroughTheGateway(t *testing.T) {
 		t.Fatalf("nkey user through the gateway: %v", err)
 	}
 	defer nc.Close()
-	sub := directNATS(t, "acme", "acme-secret")
-	got, err := sub.SubscribeSync("nkey.orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = sub.Flush()
 	const n = 20
-	for range n {
-		if err := nc.Publish("nkey.orders", []byte("x")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_ = nc.Flush()
-	for i := range n {
-		if _, err := got.NextMsg(5 * time.Second); err != nil {
-			t.Fatalf("message %d of %d not delivered: %v", i+1, n, err)
-		}
-	}
+	publishAndReceive(t, nc, "nkey.orders", n)
 	if d := metric(t, "weighstation_messages_accepted", labels) - before; d != n {
 		t.Errorf("acme charged %.0f messages for its nkey user's %d", d, n)
 	}

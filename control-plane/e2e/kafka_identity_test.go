@@ -91,6 +91,21 @@ func TestKafkaSASLPrincipalAttributesOnceTheBrokerAccepts(t *testing.T) {
 	}
 }
 
+// The principal's tenant's limits apply over SASL_SSL: a record above acme's maxMessageBytes
+// (256 KiB) from acme-svc is refused by the gateway with MESSAGE_TOO_LARGE, never stored.
+func TestKafkaSASLPrincipalIsLimitedByItsTenantsPolicy(t *testing.T) {
+	labels := map[string]string{"protocol": "kafka", "tenant": "acme", "reason": "size"}
+	before := metric(t, "weighstation_messages_refused", labels)
+	conf := librdkafkaSASL(true, map[string]string{"sasl.mechanism": "PLAIN", "sasl.username": "acme-svc", "sasl.password": "acme-svc-secret"})
+	run := librdkafkaProducerWith(t, addr(ports.KafkaSASLSSL), conf, "sasl-too-large", "globex-claims-this", 2, time.Second, 300<<10)
+	if run.sent == 0 || run.acked != 0 || !strings.Contains(run.errors, "MSG_SIZE_TOO_LARGE") {
+		t.Errorf("300 KiB records for acme (max 256 KiB): sent %d, acked %d, errors %s", run.sent, run.acked, run.errors)
+	}
+	if d := metric(t, "weighstation_messages_refused", labels) - before; d < float64(run.sent) {
+		t.Errorf("acme's size refusals rose by %.0f for %d oversized records", d, run.sent)
+	}
+}
+
 // kafkaRequest frames one request (header v1: api key, version, correlation id, client id).
 func kafkaRequest(apiKey, version int16, corr int32, body []byte) []byte {
 	const clientID = "spoofer"

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -109,12 +108,7 @@ func TestNATSUserJWTBehindATLSOnlyServer(t *testing.T) {
 	s, p := startOperatorStack(t)
 	labels := map[string]string{"protocol": "nats", "tenant": "jwt-account"}
 	accepted := func() float64 { v, _ := metricSeriesAt(t, p.Admin, "weighstation_messages_accepted", labels); return v }
-	ca, err := os.ReadFile(filepath.Join(s.TLSDir(), "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
+	pool := certPool(t, filepath.Join(s.TLSDir(), "ca.crt"))
 	tlsFirst := []nats.Option{nats.Secure(&tls.Config{RootCAs: pool}), nats.TLSHandshakeFirst(), nats.Timeout(5 * time.Second)}
 
 	// The subscriber is a plaintext client of the gateway: its INFO must not ask it to upgrade,
@@ -183,13 +177,8 @@ func TestNATSUserJWTBehindATLSOnlyServer(t *testing.T) {
 	})
 
 	t.Run("direct dial refused", func(t *testing.T) {
-		brokerCA, err := os.ReadFile(filepath.Join(s.TLSDir(), "broker-ca.crt"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		bpool := x509.NewCertPool()
-		bpool.AppendCertsFromPEM(brokerCA)
-		_, err = nats.Connect("tls://"+addr(p.NATSUpstream), nats.Secure(&tls.Config{RootCAs: bpool}), nats.TLSHandshakeFirst(),
+		bpool := certPool(t, filepath.Join(s.TLSDir(), "broker-ca.crt"))
+		_, err := nats.Connect("tls://"+addr(p.NATSUpstream), nats.Secure(&tls.Config{RootCAs: bpool}), nats.TLSHandshakeFirst(),
 			nats.UserCredentials(userCreds(t, s, "bypass")), nats.Timeout(5*time.Second))
 		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
 			t.Errorf("a proxy_required user dialing nats-server directly: %v", err)

@@ -3,11 +3,9 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -24,15 +22,7 @@ func tlsFile(name string) string { return filepath.Join(stack.TLSDir(), name) }
 // clientTLS trusts the local CA and, if cert is set, presents run/tls/<cert>.crt.
 func clientTLS(t *testing.T, cert string) *tls.Config {
 	t.Helper()
-	ca, err := os.ReadFile(tlsFile("ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(ca) {
-		t.Fatal("ca.crt holds no certificate")
-	}
-	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{RootCAs: certPool(t, tlsFile("ca.crt")), MinVersion: tls.VersionTLS12}
 	if cert != "" {
 		pair, err := tls.LoadX509KeyPair(tlsFile(cert+".crt"), tlsFile(cert+".key"))
 		if err != nil {
@@ -48,31 +38,6 @@ func natsTLS(t *testing.T, opts ...nats.Option) (*nats.Conn, error) {
 	t.Helper()
 	opts = append([]nats.Option{nats.Secure(clientTLS(t, "")), nats.TLSHandshakeFirst(), nats.Timeout(5 * time.Second)}, opts...)
 	return nats.Connect("tls://"+addr(ports.NATSTLS), opts...)
-}
-
-// publishAndReceive publishes n messages on subject through nc and waits for a direct
-// subscriber to receive them all.
-func publishAndReceive(t *testing.T, nc *nats.Conn, subject string, n int) {
-	t.Helper()
-	sub := directNATS(t, "acme", "acme-secret")
-	got, err := sub.SubscribeSync(subject)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = sub.Flush()
-	for range n {
-		if err := nc.Publish(subject, []byte("x")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	for i := range n {
-		if _, err := got.NextMsg(5 * time.Second); err != nil {
-			t.Fatalf("message %d of %d not delivered: %v", i+1, n, err)
-		}
-	}
 }
 
 // nats.go and the nats CLI reach nats-server through the TLS-first listener with an nkey, and
@@ -303,3 +268,23 @@ func TestServerCertificateRotationUnderLoad(t *testing.T) {
 type brokerDisconnects struct{ n *atomic.Int64 }
 
 func (b brokerDisconnects) OnBrokerDisconnect(kgo.BrokerMetadata, net.Conn) { b.n.Add(1) }
+
+// The broker's TLS listener behind the gateway admits only the gateway's client certificate: a
+// client that dials it directly with a certificate of its own — one the gateway itself accepts —
+// is refused before its first request is answered.
+func TestKafkaBrokerTLSListenerRefusesAClientAroundTheGateway(t *testing.T) {
+	cfg := clientTLS(t, "acme")
+	cfg.RootCAs = certPool(t, tlsFile("broker-ca.crt"))
+	c, err := tls.Dial("tcp", addr(ports.KafkaSSLUp), cfg)
+	if err == nil {
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		// TLS 1.3 reports a refused client certificate on the first read.
+		if _, err = c.Write(kafkaRequest(18, 0, 1, nil)); err == nil {
+			_, err = c.Read(make([]byte, 64))
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("a client certificate that is not the gateway's, dialing the broker: %v", err)
+	}
+}

@@ -17,23 +17,25 @@ import (
 // bootstrap's stats_tags) and the control plane's /metrics. Dashboards and alerts may use only
 // these, so a typo in a query is a test failure, not an empty panel.
 var knownMetrics = map[string]bool{
-	"weighstation_messages_accepted":              true,
-	"weighstation_bytes_accepted":                 true,
-	"weighstation_messages_refused":               true,
-	"weighstation_messages_delayed":               true,
-	"weighstation_dryrun_would_refuse":            true,
-	"weighstation_connections_active":             true,
-	"weighstation_in_flight":                      true,
-	"weighstation_queue_depth":                    true,
-	"weighstation_delay_ms_bucket":                true,
-	"weighstation_limit_max_message_bytes":        true,
-	"weighstation_policy_generation":              true,
-	"weighstation_controlplane_policy_generation": true,
-	"weighstation_controlplane_policy_error":      true,
-	"weighstation_controlplane_reloads_total":     true,
-	"weighstation_controlplane_node_connected":    true,
-	"weighstation_controlplane_node_in_sync":      true,
-	"weighstation_controlplane_node_nack":         true,
+	"weighstation_messages_accepted":                              true,
+	"weighstation_bytes_accepted":                                 true,
+	"weighstation_messages_refused":                               true,
+	"weighstation_messages_delayed":                               true,
+	"weighstation_dryrun_would_refuse":                            true,
+	"weighstation_connections_active":                             true,
+	"weighstation_in_flight":                                      true,
+	"weighstation_queue_depth":                                    true,
+	"weighstation_delay_ms_bucket":                                true,
+	"weighstation_limit_max_message_bytes":                        true,
+	"weighstation_policy_generation":                              true,
+	"weighstation_controlplane_policy_generation":                 true,
+	"weighstation_controlplane_policy_error":                      true,
+	"weighstation_controlplane_tls_error":                         true,
+	"weighstation_controlplane_tls_certificate_not_after_seconds": true,
+	"weighstation_controlplane_reloads_total":                     true,
+	"weighstation_controlplane_node_connected":                    true,
+	"weighstation_controlplane_node_in_sync":                      true,
+	"weighstation_controlplane_node_nack":                         true,
 }
 
 var metricRE = regexp.MustCompile(`\bweighstation_[a-z_]+`)
@@ -62,7 +64,7 @@ func TestAlertsFireWhenTheyShould(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, stderr, code := run(t, nil, promtool, "check", "rules", filepath.Join(dir, "alerts.yaml"))
-	if code != 0 || !strings.Contains(out, "SUCCESS: 7 rules found") {
+	if code != 0 || !strings.Contains(out, "SUCCESS: 9 rules found") {
 		t.Fatalf("promtool check rules: exit %d\n%s%s", code, out, stderr)
 	}
 	for _, m := range metricRE.FindAllString(string(spec), -1) {

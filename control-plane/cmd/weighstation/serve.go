@@ -93,6 +93,7 @@ func serve(args []string) int {
 	defer stop()
 
 	server := xds.NewServer(g)
+	tlsStanding := func() *tlssecrets.Standing { return nil }
 	if g.TLSFiles != (tlssecrets.Files{}) {
 		material, err := g.TLSFiles.Load()
 		if err != nil {
@@ -100,7 +101,9 @@ func serve(args []string) int {
 			return 2
 		}
 		_ = server.SetTLS(material) // nothing is published before the first policy
-		go tlssecrets.Watch(ctx, g.TLSFiles, material, *tlsPoll, func(m *tlssecrets.Material) {
+		w := tlssecrets.NewWatcher(g.TLSFiles, material)
+		tlsStanding = w.Standing
+		go w.Run(ctx, *tlsPoll, func(m *tlssecrets.Material) {
 			if err := server.SetTLS(m); err != nil {
 				log.Error("publishing rotated TLS material", "err", err)
 			}
@@ -124,7 +127,7 @@ func serve(args []string) int {
 	}
 	probe := &quota.Probe{Target: server.QuotaService, Client: &http.Client{}}
 	go probe.Run(ctx, time.Second)
-	handler := status.Handler(status.Sources{State: ctrl.State, Nodes: server.Nodes, Quota: probe.Standing})
+	handler := status.Handler(status.Sources{State: ctrl.State, Nodes: server.Nodes, Quota: probe.Standing, TLS: tlsStanding})
 	if module != nil {
 		handler = withWasm(handler, module)
 		log.Info("serving the filter module", "path", WasmPath, "url", g.Wasm.URL, "sha256", module.sha256)

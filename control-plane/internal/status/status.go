@@ -10,6 +10,7 @@ import (
 
 	"github.com/weighstation/weighstation/control-plane/internal/controller"
 	"github.com/weighstation/weighstation/control-plane/internal/quota"
+	"github.com/weighstation/weighstation/control-plane/internal/tlssecrets"
 	"github.com/weighstation/weighstation/control-plane/internal/xds"
 )
 
@@ -19,6 +20,8 @@ type Report struct {
 	Nodes []xds.NodeStatus `json:"nodes"`
 	// Quota is the quota service as last probed; absent when no tenant is global.
 	Quota *quota.Standing `json:"quota,omitempty"`
+	// TLS is the TLS material served to Envoy; absent without any.
+	TLS *tlssecrets.Standing `json:"tls,omitempty"`
 }
 
 // Sources are what the handlers read.
@@ -26,6 +29,14 @@ type Sources struct {
 	State func() controller.State
 	Nodes func() []xds.NodeStatus
 	Quota func() *quota.Standing
+	TLS   func() *tlssecrets.Standing
+}
+
+func (s Sources) tls() *tlssecrets.Standing {
+	if s.TLS == nil {
+		return nil
+	}
+	return s.TLS()
 }
 
 // Handler serves /healthz, /readyz, /status and /metrics.
@@ -47,18 +58,18 @@ func Handler(src Sources) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(Report{State: src.State(), Nodes: src.Nodes(), Quota: src.Quota()})
+		_ = enc.Encode(Report{State: src.State(), Nodes: src.Nodes(), Quota: src.Quota(), TLS: src.tls()})
 	})
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		writeMetrics(w, src.State(), src.Nodes(), src.Quota())
+		writeMetrics(w, src.State(), src.Nodes(), src.Quota(), src.tls())
 	})
 	return mux
 }
 
 // writeMetrics renders the Prometheus text format by hand: a handful of gauges and counters
 // whose values are read from the controller at scrape time.
-func writeMetrics(w http.ResponseWriter, st controller.State, nodes []xds.NodeStatus, q *quota.Standing) {
+func writeMetrics(w http.ResponseWriter, st controller.State, nodes []xds.NodeStatus, q *quota.Standing, tls *tlssecrets.Standing) {
 	var b strings.Builder
 	metric := func(name, typ, help string) {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
@@ -95,6 +106,14 @@ func writeMetrics(w http.ResponseWriter, st controller.State, nodes []xds.NodeSt
 	if q != nil {
 		metric("weighstation_controlplane_quota_service_up", "gauge", "1 while the quota service and its Redis answer; 0 while replicas fall back to limit / live replicas.")
 		fmt.Fprintf(&b, "weighstation_controlplane_quota_service_up %d\n", boolInt(q.Reachable))
+	}
+	if tls != nil {
+		metric("weighstation_controlplane_tls_error", "gauge", "1 while the TLS files on disk do not load (the previous certificates stay in force).")
+		fmt.Fprintf(&b, "weighstation_controlplane_tls_error %d\n", boolInt(tls.Error != ""))
+		if t := tls.ServerCertificateNotAfter; t != nil {
+			metric("weighstation_controlplane_tls_certificate_not_after_seconds", "gauge", "When the certificate clients see expires (Unix time).")
+			fmt.Fprintf(&b, "weighstation_controlplane_tls_certificate_not_after_seconds %d\n", t.Unix())
+		}
 	}
 	_, _ = w.Write([]byte(b.String()))
 }

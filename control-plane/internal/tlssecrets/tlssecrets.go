@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -193,33 +194,68 @@ func certificateSecret(name string, chain, key []byte) *tlsv3.Secret {
 	}}}
 }
 
-// Watch re-reads the files every poll and calls onChange with each new version that loads; a
+// Standing is what /status and /metrics report of the TLS material in force.
+type Standing struct {
+	Version string `json:"version"`
+	// ServerCertificateNotAfter is when the certificate clients see expires.
+	ServerCertificateNotAfter *time.Time `json:"serverCertificateNotAfter,omitempty"`
+	// Error is why the files on disk do not load, while they do not (the version above stays).
+	Error string `json:"error,omitempty"`
+}
+
+// Watcher re-reads the files and keeps the standing of the version in force.
+type Watcher struct {
+	files Files
+	mu    sync.Mutex
+	in    *Material
+	err   error
+}
+
+// NewWatcher starts from the version loaded at start.
+func NewWatcher(f Files, current *Material) *Watcher { return &Watcher{files: f, in: current} }
+
+// Standing reports the version in force and any error of the files on disk.
+func (w *Watcher) Standing() *Standing {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := &Standing{Version: w.in.Version}
+	if !w.in.NotAfter.IsZero() {
+		t := w.in.NotAfter
+		st.ServerCertificateNotAfter = &t
+	}
+	if w.err != nil {
+		st.Error = w.err.Error()
+	}
+	return st
+}
+
+// Run re-reads the files every poll and calls onChange with each new version that loads; a
 // version that does not load is logged and skipped, and the last good one stays in force.
 // Kubernetes updates a mounted Secret by swapping a symlink, so re-reading is enough to see it.
-func Watch(ctx context.Context, f Files, current *Material, poll time.Duration, onChange func(*Material), log *slog.Logger) {
+func (w *Watcher) Run(ctx context.Context, poll time.Duration, onChange func(*Material), log *slog.Logger) {
 	t := time.NewTicker(poll)
 	defer t.Stop()
-	failing := ""
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		m, err := f.Load()
-		if err != nil {
-			if err.Error() != failing {
-				log.Error("TLS files do not load; the previous certificates stay in force", "err", err)
-				failing = err.Error()
-			}
-			continue
+		m, err := w.files.Load()
+		w.mu.Lock()
+		repeated := err != nil && w.err != nil && err.Error() == w.err.Error()
+		w.err = err
+		changed := err == nil && m.Version != w.in.Version
+		if changed {
+			w.in = m
 		}
-		failing = ""
-		if current != nil && m.Version == current.Version {
-			continue
+		w.mu.Unlock()
+		switch {
+		case err != nil && !repeated:
+			log.Error("TLS files do not load; the previous certificates stay in force", "err", err)
+		case changed:
+			log.Info("TLS files changed: new handshakes use them", "version", m.Version, "serverCertificateNotAfter", m.NotAfter)
+			onChange(m)
 		}
-		current = m
-		log.Info("TLS files changed: new handshakes use them", "version", m.Version, "serverCertificateNotAfter", m.NotAfter)
-		onChange(m)
 	}
 }

@@ -1,10 +1,14 @@
 package tlssecrets
 
 import (
+	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weighstation/weighstation/control-plane/internal/devcerts"
 )
@@ -70,5 +74,53 @@ func TestLoadChecksTheFilesAndVersionsTheirContent(t *testing.T) {
 	}
 	if before.Version == after.Version {
 		t.Errorf("a rotated certificate kept version %s", before.Version)
+	}
+}
+
+// A rotation that does not load (a key that is not its certificate's) keeps the previous
+// version in force and reports why; the next good set takes over.
+func TestWatcherKeepsTheLastGoodVersion(t *testing.T) {
+	ca, err := devcerts.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	first, _ := ca.Server("first", "localhost")
+	if err := first.Write(dir, "gw"); err != nil {
+		t.Fatal(err)
+	}
+	files := Files{CertFile: filepath.Join(dir, "gw.crt"), KeyFile: filepath.Join(dir, "gw.key")}
+	m, err := files.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWatcher(files, m)
+	changes := make(chan *Material, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx, 5*time.Millisecond, func(m *Material) { changes <- m }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+
+	second, _ := ca.Server("second", "localhost")
+	if err := devcerts.WriteAtomic(files.KeyFile, second.KeyPEM, 0o600); err != nil { // the certificate lags
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for w.Standing().Error == "" && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := w.Standing(); st.Error == "" || st.Version != m.Version {
+		t.Fatalf("a key without its certificate: %+v", st)
+	}
+	if err := devcerts.WriteAtomic(files.CertFile, second.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case next := <-changes:
+		if st := w.Standing(); st.Error != "" || st.Version != next.Version || next.Version == m.Version ||
+			!st.ServerCertificateNotAfter.Equal(second.Cert.NotAfter) {
+			t.Errorf("after the certificate followed: %+v", st)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the completed rotation was not published")
 	}
 }
