@@ -16,8 +16,9 @@ import (
 
 // The CPU cost of the filter: Envoy's CPU time (utime + stime of the process) per message
 // published at full speed by the tools users run — `nats bench pub` (natscli) and Kafka's
-// kafka-producer-perf-test (acks=1) — through the filter, through Envoy's tcp_proxy alone and
-// straight to the broker, the targets alternated round after round in one run. On a shared
+// kafka-producer-perf-test (acks=1) — through the filter (for NATS also over TLS), through
+// Envoy's tcp_proxy alone and straight to the broker, the targets alternated round after round
+// in one run. On a shared
 // 2-vCPU VM latency tails are noise; CPU per message holds from run to run.
 
 // cpuTargets: Envoy's CPU per message over the filter's is the figure the targets are about.
@@ -90,10 +91,11 @@ func (s *suite) cpuWorkloads() []cpuWorkload {
 		return cpuWorkload{
 			name:     fmt.Sprintf("nats pub %s", sizeName(size)),
 			messages: messages / scale,
-			targets:  []string{"gateway", "tcp-proxy", "direct"},
+			targets:  []string{"gateway", "tcp-proxy", "direct", "gateway-tls"},
 			send: func(ctx context.Context, target string, messages int) (float64, error) {
-				addr := map[string]string{"gateway": s.stack.addr("NATS_PORT"), "tcp-proxy": s.stack.addr("NATS_PLAIN_PORT"), "direct": s.stack.addr("NATS_UPSTREAM_PORT")}[target]
-				return s.natsBench(ctx, addr, size, messages)
+				addr := map[string]string{"gateway": s.stack.addr("NATS_PORT"), "tcp-proxy": s.stack.addr("NATS_PLAIN_PORT"),
+					"direct": s.stack.addr("NATS_UPSTREAM_PORT"), "gateway-tls": s.stack.addr("NATS_TLS_PORT")}[target]
+				return s.natsBench(ctx, addr, size, messages, target == "gateway-tls")
 			},
 		}
 	}
@@ -188,13 +190,18 @@ func processCPU(pid int) (float64, error) {
 
 var natsBenchRate = regexp.MustCompile(`stats: ([\d,]+) msgs/sec`)
 
-// natsBench publishes as acme (limits enforced, never reached) with natscli's `nats bench pub`.
-func (s *suite) natsBench(ctx context.Context, addr string, size, messages int) (float64, error) {
+// natsBench publishes as acme (limits enforced, never reached) with natscli's `nats bench pub`,
+// over TLS (handshake first, trusting the stack's CA) when asked.
+func (s *suite) natsBench(ctx context.Context, addr string, size, messages int, overTLS bool) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(s.root, ".tools", "bin", "nats"), "bench", "pub", "weighstation.cpu",
-		"--msgs", strconv.Itoa(messages), "--size", strconv.Itoa(size), "--no-progress",
-		"--server", "nats://"+addr, "--user", acme.natsUser, "--password", acme.natsPassword)
+	server := []string{"--server", "nats://" + addr}
+	if overTLS {
+		server = []string{"--server", "tls://" + addr, "--tlsfirst", "--tlsca", s.stack.caFile()}
+	}
+	args := append([]string{"bench", "pub", "weighstation.cpu", "--msgs", strconv.Itoa(messages), "--size", strconv.Itoa(size),
+		"--no-progress", "--user", acme.natsUser, "--password", acme.natsPassword}, server...)
+	cmd := exec.CommandContext(ctx, filepath.Join(s.root, ".tools", "bin", "nats"), args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return 0, fmt.Errorf("nats bench: %w: %s", err, lastLines(out, 5))
@@ -242,9 +249,9 @@ func lastLines(b []byte, n int) string {
 
 // cpuVerdict compares the gateway with its baseline in one workload, round by round.
 type cpuVerdict struct {
-	Workload, Baseline string
-	// OverMicros is the gateway's Envoy CPU per message less the baseline's; Share the
-	// gateway's throughput over the baseline's.
+	Workload, Target, Baseline string
+	// OverMicros is the target's Envoy CPU per message less the baseline's; Share the
+	// target's throughput over the baseline's.
 	OverMicros, Share spread
 	// Target is the goal for the workload, if it has one: at most MaxOverMicros and at
 	// least MinShare.
@@ -262,16 +269,19 @@ func cpuVerdicts(costs []cpuCost) []cpuVerdict {
 	for _, c := range costs {
 		byTarget[[2]string{c.Workload, c.Target}] = c
 	}
+	// What each target is compared with, in order of preference: the filter against Envoy
+	// without it (or the broker itself), TLS against the same gateway in plaintext.
+	baselines := map[string][]string{"gateway": {"tcp-proxy", "direct"}, "gateway-tls": {"gateway"}}
 	var out []cpuVerdict
 	for _, c := range costs {
-		if c.Target != "gateway" {
-			continue
+		var b cpuCost
+		baseline, ok := "", false
+		for _, name := range baselines[c.Target] {
+			if b, ok = byTarget[[2]string{c.Workload, name}]; ok {
+				baseline = name
+				break
+			}
 		}
-		baseline := "tcp-proxy"
-		if _, ok := byTarget[[2]string{c.Workload, baseline}]; !ok {
-			baseline = "direct"
-		}
-		b, ok := byTarget[[2]string{c.Workload, baseline}]
 		if !ok {
 			continue
 		}
@@ -280,8 +290,8 @@ func cpuVerdicts(costs []cpuCost) []cpuVerdict {
 			over = append(over, c.Runs[i].micros()-b.Runs[i].micros())
 			share = append(share, c.Runs[i].Rate/b.Runs[i].Rate)
 		}
-		v := cpuVerdict{Workload: c.Workload, Baseline: baseline, OverMicros: spreadOf(over), Share: spreadOf(share)}
-		if baseline == "tcp-proxy" {
+		v := cpuVerdict{Workload: c.Workload, Target: c.Target, Baseline: baseline, OverMicros: spreadOf(over), Share: spreadOf(share)}
+		if c.Target == "gateway" && baseline == "tcp-proxy" {
 			v.MaxOverMicros, v.MinShare = cpuOverTCPProxyMaxMicros, throughputShare128
 			if strings.Contains(c.Workload, "KiB") {
 				v.MinShare = throughputShare1K

@@ -26,7 +26,9 @@ var policies embed.FS
 // benchmark never collides with a `make run` on the defaults.
 // NATS_PLAIN_PORT also turns on the Envoy listener without the filter, the tcp-proxy baseline.
 var portEnv = []string{"NATS_PORT", "KAFKA_PORT", "ADMIN_PORT", "NATS_UPSTREAM_PORT", "KAFKA_UPSTREAM_PORT",
-	"KAFKA_CONTROLLER_PORT", "XDS_PORT", "CONTROL_PLANE_PORT", "KAFKA_DIRECT_PORT", "KAFKA_BROKER_PORT", "NATS_PLAIN_PORT"}
+	"KAFKA_CONTROLLER_PORT", "XDS_PORT", "CONTROL_PLANE_PORT", "KAFKA_DIRECT_PORT", "KAFKA_BROKER_PORT", "NATS_PLAIN_PORT",
+	"KAFKA_SASL_PORT", "KAFKA_SASL_UPSTREAM_PORT", "NATS_TLS_PORT", "KAFKA_TLS_PORT", "KAFKA_SASL_SSL_PORT",
+	"KAFKA_SSL_UPSTREAM_PORT", "KAFKA_SASL_SSL_UPSTREAM_PORT"}
 
 // stack is the whole local stack (weighstation-localstack), started in a scratch root whose
 // .tools and wasm-filter link to the repository's, so its run/ directory, ports and policies
@@ -118,6 +120,9 @@ func copyPolicies(dir string) error {
 }
 
 func (s *stack) addr(env string) string { return "127.0.0.1:" + strconv.Itoa(s.ports[env]) }
+
+// caFile is the CA the stack's TLS listeners present certificates from (issued at its start).
+func (s *stack) caFile() string { return filepath.Join(s.scratch, "run", "tls", "ca.crt") }
 
 // stop sends SIGTERM to the stack (its own handler stops every process it started), waits,
 // and removes the scratch root.
