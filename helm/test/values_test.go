@@ -62,6 +62,18 @@ func TestBadValuesAreRejectedWithClearMessages(t *testing.T) {
 			[]string{"set policies.files or policies.existingConfigMap"}},
 		{"HPA max below min", "envoy:\n  autoscaling:\n    enabled: true\n    minReplicas: 5\n    maxReplicas: 2\n",
 			[]string{"envoy.autoscaling.maxReplicas is below minReplicas"}},
+		{"TLS without a certificate", "tls:\n  kafka:\n    enabled: true\n",
+			[]string{"tls.nats.enabled and tls.kafka.enabled need the gateway's certificate: set tls.secretName"}},
+		{"mTLS without a client CA", "tls:\n  secretName: gw-tls\n  nats:\n    enabled: true\n    clientCertificates: required\n",
+			[]string{"tls.nats.clientCertificates is required: set tls.clientCASecret"}},
+		{"TLS to brokers without their CA", "tls:\n  upstream:\n    kafka: true\n",
+			[]string{"tls.upstream.nats and tls.upstream.kafka need tls.upstream.caSecret"}},
+		{"cert-manager without an issuer", "tls:\n  certManager:\n    enabled: true\n  nats:\n    enabled: true\n",
+			[]string{"tls.certManager.enabled needs tls.certManager.issuerRef.name"}},
+		{"TLS NATS on the plaintext port", "tls:\n  secretName: gw-tls\n  nats:\n    enabled: true\n    port: 4222\n",
+			[]string{"tls.nats.port and nats.port are both 4222"}},
+		{"client certificates maybe", "tls:\n  nats:\n    clientCertificates: sometimes\n",
+			[]string{"at '/tls/nats/clientCertificates'", "value must be one of 'optional', 'required'"}},
 	}
 	var many []string
 	for i := 0; i <= 100; i++ {
