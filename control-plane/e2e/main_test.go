@@ -67,6 +67,7 @@ func run(m *testing.M) int {
 		WithKafka:           true,
 		ExtraNATSUsers:      testTenants,
 		ExtraKafkaSASLUsers: []string{"spoof-victim"},
+		Supervise:           true,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the stack:", err)

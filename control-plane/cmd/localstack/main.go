@@ -62,6 +62,9 @@ func run(root, wasm string) error {
 		EnvoyConcurrency: 2,
 		WithKafka:        true,
 		Replicas:         replicas,
+		// A process that dies is started again, as its Kubernetes Deployment would: kill the
+		// control plane (or nats-server, Kafka, an Envoy) to see what the gateway does meanwhile.
+		Supervise: true,
 	}
 	fmt.Printf("starting nats-server, kafka, the control plane and %d envoy…\n", replicas)
 	s, err := localstack.Start(ctx, cfg)
@@ -93,7 +96,8 @@ weighstation is up (logs in %s)
   upstream nats-server          nats://%s
   upstream Kafka                %s (controller %d, direct %s)
 
-Watching %s: edit a policy and it is in force within 2 s. Ctrl-C stops everything.
+Watching %s: edit a policy and it is in force within 2 s. A process that exits is started
+again after a second. Ctrl-C stops everything.
 `, s.LogDir(), r(ports.NATS), s.NkeyDir(), r(ports.Kafka), r(ports.KafkaBroker), r(ports.KafkaSASL), r(ports.Admin), a(ports.ControlPlane), a(ports.XDS),
 		a(ports.NATSUpstream), a(ports.KafkaUpstream), ports.KafkaController, a(ports.KafkaDirect), policyDir)
 	tls := s.TLSDir()

@@ -81,7 +81,7 @@ func (s *Stack) startNATS() error {
 	if err := os.WriteFile(conf, b.Bytes(), 0o644); err != nil {
 		return err
 	}
-	p, err := startProcess("nats-server", s.logDir, nil, s.tool("nats-server"), "-c", conf)
+	p, err := s.startProcess("nats-server", nil, s.tool("nats-server"), "-c", conf)
 	if err != nil {
 		return err
 	}
@@ -180,7 +180,7 @@ func (s *Stack) startKafka() error {
 			return fmt.Errorf("formatting kafka storage: %v: %s", err, strings.TrimSpace(string(out)))
 		}
 	}
-	p, err := startProcess("kafka", s.logDir, []string{"KAFKA_HEAP_OPTS=-Xmx512m"}, "java",
+	p, err := s.startProcess("kafka", []string{"KAFKA_HEAP_OPTS=-Xmx512m"}, "java",
 		"-Xms256m", "-Xmx768m", "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1",
 		"-Dlog4j2.configurationFile="+log4j, "-cp", classpath, "kafka.Kafka", props)
 	if err != nil {
@@ -217,7 +217,7 @@ func (s *Stack) startControlPlane() error {
 	if p.NATSPlain != 0 {
 		args = append(args, "--nats-plain-listen", addr(p.NATSPlain))
 	}
-	p2, err := startProcess("control-plane", s.logDir, nil, s.tool("weighstation"), append(args,
+	p2, err := s.startProcess("control-plane", nil, s.tool("weighstation"), append(args,
 		"--xds-listen", addr(p.XDS), "--http-listen", addr(p.ControlPlane),
 		"--nats-listen", addr(p.NATS), "--nats-upstream", addr(p.NATSUpstream),
 		"--kafka-listen", addr(p.Kafka), "--kafka-upstream", addr(p.KafkaUpstream),
@@ -235,7 +235,7 @@ func (s *Stack) startControlPlane() error {
 // StartRedis starts the quota store: Redis without persistence (quota reports live seconds).
 // Exported so that tests can kill the store and bring it back.
 func (s *Stack) StartRedis() error {
-	p, err := startProcess("redis", s.logDir, nil, s.tool("redis-server"),
+	p, err := s.startProcess("redis", nil, s.tool("redis-server"),
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(s.cfg.Ports.Redis),
 		"--save", "", "--appendonly", "no", "--protected-mode", "no")
 	if err != nil {
@@ -247,7 +247,7 @@ func (s *Stack) StartRedis() error {
 }
 
 func (s *Stack) startQuota() error {
-	p, err := startProcess("quota", s.logDir, nil, s.tool("weighstation"), "quota",
+	p, err := s.startProcess("quota", nil, s.tool("weighstation"), "quota",
 		"--listen", addr(s.cfg.Ports.Quota), "--redis", addr(s.cfg.Ports.Redis))
 	if err != nil {
 		return err

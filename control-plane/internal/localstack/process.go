@@ -6,40 +6,105 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
 
+// restartDelay is how long a supervised process stays down before it is started again: long
+// enough that a crash loop does not spin, short enough that a test of the outage is quick.
+const restartDelay = time.Second
+
 // process is one child started by the stack, in its own process group so that stopping it
-// also stops anything it spawned.
+// also stops anything it spawned. A supervised process that exits on its own is started again
+// with the same command, as a Kubernetes Deployment would; done closes only when it has
+// stopped for good.
 type process struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	name       string
+	logPath    string
+	env        []string
+	bin        string
+	args       []string
+	supervised bool
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	stopping atomic.Bool
+	restarts atomic.Int64
+	done     chan struct{}
+	err      error
 }
 
-func startProcess(name, logDir string, env []string, bin string, args ...string) (*process, error) {
-	logFile, err := os.Create(filepath.Join(logDir, name+".log"))
+// startProcess starts one of the stack's processes, supervised if the stack is.
+func (s *Stack) startProcess(name string, env []string, bin string, args ...string) (*process, error) {
+	return launch(&process{name: name, logPath: filepath.Join(s.logDir, name+".log"), env: env, bin: bin, args: args, supervised: s.cfg.Supervise})
+}
+
+func launch(p *process) (*process, error) {
+	p.done = make(chan struct{})
+	cmd, logFile, err := p.run(os.O_TRUNC)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
+	p.cmd = cmd
+	go p.wait(cmd, logFile)
+	return p, nil
+}
+
+// run starts the command once, its output appended to (or, first, truncating) the log.
+func (p *process) run(mode int) (*exec.Cmd, *os.File, error) {
+	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND|mode, 0o644)
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(os.Environ(), p.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
+		return nil, nil, fmt.Errorf("starting %s: %w", p.name, err)
 	}
-	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	return p, nil
+	return cmd, logFile, nil
 }
+
+// wait follows the process through its exits: a supervised one that was not stopped is started
+// again after restartDelay.
+func (p *process) wait(cmd *exec.Cmd, logFile *os.File) {
+	for {
+		err := cmd.Wait()
+		if !p.supervised || p.stopping.Load() {
+			logFile.Close()
+			p.err = err
+			close(p.done)
+			return
+		}
+		fmt.Fprintf(logFile, "\n[weighstation local stack] %s exited (%v); starting it again in %s\n", p.name, err, restartDelay)
+		logFile.Close()
+		time.Sleep(restartDelay)
+		p.mu.Lock()
+		if p.stopping.Load() {
+			p.mu.Unlock()
+			p.err = err
+			close(p.done)
+			return
+		}
+		next, nextLog, startErr := p.run(0)
+		if startErr != nil {
+			p.mu.Unlock()
+			p.err = startErr
+			close(p.done)
+			return
+		}
+		p.cmd, cmd, logFile = next, next, nextLog
+		p.restarts.Add(1)
+		p.mu.Unlock()
+	}
+}
+
+// Restarts is how many times the supervisor started the process again.
+func (p *process) Restarts() int64 { return p.restarts.Load() }
 
 func (p *process) exited() bool {
 	select {
@@ -50,12 +115,16 @@ func (p *process) exited() bool {
 	}
 }
 
-// stop sends SIGTERM to the process group, then SIGKILL after grace.
+// stop sends SIGTERM to the process group, then SIGKILL after grace; a supervised process is
+// not started again.
 func (p *process) stop(grace time.Duration) {
+	p.stopping.Store(true)
 	if p.exited() {
 		return
 	}
+	p.mu.Lock()
 	pgid := -p.cmd.Process.Pid
+	p.mu.Unlock()
 	_ = syscall.Kill(pgid, syscall.SIGTERM)
 	select {
 	case <-p.done:
@@ -65,10 +134,13 @@ func (p *process) stop(grace time.Duration) {
 	}
 }
 
-// Signal sends sig to the process (not its group); tests use SIGSTOP/SIGCONT.
+// Signal sends sig to the process (not its group): tests use SIGSTOP/SIGCONT, and SIGKILL to
+// crash it (a supervised process then comes back).
 func (p *process) Signal(sig syscall.Signal) error {
 	if p.exited() {
 		return errors.New(p.name + " has exited")
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	return p.cmd.Process.Signal(sig)
 }

@@ -52,6 +52,9 @@ type Config struct {
 	// NATSUpstreamTLS makes nats-server accept TLS only (handshake first), which the gateway
 	// originates; clients can then reach nats-server only through the gateway.
 	NATSUpstreamTLS bool
+	// Supervise starts a process that exits on its own again (after a second), as Kubernetes
+	// would, instead of leaving the stack without it: `make run` and the fault tests.
+	Supervise bool
 	// NATSOperatorMode runs nats-server with decentralized JWT authentication (an operator and
 	// one account, NATSAccount) instead of its configured users.
 	NATSOperatorMode bool
@@ -201,7 +204,7 @@ func (s *Stack) startEnvoy(replica int) error {
 		concurrency = 2
 	}
 	env := []string{xds.NATSProxySeedEnv + "=" + s.security.proxySeed}
-	e, err := startProcess(name, s.logDir, env, s.tool("envoy"), "-c", bootPath,
+	e, err := s.startProcess(name, env, s.tool("envoy"), "-c", bootPath,
 		"--concurrency", strconv.Itoa(concurrency), "--disable-hot-restart",
 		"--log-level", "warn", "--component-log-level", "wasm:info",
 		"--drain-time-s", "2")
@@ -345,7 +348,8 @@ func randomClusterID() string {
 	}
 }
 
-// Exited reports the name of the first process that exits on its own.
+// Exited reports the name of the first process that exits for good (a supervised one only if
+// it could not be started again).
 func (s *Stack) Exited() <-chan string {
 	ch := make(chan string, 1)
 	for _, p := range s.procs {
