@@ -40,7 +40,16 @@ func groupKey(offset int) string { return "weighstation+" + strconv.Itoa(offset)
 // Server serves the policy to every connected Envoy over ADS and tracks their ACKs.
 type Server struct {
 	gateway Gateway
-	cache   cachev3.SnapshotCache
+	// cache serves every type but secrets in ADS mode: a request naming some of the snapshot's
+	// resources of a type waits until one names them all. The filter configurations (ECDS) all
+	// come from the listeners, so Envoy names them all at once and gets them in one response.
+	cache cachev3.SnapshotCache
+	// secrets holds the same snapshots and serves the secrets alone, each request answered with
+	// the secrets it names. Envoy names them in two steps: the clusters' (upstream TLS) while it
+	// initialises the clusters, and the listeners' too once it has the listeners, which it asks
+	// for only when the clusters are ready. In ADS mode the first request would wait for the
+	// second, and every Envoy start would wait out its 15 s initial fetch timeout.
+	secrets cachev3.SnapshotCache
 	nodes   *nodeTracker
 
 	mu       sync.Mutex
@@ -55,7 +64,13 @@ type Server struct {
 }
 
 func NewServer(g Gateway) *Server {
-	s := &Server{gateway: g, cache: cachev3.NewSnapshotCache(true, byPortOffset{}, nil), nodes: newNodeTracker(), offsets: map[int]bool{0: true}}
+	s := &Server{
+		gateway: g,
+		cache:   cachev3.NewSnapshotCache(true, byPortOffset{}, nil),
+		secrets: cachev3.NewSnapshotCache(false, byPortOffset{}, nil),
+		nodes:   newNodeTracker(),
+		offsets: map[int]bool{0: true},
+	}
 	s.nodes.onConnected = s.nodesChanged
 	return s
 }
@@ -117,6 +132,11 @@ func (s *Server) publishLocked() error {
 		}
 		if err := snap.Consistent(); err != nil {
 			return fmt.Errorf("inconsistent snapshot: %w", err)
+		}
+		// Secrets first: when Envoy asks for the secrets a new listener or cluster names, they
+		// are there.
+		if err := s.secrets.SetSnapshot(context.Background(), groupKey(offset), snap); err != nil {
+			return err
 		}
 		if err := s.cache.SetSnapshot(context.Background(), groupKey(offset), snap); err != nil {
 			return err
@@ -181,10 +201,26 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 5 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
 	)
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, serverv3.NewServer(ctx, s.cache, s.nodes))
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, serverv3.NewServer(ctx, s.watcher(), s.nodes))
 	go func() {
 		<-ctx.Done()
 		gs.Stop()
 	}()
 	return gs.Serve(lis)
+}
+
+// watcher sends secret requests to the secrets cache and every other request to the ADS cache.
+func (s *Server) watcher() cachev3.Cache {
+	const ads, secrets = "ads", "secrets"
+	classify := func(typeURL string) string {
+		if typeURL == resourcev3.SecretType {
+			return secrets
+		}
+		return ads
+	}
+	return &cachev3.MuxCache{
+		Classify:      func(r *cachev3.Request) string { return classify(r.GetTypeUrl()) },
+		ClassifyDelta: func(r *cachev3.DeltaRequest) string { return classify(r.GetTypeUrl()) },
+		Caches:        map[string]cachev3.Cache{ads: s.cache, secrets: s.secrets},
+	}
 }
