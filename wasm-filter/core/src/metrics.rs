@@ -90,6 +90,10 @@ pub fn generation_metric_name(protocol: Protocol) -> String {
     format!("weighstation_policy_generation.protocol.{}", protocol.as_str())
 }
 
+/// Shared-data keys in this Envoy process: limiter state is never deleted, so the count grows
+/// with each tenant and each distinct rate limit configured since the process started.
+pub const SHARED_DATA_KEYS_METRIC: &str = "weighstation_shared_data_keys";
+
 /// Connections whose credentials the broker refused: charged to no tenant, so counted apart.
 pub fn auth_failures_metric_name(protocol: Protocol) -> String {
     format!("weighstation_auth_failures_total.protocol.{}", protocol.as_str())

@@ -57,6 +57,8 @@ impl<P: Protocol> Retry for Shared<P> {
 pub struct Connection<P> {
     id: u32,
     state: Rc<Shared<P>>,
+    /// The broker closed. Envoy only half-closes the client's side and goes on reading it.
+    upstream_closed: bool,
 }
 
 impl<P: Protocol> Connection<P> {
@@ -64,7 +66,11 @@ impl<P: Protocol> Connection<P> {
         let state = Rc::new(Shared(RefCell::new(protocol)));
         let handle: Rc<dyn Retry> = state.clone();
         waiters::register(context_id, Rc::downgrade(&handle));
-        Connection { id: context_id, state }
+        Connection {
+            id: context_id,
+            state,
+            upstream_closed: false,
+        }
     }
 
     fn close(&self) {
@@ -82,6 +88,14 @@ impl<P: Protocol> StreamContext for Connection<P> {
     fn on_downstream_data(&mut self, size: usize, _end_of_stream: bool) -> Action {
         if size == 0 {
             return Action::Continue;
+        }
+        if self.upstream_closed {
+            // Nothing sent now reaches the broker, and a client that goes on sending after its
+            // broker closed (one streaming a 2 GiB payload the filter discards) would keep Envoy
+            // reading for as long as it likes. The broker's last words were written to the
+            // client before its close: closing now loses nothing it had said.
+            let _ = host::close_downstream();
+            return Action::Pause;
         }
         let Ok(envoy) = host::get_buffer(BufferType::DownstreamData) else {
             return Action::Continue;
@@ -139,5 +153,6 @@ impl<P: Protocol> StreamContext for Connection<P> {
 
     fn on_upstream_close(&mut self, _peer: PeerType) {
         self.close();
+        self.upstream_closed = true;
     }
 }

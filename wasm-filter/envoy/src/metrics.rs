@@ -11,6 +11,7 @@ use weighstation_core::config::{Config, Protocol};
 use weighstation_core::limits::Reason;
 use weighstation_core::metrics::{
     generation_metric_name, reason_metric_name, tenant_metric_name, Kind, ReasonMetric, TenantMetric,
+    SHARED_DATA_KEYS_METRIC,
 };
 
 thread_local! {
@@ -149,6 +150,12 @@ fn gauge_add(id: Option<u32>, n: i64) {
 /// Adds to a counter by name (rare events: the name is formatted by the caller).
 pub fn count(name: &str, n: u64) {
     add(id(name.to_owned(), Kind::Counter), n);
+}
+
+/// Counts a shared-data key the first time any worker stores it: the set that created it is
+/// the one compare-and-swap that succeeded on an absent key, so each key is counted once.
+pub fn shared_data_key_created() {
+    gauge_add(id(SHARED_DATA_KEYS_METRIC.to_owned(), Kind::Gauge), 1);
 }
 
 /// Sets a process-wide gauge by name (the quota leader's figures: one writer at a time).

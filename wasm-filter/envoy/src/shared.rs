@@ -5,6 +5,8 @@
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::Status;
 
+use crate::metrics;
+
 const CAS_ATTEMPTS: usize = 32;
 
 fn decode<const N: usize>(bytes: Option<Vec<u8>>) -> [u64; N] {
@@ -35,12 +37,18 @@ pub fn update<const N: usize>(key: &str, f: impl Fn([u64; N]) -> Option<[u64; N]
                 return ([0; N], true);
             }
         };
+        let created = bytes.is_none();
         let current = decode::<N>(bytes);
         let Some(next) = f(current) else {
             return (current, false);
         };
         match hostcalls::set_shared_data(key, Some(&encode(next)), cas) {
-            Ok(()) => return (current, true),
+            Ok(()) => {
+                if created {
+                    metrics::shared_data_key_created();
+                }
+                return (current, true);
+            }
             Err(Status::CasMismatch) => continue,
             Err(e) => {
                 log::warn!("weighstation: shared data {key} unwritable: {e:?}");
