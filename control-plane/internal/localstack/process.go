@@ -106,6 +106,13 @@ func (p *process) wait(cmd *exec.Cmd, logFile *os.File) {
 // Restarts is how many times the supervisor started the process again.
 func (p *process) Restarts() int64 { return p.restarts.Load() }
 
+// PID is the process id of the running instance (it changes when the supervisor restarts it).
+func (p *process) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Pid
+}
+
 func (p *process) exited() bool {
 	select {
 	case <-p.done:

@@ -1,0 +1,138 @@
+// Package soak runs the local stack under fixed-rate mixed load for a while, injects faults on a
+// schedule (policy flips, the control plane, nats-server, Kafka and Envoy killed or drained,
+// hostile clients), then accounts for every message sent: each is delivered, refused with an
+// error its client saw, or failed with an error its client saw while a component was down.
+// Anything else is unaccounted, and a soak with unaccounted messages fails.
+package soak
+
+import (
+	"time"
+)
+
+// Message is what one client learned about one message it sent.
+type Message struct {
+	Sent time.Time // the intended send time (open loop)
+	Done time.Time // when the client learned the outcome; zero for a core NATS publish
+	// Acked: the client got a positive answer (a reply, a JetStream or Kafka acknowledgement).
+	Acked bool
+	// Refused: the client saw the gateway refuse this message (a Permissions Violation naming
+	// its subject, THROTTLING_QUOTA_EXCEEDED or MESSAGE_TOO_LARGE).
+	Refused bool
+	// Failed: the client saw another error for it (a timeout, a closed connection).
+	Failed bool
+}
+
+// Window is a span in which a component on a flow's path was down or restarting.
+type Window struct {
+	Start, End time.Time
+	What       string
+}
+
+func (w Window) overlaps(from, to time.Time) bool {
+	return !to.Before(w.Start) && !from.After(w.End)
+}
+
+// Flow is one tenant's messages of one kind, with where they were found at the end.
+type Flow struct {
+	Tenant string
+	Kind   string
+	// Messages are indexed by sequence number.
+	Messages []Message
+	// Present counts the copies of each message found at its destination (the subscriber, the
+	// responder, the JetStream stream, the Kafka topic).
+	Present []int
+	// Faults are the windows in which this flow's client saw a component go away.
+	Faults []Window
+	// Unacknowledged is how long a message without an answer (a core NATS publish) may be on
+	// its way: it was lost to a fault if a fault window overlaps [Sent, Sent+Unacknowledged].
+	Unacknowledged time.Duration
+}
+
+// Row is a flow's account: every message sent is in exactly one of Delivered, Refused,
+// FailedInFault and Unaccounted.
+type Row struct {
+	Tenant, Kind  string
+	Sent          int
+	Delivered     int // found at its destination (acknowledged, where the protocol acknowledges)
+	Refused       int // refused, the client told, and not delivered
+	FailedInFault int // an error the client saw while a component on its path was down
+	Unaccounted   int
+	// Of the unaccounted, for the reader: acknowledged but not found (a loss), refused but
+	// delivered anyway, failed with no fault to explain it.
+	AckedMissing, RefusedDelivered, FailedNoFault int
+	// Duplicates are copies beyond the first (at-least-once retries); DeliveredDespiteError are
+	// messages the client was told failed that arrived all the same.
+	Duplicates, DeliveredDespiteError int
+	// RefusedOutsideFaults are refusals whose message was sent outside every fault window.
+	RefusedOutsideFaults int
+}
+
+// Account classifies every message of the flow.
+func Account(f Flow) Row {
+	r := Row{Tenant: f.Tenant, Kind: f.Kind, Sent: len(f.Messages)}
+	for i, m := range f.Messages {
+		present := 0
+		if i < len(f.Present) {
+			present = f.Present[i]
+		}
+		if present > 1 {
+			r.Duplicates += present - 1
+		}
+		end := m.Done
+		if end.IsZero() {
+			end = m.Sent.Add(f.Unacknowledged)
+		}
+		inFault := false
+		for _, w := range f.Faults {
+			if w.overlaps(m.Sent, end) {
+				inFault = true
+				break
+			}
+		}
+		switch {
+		case m.Refused && present > 0:
+			r.Unaccounted++
+			r.RefusedDelivered++
+		case m.Refused:
+			r.Refused++
+			if !inFault {
+				r.RefusedOutsideFaults++
+			}
+		case present > 0:
+			r.Delivered++
+			if m.Failed {
+				r.DeliveredDespiteError++
+			}
+		case inFault && (m.Failed || m.Done.IsZero()):
+			// A core NATS publish has no answer: the client saw the fault as a disconnect.
+			r.FailedInFault++
+		default:
+			r.Unaccounted++
+			if m.Acked {
+				r.AckedMissing++
+			} else {
+				r.FailedNoFault++
+			}
+		}
+	}
+	return r
+}
+
+// Total sums rows.
+func Total(rows []Row) Row {
+	t := Row{Tenant: "all", Kind: "all"}
+	for _, r := range rows {
+		t.Sent += r.Sent
+		t.Delivered += r.Delivered
+		t.Refused += r.Refused
+		t.FailedInFault += r.FailedInFault
+		t.Unaccounted += r.Unaccounted
+		t.AckedMissing += r.AckedMissing
+		t.RefusedDelivered += r.RefusedDelivered
+		t.FailedNoFault += r.FailedNoFault
+		t.Duplicates += r.Duplicates
+		t.DeliveredDespiteError += r.DeliveredDespiteError
+		t.RefusedOutsideFaults += r.RefusedOutsideFaults
+	}
+	return t
+}
