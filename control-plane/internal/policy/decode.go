@@ -36,7 +36,17 @@ func (d *decoder) mapping(n *yaml.Node, path string, known fields) {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		p := join(path, k.Value)
+		if k.Kind != yaml.ScalarNode {
+			// A sequence, mapping or alias as a key: no field has such a name (and every one
+			// has Value "", so they would all look alike).
+			d.c.add(d.pos(k), join(path, "(key)"), "a field name must be a single value")
+			continue
+		}
+		name := k.Value
+		if name == "" {
+			name = `""` // so that the error names a field even at the top level
+		}
+		p := join(path, name)
 		if seen[k.Value] {
 			d.c.add(d.pos(k), p, "appears more than once")
 			continue

@@ -139,6 +139,28 @@ func TestLoadReportsEachErrorClassWithPosition(t *testing.T) {
 			},
 		},
 		{
+			// Found by FuzzParse: an empty or non-scalar key gave an empty field path, and two
+			// non-scalar keys were reported as the same field twice.
+			name:  "empty and non-scalar keys",
+			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": "\"\": x\n? [a]\n: y\n? {b: c}\n: z\n" + acme("    inFlight: 5\n    \"\": 1\n")},
+			want: []string{
+				`b.yaml:1:1: "": unknown field (known: apiVersion, kind, metadata, spec)`,
+				`b.yaml:2:3: (key): a field name must be a single value`,
+				`b.yaml:4:3: (key): a field name must be a single value`,
+				`b.yaml:17:5: spec.limits."": unknown field (known: connections, inFlight, maxMessageBytes, queue, rate)`,
+			},
+		},
+		{
+			// Found by FuzzParse: with no spec.tenant, an error about limits from no field of
+			// the policy's own had no position (":0:0:").
+			name:  "limits of a policy without a tenant",
+			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": "apiVersion: weighstation.io/v1alpha1\nkind: LimitPolicy\nmetadata: { name: b }\nspec:\n  limits: { maxMessageBytes: unlimited }\n"},
+			want: []string{
+				"b.yaml:1:1: spec.limits: burstBytes is 67108864 but maxMessageBytes is unlimited: a larger message could never be admitted",
+				"b.yaml:5:3: spec.tenant: is required",
+			},
+		},
+		{
 			name: "overrides that widen, use unlimited, or override per-tenant limits",
 			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": acme(`    maxMessageBytes: 64KiB
   overrides:

@@ -52,7 +52,13 @@ func validateSet(dir string, policies []LimitPolicy, defaults []GatewayDefaults,
 
 	set := &Set{DefaultTenant: gd.DefaultTenant, QuotaService: gd.QuotaService}
 	for _, p := range policies {
-		t := Tenant{Policy: p, Limits: resolve(p.Limits, "spec.limits", p.TenantPos, gd.DefaultLimits, c)}
+		// Limits that come from no field of their own are reported at the tenant, or at the
+		// document when it names none.
+		at := p.TenantPos
+		if at == (Pos{}) {
+			at = p.Pos
+		}
+		t := Tenant{Policy: p, Limits: resolve(p.Limits, "spec.limits", at, gd.DefaultLimits, c)}
 		t.Overrides = resolveOverrides(p, t.Limits, c)
 		set.Tenants = append(set.Tenants, t)
 	}

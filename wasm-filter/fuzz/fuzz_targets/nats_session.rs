@@ -2,10 +2,13 @@
 //! panics, never decides more of a held buffer than there is, and never forwards more than it
 //! was given plus what it inserts (the PING and proxy_sig after the first CONNECT, a refusal's or
 //! close's replacement, the -ERR in place of a PONG, an INFO with the tenant's limit); while it
-//! inserts nothing (and swallows no verdict PONG), it forwards what it was given, in order. The client's buffer is handled as the glue does: forwarded whole, or up to
-//! the held message, whose bytes are presented again with the next read. The input's length
-//! picks the client's transport: plaintext, TLS (INFOs are rewritten to say so), or plaintext on
-//! a TLS-first listener (the CONNECT is refused with an error).
+//! inserts nothing (and swallows no verdict PONG), it forwards what it was given, in order. The
+//! client's buffer is handled as the glue does: forwarded whole, or up to the held message, whose
+//! bytes are presented again with the next read, or at once when the server's verdict on the
+//! CONNECT releases them. Between server reads a policy reload may change the tenant's limit
+//! (an INFO with the new one follows). The input's length picks the client's transport:
+//! plaintext, TLS (INFOs are rewritten to say so), or plaintext on a TLS-first listener (the
+//! CONNECT is refused with an error).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -32,7 +35,8 @@ fn err_line_growth(text: &str) -> usize {
 
 /// An INFO line the session writes re-encodes the server's last INFO (at most all the server
 /// sent): a JSON number may grow (`1e15,` is written out as `1000000000000000.0,`, under 4
-/// times as long), strings and whitespace do not, and max_payload and tls_required may be added.
+/// times as long), strings and whitespace do not, and max_payload (1024 or 2048) and
+/// tls_required may be added.
 fn info_line_bound(server_sent: usize) -> usize {
     5 * server_sent + b"INFO ,\"max_payload\":1024,\"tls_required\":false\r\n".len()
 }
@@ -74,7 +78,7 @@ impl DrawnGate<'_> {
 
 impl Gate for DrawnGate<'_> {
     fn authenticated(&mut self, _credentials: NatsCredentials) -> Result<(), String> {
-        if self.draw() % 7 == 0 {
+        if self.draw().is_multiple_of(7) {
             // Replaces the verdict PONG or +OK.
             let text = "maximum connections exceeded";
             self.errors_owed += err_line_growth(text);
@@ -114,6 +118,52 @@ struct Direction {
     forwarded: Vec<u8>,
 }
 
+/// The client's direction as the glue drives it.
+#[derive(Default)]
+struct Client {
+    dir: Direction,
+    /// Bytes held back, presented again with the next read (or at once on a release).
+    held: Vec<u8>,
+    /// The client sent a CONNECT (the first gains the verdict PING and proxy_sig).
+    connect_seen: bool,
+    tls_first_required: bool,
+}
+
+impl Client {
+    /// One client read (empty: the held bytes decided again, as after a release).
+    fn read(&mut self, chunk: &[u8], session: &mut Session, gate: &mut DrawnGate<'_>) {
+        let Client { dir, held, .. } = self;
+        dir.given.extend_from_slice(chunk);
+        held.extend_from_slice(chunk);
+        let o = session.client_data(held, gate);
+        if let Some(r) = o.replace {
+            *held = r;
+        }
+        if o.hold {
+            assert!(o.decided <= held.len(), "decided {} of {}", o.decided, held.len());
+            dir.forwarded.extend(held.drain(..o.decided));
+            session.forwarded(o.decided);
+        } else {
+            dir.forwarded.append(held);
+        }
+        let (given, forwarded) = (dir.given.len(), dir.forwarded.len());
+        let first_connect = !self.connect_seen && dir.given.to_ascii_uppercase().windows(7).any(|w| w == b"CONNECT");
+        self.connect_seen = self.connect_seen || first_connect;
+        if first_connect && self.tls_first_required {
+            // Its PING's PONG becomes the error that tells the client to handshake first.
+            gate.errors_owed += err_line_growth(TLS_FIRST_REQUIRED);
+        }
+        let bound = given + gate.client_inserts * CLIENT_INSERT + usize::from(self.connect_seen) * CONNECT_INSERT;
+        assert!(
+            forwarded <= bound,
+            "client: forwarded {forwarded} of {given}, bound {bound}"
+        );
+        if gate.client_inserts == 0 && !self.connect_seen {
+            assert!(dir.given.starts_with(&dir.forwarded), "client bytes changed");
+        }
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&split, rest)) = data.split_first() else {
         return;
@@ -136,56 +186,40 @@ fuzz_target!(|data: &[u8]| {
     if tls_first_required {
         session.require_tls_first();
     }
-    let mut held: Vec<u8> = Vec::new();
-    let (mut client, mut server) = (Direction::default(), Direction::default());
-    // The client sent a CONNECT (the first gains the verdict PING and proxy_sig).
-    let mut connect_seen = false;
+    let mut client = Client {
+        tls_first_required,
+        ..Client::default()
+    };
+    let mut server = Direction::default();
     for (i, chunk) in stream.chunks(usize::from(split).max(1)).enumerate() {
         if i % 2 == 0 {
-            client.given.extend_from_slice(chunk);
-            held.extend_from_slice(chunk);
-            let o = session.client_data(&held, &mut gate);
-            if let Some(r) = o.replace {
-                held = r;
-            }
-            if o.hold {
-                assert!(o.decided <= held.len(), "decided {} of {}", o.decided, held.len());
-                client.forwarded.extend(held.drain(..o.decided));
-                session.forwarded(o.decided);
-            } else {
-                client.forwarded.append(&mut held);
-            }
-            let (given, forwarded) = (client.given.len(), client.forwarded.len());
-            let first_connect = !connect_seen && client.given.to_ascii_uppercase().windows(7).any(|w| w == b"CONNECT");
-            connect_seen = connect_seen || first_connect;
-            if first_connect && tls_first_required {
-                // Its PING's PONG becomes the error that tells the client to handshake first.
-                gate.errors_owed += err_line_growth(TLS_FIRST_REQUIRED);
-            }
-            let bound = given + gate.client_inserts * CLIENT_INSERT + usize::from(connect_seen) * CONNECT_INSERT;
-            assert!(
-                forwarded <= bound,
-                "client: forwarded {forwarded} of {given}, bound {bound}"
-            );
-            if gate.client_inserts == 0 && !connect_seen {
-                assert!(client.given.starts_with(&client.forwarded), "client bytes changed");
-            }
-        } else {
-            server.given.extend_from_slice(chunk);
-            match session.server_data(chunk, &mut gate) {
-                Some(r) => server.forwarded.extend(r),
-                None => server.forwarded.extend_from_slice(chunk),
-            }
-            let (given, forwarded) = (server.given.len(), server.forwarded.len());
-            let bound = given + gate.errors_owed + gate.infos.get() * info_line_bound(given);
-            assert!(
-                forwarded <= bound,
-                "server: forwarded {forwarded} of {given}, bound {bound}"
-            );
-            // The PONG that answers the verdict PING the first CONNECT gained is not forwarded.
-            if gate.errors_owed == 0 && gate.infos.get() == 0 && !connect_seen {
-                assert!(server.given.starts_with(&server.forwarded), "server bytes changed");
-            }
+            client.read(chunk, &mut session, &mut gate);
+            continue;
+        }
+        // A policy reload may change the tenant's limit between reads (1024 <-> 2048 bytes):
+        // an INFO with the new one follows at the next safe point.
+        if gate.draw().is_multiple_of(4) {
+            gate.advertise = gate.advertise.map(|limit| 3072 - limit);
+            session.limit_changed(&gate);
+        }
+        server.given.extend_from_slice(chunk);
+        match session.server_data(chunk, &mut gate) {
+            Some(r) => server.forwarded.extend(r),
+            None => server.forwarded.extend_from_slice(chunk),
+        }
+        let (given, forwarded) = (server.given.len(), server.forwarded.len());
+        let bound = given + gate.errors_owed + gate.infos.get() * info_line_bound(given);
+        assert!(
+            forwarded <= bound,
+            "server: forwarded {forwarded} of {given}, bound {bound}"
+        );
+        // The PONG that answers the verdict PING the first CONNECT gained is not forwarded.
+        if gate.errors_owed == 0 && gate.infos.get() == 0 && !client.connect_seen {
+            assert!(server.given.starts_with(&server.forwarded), "server bytes changed");
+        }
+        // The server's verdict on the CONNECT releases the PUBs held for it: decided at once.
+        if session.release_held() {
+            client.read(&[], &mut session, &mut gate);
         }
     }
 });

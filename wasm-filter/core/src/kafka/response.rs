@@ -28,12 +28,25 @@ pub trait ResponseHandler {
 pub struct ResponseStream {
     carry: Vec<u8>,
     pass_left: usize,
+    /// A size too small for a correlation id: the stream no longer frames, so the rest is
+    /// forwarded as it is (the client closes on it) and no response is attributed from it.
+    unframed: bool,
 }
+
+/// A response's size counts its correlation id at least.
+const MIN_RESPONSE_SIZE: i32 = 4;
 
 impl ResponseStream {
     /// Scans one read from the broker; returns the bytes to forward instead, if they differ.
     pub fn process(&mut self, chunk: &[u8], handler: &mut impl ResponseHandler) -> Option<Vec<u8>> {
-        let ResponseStream { carry, pass_left } = self;
+        if self.unframed {
+            return None;
+        }
+        let ResponseStream {
+            carry,
+            pass_left,
+            unframed,
+        } = self;
         scan_carried(carry, chunk, |data| {
             let mut edit = Editor::default();
             let mut pos = 0;
@@ -52,6 +65,10 @@ impl ResponseStream {
                 let (Some(size), Some(corr)) = (be_i32(rest, 0), be_i32(rest, 4)) else {
                     return (edit, pos);
                 };
+                if size < MIN_RESPONSE_SIZE {
+                    *unframed = true;
+                    break;
+                }
                 let total = 4 + usize::try_from(size).unwrap_or(0);
                 match handler.arriving(corr, total - 4) {
                     Interest::Whole if total <= MAX_WHOLE => {
@@ -131,10 +148,11 @@ fn produce_throttle_offset(frame: &[u8], version: i16) -> Option<usize> {
     Some(c.position())
 }
 
-/// Lowers the Produce max version an ApiVersions response advertises, in place.
+/// Lowers the Produce max version an ApiVersions response advertises, in place (every Produce
+/// entry's, should a broker list it twice: a client may read either).
 pub fn cap_produce_version(frame: &mut [u8], api_versions_version: i16, max: i16) -> Option<()> {
     let flexible = api_versions_version >= 3;
-    let mut produce_max_at = None;
+    let mut produce_max_at = Vec::new();
     let mut c = Cursor::new(frame);
     c.i32()?; // size
     c.i32()?; // correlation id (ApiVersions responses always use header v0)
@@ -149,10 +167,10 @@ pub fn cap_produce_version(frame: &mut [u8], api_versions_version: i16, max: i16
             c.skip_tagged_fields()?;
         }
         if key == super::API_PRODUCE && advertised > max {
-            produce_max_at = Some(at);
+            produce_max_at.push(at);
         }
     }
-    if let Some(at) = produce_max_at {
+    for at in produce_max_at {
         frame.get_mut(at..at + 2)?.copy_from_slice(&max.to_be_bytes());
     }
     Some(())
@@ -239,6 +257,15 @@ mod tests {
         }
     }
 
+    /// Found by fuzzing (seeds/kafka_responses/api-versions-two-produce-entries): only the last
+    /// of two Produce entries was capped.
+    #[test]
+    fn caps_every_produce_entry() {
+        let mut f = api_versions_response(3, &[(0, 3, 13), (18, 0, 4), (0, 3, 14)]);
+        cap_produce_version(&mut f, 3, 12).unwrap();
+        assert_eq!(f, api_versions_response(3, &[(0, 3, 12), (18, 0, 4), (0, 3, 12)]));
+    }
+
     struct Swap;
     impl ResponseHandler for Swap {
         fn arriving(&mut self, corr: i32, _size: usize) -> Interest {
@@ -258,6 +285,29 @@ mod tests {
         f.extend_from_slice(&corr.to_be_bytes());
         f.extend_from_slice(body);
         f
+    }
+
+    /// Found by fuzzing (seeds/kafka_responses/negative-size): a size of -1 made a 4-byte
+    /// "frame" of the size alone, handed over whole with the correlation id of what followed.
+    #[test]
+    fn a_size_without_room_for_a_correlation_id_ends_framing() {
+        for size in [-1i32, 0, 3] {
+            let mut bad = size.to_be_bytes().to_vec();
+            bad.extend_from_slice(&2i32.to_be_bytes());
+            let stream = [frame(2, &[8; 20]), bad, frame(2, &[8; 20])].concat();
+            let want = [b"\0\0\0\x04\0\0\0\x02".as_slice(), &stream[28..]].concat();
+            for at in 0..=stream.len() {
+                let mut s = ResponseStream::default();
+                let mut out = Vec::new();
+                for part in [&stream[..at], &stream[at..], b"more"] {
+                    match s.process(part, &mut Swap) {
+                        Some(r) => out.extend(r),
+                        None => out.extend_from_slice(part),
+                    }
+                }
+                assert_eq!(out, [want.as_slice(), b"more"].concat(), "size {size}, split at {at}");
+            }
+        }
     }
 
     #[test]

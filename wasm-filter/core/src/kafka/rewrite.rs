@@ -45,8 +45,10 @@ impl Writer {
     }
 }
 
-/// Reads one broker endpoint (host, port) and writes it back, rewritten if the map knows it.
-fn endpoint(c: &mut Cursor<'_>, w: &mut Writer, map: &impl BrokerMap) -> Option<()> {
+/// Reads one broker endpoint (host, port) and writes it back, rewritten if the map knows it;
+/// one it does not know is copied as it was encoded.
+fn endpoint(frame: &[u8], c: &mut Cursor<'_>, w: &mut Writer, map: &impl BrokerMap) -> Option<()> {
+    let at = c.position();
     let host = c.string_field(w.flexible)?.unwrap_or_default();
     let port = c.i32()?;
     match map.gateway_for(host, port) {
@@ -54,10 +56,7 @@ fn endpoint(c: &mut Cursor<'_>, w: &mut Writer, map: &impl BrokerMap) -> Option<
             w.string(h.as_bytes());
             w.raw(&p.to_be_bytes());
         }
-        None => {
-            w.string(host);
-            w.raw(&port.to_be_bytes());
-        }
+        None => copy_since(frame, c, at, w)?,
     }
     Some(())
 }
@@ -105,7 +104,7 @@ pub fn rewrite_brokers(frame: &[u8], api_key: i16, version: i16, map: &impl Brok
                 let at = c.position();
                 c.i32()?; // node id
                 copy_since(frame, &c, at, &mut w)?;
-                endpoint(&mut c, &mut w, map)?;
+                endpoint(frame, &mut c, &mut w, map)?;
                 let at = c.position();
                 if version >= 1 {
                     c.string_field(flexible)?;
@@ -130,7 +129,7 @@ pub fn rewrite_brokers(frame: &[u8], api_key: i16, version: i16, map: &impl Brok
                     c.compact_nullable()?; // key
                     c.i32()?; // node id
                     copy_since(frame, &c, at, &mut w)?;
-                    endpoint(&mut c, &mut w, map)?;
+                    endpoint(frame, &mut c, &mut w, map)?;
                     let at = c.position();
                     c.i16()?; // error code
                     c.compact_nullable()?; // error message
@@ -144,7 +143,7 @@ pub fn rewrite_brokers(frame: &[u8], api_key: i16, version: i16, map: &impl Brok
                 }
                 c.i32()?; // node id
                 copy_since(frame, &c, start, &mut w)?;
-                endpoint(&mut c, &mut w, map)?;
+                endpoint(frame, &mut c, &mut w, map)?;
             }
         }
     }
@@ -273,6 +272,58 @@ mod tests {
                 "v{v}"
             );
         }
+    }
+
+    /// A Metadata response with one broker (node 1, port 9092) whose host is encoded as given.
+    fn metadata_with_host(version: i16, host: &[u8]) -> Vec<u8> {
+        let flexible = version >= 9;
+        let mut b = w(flexible);
+        b.raw(&7i32.to_be_bytes());
+        if flexible {
+            b.raw(&[0]);
+        }
+        if version >= 3 {
+            b.raw(&0i32.to_be_bytes());
+        }
+        if flexible {
+            b.uvarint(2);
+        } else {
+            b.raw(&1i32.to_be_bytes());
+        }
+        b.raw(&1i32.to_be_bytes());
+        b.raw(host);
+        b.raw(&9092i32.to_be_bytes());
+        if version >= 1 {
+            b.string(b"rack-a");
+        }
+        if flexible {
+            b.raw(&[0]);
+        }
+        b.raw(b"TAIL");
+        let mut out = (b.out.len() as i32).to_be_bytes().to_vec();
+        out.extend(b.out);
+        out
+    }
+
+    /// Found by fuzzing (seeds/kafka_responses/find-coordinator-overlong-varint): an endpoint
+    /// the map does not know was re-encoded, so an over-long varint length or a null host came
+    /// out in other bytes; it is copied as it was. One the map knows is written afresh.
+    #[test]
+    fn endpoints_the_map_does_not_know_are_copied_as_encoded() {
+        let overlong = [&[0x84, 0x00][..], b"k-2"].concat();
+        for (v, host) in [(9, overlong.as_slice()), (9, &[0x00][..]), (1, &[0xff, 0xff][..])] {
+            let original = metadata_with_host(v, host);
+            assert_eq!(
+                rewrite_brokers(&original, API_METADATA, v, &Map),
+                Some(original.clone()),
+                "v{v} {host:?}"
+            );
+        }
+        let known = [&[0x91, 0x00][..], b"kafka-1.internal"].concat();
+        assert_eq!(
+            rewrite_brokers(&metadata_with_host(9, &known), API_METADATA, 9, &Map),
+            Some(metadata(9, &[(1, "gateway.example.com", 19001)], b"TAIL"))
+        );
     }
 
     #[test]

@@ -1,0 +1,297 @@
+//! Any bytes, in any split, broker → client: the response scanner forwards exactly what a walk
+//! of the whole stream frame by frame says it must (responses it was not asked to read pass
+//! as they come; one it was asked to read is handed over once, whole, and replaced by the
+//! handler's answer; after a size too small for a correlation id everything passes), so it
+//! buffers at most one header or one response read whole. Each
+//! response read whole goes, by its correlation id, through what the glue does with it: the
+//! Produce throttle raised, the ApiVersions Produce version capped, the broker addresses of a
+//! Metadata or FindCoordinator response rewritten, a SaslAuthenticate answer read, or the
+//! answer replaced by a synthesised Produce response; and each keeps its promises.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use std::cell::Cell;
+use std::collections::VecDeque;
+use weighstation_core::kafka::{
+    authenticate_answer, cap_produce_version, produce_response, raise_produce_throttle, rewrite_brokers, BrokerMap,
+    Interest, PartitionError, ResponseHandler, ResponseStream, API_FIND_COORDINATOR, API_METADATA, MAX_PRODUCE_VERSION,
+    MAX_WHOLE, MIN_PRODUCE_VERSION, THROTTLING_QUOTA_EXCEEDED,
+};
+
+/// The address a broker advertises and the gateway's for it; the map swaps them, so rewriting
+/// twice gives back the frame.
+const BROKER: (&str, i32) = ("kafka-1.internal", 9092);
+const GATEWAY: (&str, i32) = ("gateway.example.com", 19001);
+
+/// Counts the endpoints it is asked about; `swap` exchanges BROKER and GATEWAY, else none moves.
+struct Map {
+    swap: bool,
+    asked: Cell<usize>,
+}
+
+impl Map {
+    fn new(swap: bool) -> Self {
+        Map {
+            swap,
+            asked: Cell::new(0),
+        }
+    }
+}
+
+impl BrokerMap for Map {
+    fn gateway_for(&self, host: &[u8], port: i32) -> Option<(&str, i32)> {
+        self.asked.set(self.asked.get() + 1);
+        if !self.swap {
+            None
+        } else if (host, port) == (BROKER.0.as_bytes(), BROKER.1) {
+            Some(GATEWAY)
+        } else if (host, port) == (GATEWAY.0.as_bytes(), GATEWAY.1) {
+            Some(BROKER)
+        } else {
+            None
+        }
+    }
+}
+
+fn size_prefix_matches(frame: &[u8]) -> bool {
+    frame
+        .get(..4)
+        .map(|s| i32::from_be_bytes(s.try_into().unwrap()))
+        .and_then(|s| usize::try_from(s).ok())
+        == Some(frame.len() - 4)
+}
+
+/// Where a response to this correlation id goes, as the glue's pending request says: the low
+/// three bits pick what the glue does, the rest the request's version.
+#[derive(Clone, Copy)]
+struct Pending(u8);
+
+impl Pending {
+    fn version(self) -> i16 {
+        i16::from(self.0 >> 3)
+    }
+}
+
+/// What the glue would forward instead of `frame`, checking each helper's promises.
+fn answer(pending: Pending, correlation_id: i32, frame: &[u8]) -> Option<Vec<u8>> {
+    let version = pending.version();
+    match pending.0 & 7 {
+        // A delayed Produce: its throttle_time_ms is raised, in place, and never lowered.
+        1 => {
+            let delay = i32::from(pending.0) * 10;
+            let mut patched = frame.to_vec();
+            let Some(()) = raise_produce_throttle(&mut patched, version, delay) else {
+                assert_eq!(patched, frame, "changed although it did not parse");
+                return None;
+            };
+            assert_eq!(patched.len(), frame.len());
+            let changed: Vec<usize> = (0..frame.len()).filter(|&i| patched[i] != frame[i]).collect();
+            assert!(
+                changed.last().zip(changed.first()).is_none_or(|(l, f)| l - f < 4),
+                "more than throttle_time_ms changed: {changed:?}"
+            );
+            for lower in [delay, 0] {
+                let mut again = patched.clone();
+                raise_produce_throttle(&mut again, version, lower).expect("parsed once, parses again");
+                assert_eq!(again, patched, "raising to {lower} again changed it");
+            }
+            Some(patched)
+        }
+        // ApiVersions: the advertised Produce version is capped, in place, idempotently.
+        2 => {
+            let mut patched = frame.to_vec();
+            let Some(()) = cap_produce_version(&mut patched, version, MAX_PRODUCE_VERSION) else {
+                assert_eq!(patched, frame, "changed although it did not parse");
+                return None;
+            };
+            assert_eq!(patched.len(), frame.len());
+            let mut again = patched.clone();
+            cap_produce_version(&mut again, version, MAX_PRODUCE_VERSION).expect("parses again");
+            assert_eq!(again, patched, "capping twice changed it");
+            Some(patched)
+        }
+        // Metadata or FindCoordinator: broker addresses rewritten.
+        3 | 4 => {
+            let api_key = if pending.0 & 7 == 3 {
+                API_METADATA
+            } else {
+                API_FIND_COORDINATOR
+            };
+            rewritten(frame, api_key, version)
+        }
+        // SaslAuthenticate: read, never changed.
+        5 => {
+            let _ = authenticate_answer(frame, version);
+            None
+        }
+        // A refused Produce: the broker's answer to the ApiVersions sent in its place is
+        // replaced by the refusal, whose throttle the glue can still find.
+        6 => {
+            let version = MIN_PRODUCE_VERSION + version % (MAX_PRODUCE_VERSION - MIN_PRODUCE_VERSION + 1);
+            let topics = [(
+                frame.get(8..16).unwrap_or_default().to_vec(),
+                vec![PartitionError {
+                    partition: correlation_id,
+                    error: THROTTLING_QUOTA_EXCEEDED,
+                }],
+            )];
+            let mut refusal = produce_response(version, correlation_id, &topics, 250, Some(b"over the rate"));
+            assert!(size_prefix_matches(&refusal));
+            raise_produce_throttle(&mut refusal, version, 500).expect("a synthesised response parses");
+            Some(refusal)
+        }
+        // Read whole and kept.
+        _ => None,
+    }
+}
+
+/// The address rewrite: whether a frame parses does not depend on the map; a rewrite that
+/// moves nothing gives the frame back as it was; the rewritten frame has a size prefix that
+/// matches and parses again with the same number of endpoints; swapping back and forth again
+/// gives it back (only the endpoints moved, everything else was copied).
+fn rewritten(frame: &[u8], api_key: i16, version: i16) -> Option<Vec<u8>> {
+    let (same, swap) = (Map::new(false), Map::new(true));
+    let unmoved = rewrite_brokers(frame, api_key, version, &same);
+    let out = rewrite_brokers(frame, api_key, version, &swap);
+    assert_eq!(unmoved.is_some(), out.is_some(), "parsing depends on the map");
+    let (unmoved, out) = (unmoved?, out?);
+    assert_eq!(unmoved, frame, "a rewrite that moves nothing changed the frame");
+    assert!(size_prefix_matches(&out), "size prefix of the rewritten frame");
+    let endpoints = swap.asked.get();
+    assert_eq!(same.asked.get(), endpoints);
+
+    let back = Map::new(true);
+    let swapped_back = rewrite_brokers(&out, api_key, version, &back).expect("the rewritten frame parses");
+    assert_eq!(back.asked.get(), endpoints, "endpoints after the rewrite");
+    assert_eq!(
+        rewrite_brokers(&swapped_back, api_key, version, &Map::new(true)).as_deref(),
+        Some(out.as_slice()),
+        "swapping back and forth again"
+    );
+    if swapped_back.len() == frame.len() {
+        // The frame encoded its moved hosts as the rewrite does (no over-long lengths).
+        assert_eq!(swapped_back, frame, "swapping back");
+    }
+    Some(out)
+}
+
+/// The glue's pending requests, drawn from the input: correlation ids pick one of `choices`.
+struct Glue<'a> {
+    choices: &'a [u8],
+    /// Each response read whole: the frame handed over and what replaces it.
+    answered: VecDeque<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl Glue<'_> {
+    fn pending(&self, correlation_id: i32) -> Option<Pending> {
+        let n = self.choices.len();
+        let c = *self.choices.get((correlation_id as u32 as usize).checked_rem(n)?)?;
+        (c & 7 != 0).then_some(Pending(c))
+    }
+}
+
+impl ResponseHandler for Glue<'_> {
+    fn arriving(&mut self, correlation_id: i32, _size: usize) -> Interest {
+        match self.pending(correlation_id) {
+            Some(_) => Interest::Whole,
+            None => Interest::Pass,
+        }
+    }
+
+    fn response(&mut self, correlation_id: i32, frame: &[u8]) -> Option<Vec<u8>> {
+        let pending = self
+            .pending(correlation_id)
+            .expect("only responses asked for are read whole");
+        assert!(frame.len() <= MAX_WHOLE);
+        assert!(size_prefix_matches(frame), "handed a frame that is not whole");
+        assert_eq!(frame.get(4..8), Some(&correlation_id.to_be_bytes()[..]));
+        let with = answer(pending, correlation_id, frame);
+        self.answered.push_back((frame.to_vec(), with.clone()));
+        with
+    }
+}
+
+/// The stream walked as a whole: where the next frame starts, where a passed one ends, and
+/// what must have been forwarded by now.
+#[derive(Default)]
+struct Walk {
+    pos: usize,
+    pass_end: usize,
+    out: Vec<u8>,
+    /// A size too small to hold a correlation id: from there on the stream passes as it is.
+    unframed: bool,
+}
+
+impl Walk {
+    fn advance(&mut self, s: &[u8], glue: &mut Glue<'_>) {
+        loop {
+            if self.unframed {
+                self.out.extend_from_slice(&s[self.pos..]);
+                self.pos = s.len();
+                return;
+            }
+            if self.pass_end > self.pos {
+                let end = self.pass_end.min(s.len());
+                self.out.extend_from_slice(&s[self.pos..end]);
+                self.pos = end;
+                if self.pos < self.pass_end {
+                    return;
+                }
+            }
+            let Some(header) = s.get(self.pos..self.pos + 8) else {
+                return;
+            };
+            let size = i32::from_be_bytes(header[..4].try_into().unwrap());
+            let correlation_id = i32::from_be_bytes(header[4..].try_into().unwrap());
+            if size < 4 {
+                self.unframed = true;
+                continue;
+            }
+            let total = 4 + usize::try_from(size).unwrap_or(0);
+            if glue.pending(correlation_id).is_some() && total <= MAX_WHOLE {
+                let Some(frame) = s.get(self.pos..self.pos + total) else {
+                    return;
+                };
+                let (handed, with) = glue.answered.pop_front().expect("a whole response was not handed over");
+                assert_eq!(handed, frame, "handed a different frame");
+                self.out.extend(with.unwrap_or(handed));
+                self.pos += total;
+            } else {
+                self.pass_end = self.pos + total;
+            }
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&split, rest)) = data.split_first() else {
+        return;
+    };
+    let (choices, stream) = rest.split_at(rest.len().min(8));
+    let mut glue = Glue {
+        choices,
+        answered: VecDeque::new(),
+    };
+    let mut scanner = ResponseStream::default();
+    let mut walk = Walk::default();
+    let mut forwarded = Vec::new();
+    for (i, chunk) in stream.chunks(usize::from(split).max(1)).enumerate() {
+        match scanner.process(chunk, &mut glue) {
+            Some(r) => forwarded.extend(r),
+            None => forwarded.extend_from_slice(chunk),
+        }
+        let given = &stream[..(i * usize::from(split).max(1) + chunk.len())];
+        walk.advance(given, &mut glue);
+        assert!(glue.answered.is_empty(), "a response handed over before it was whole");
+        assert!(
+            forwarded == walk.out,
+            "forwarded differs from the walk of the whole stream"
+        );
+        // Buffered: a header not yet whole, or a response being read whole.
+        assert!(
+            given.len() - walk.pos <= MAX_WHOLE.max(7),
+            "buffered {}",
+            given.len() - walk.pos
+        );
+    }
+});
