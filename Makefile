@@ -9,12 +9,12 @@ WASM := wasm-filter/target/wasm32-wasip1/release/weighstation_filter.wasm
 GO_SOURCES := $(shell find control-plane -name '*.go' -o -name go.mod -o -name go.sum)
 RUST_SOURCES := $(shell find wasm-filter/core/src wasm-filter/envoy/src -name '*.rs') $(wildcard wasm-filter/*/Cargo.toml wasm-filter/Cargo.*)
 
-.PHONY: run test tools wasm control-plane validate test-unit test-rust test-go test-integration lint fuzz clean
+.PHONY: run test tools wasm control-plane validate test-unit test-rust test-go test-integration test-soak soak lint fuzz clean
 
 run: tools wasm control-plane
 	$(BIN)/weighstation-localstack -root $(ROOT)
 
-test: tools wasm control-plane lint test-unit test-load-harness test-helm test-integration
+test: tools wasm control-plane lint test-unit test-load-harness test-helm test-integration test-soak
 
 tools:
 	@scripts/install-tools.sh
@@ -28,6 +28,9 @@ $(BIN)/weighstation: $(GO_SOURCES)
 	cd control-plane && go build -o $(BIN)/weighstation ./cmd/weighstation
 $(BIN)/weighstation-localstack: $(GO_SOURCES)
 	cd control-plane && go build -o $(BIN)/weighstation-localstack ./cmd/localstack
+
+$(BIN)/weighstation-soak: $(GO_SOURCES)
+	cd control-plane && go build -o $(BIN)/weighstation-soak ./cmd/soak
 
 validate: control-plane
 	$(BIN)/weighstation validate $${POLICY_DIR:-policies}
@@ -53,16 +56,59 @@ test-go:
 test-integration: wasm control-plane
 	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 20m -v ./e2e/ 2>&1 | tee $(TOOLS)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
-# Coverage-guided fuzzing of the protocol scanners (nightly + cargo-fuzz, installed into .tools/).
-# FUZZ_SECONDS per target; the corpus grows in .tools/fuzz-corpus, seeded from wasm-filter/fuzz/seeds.
+# The soak: its own supervised stack under fixed-rate mixed load, a fault schedule (policy flips,
+# the control plane, nats-server, Kafka and Envoy killed or drained) and hostile clients, then a
+# ledger of every message (docs/reliability.md). The report goes to .tools/soak/report.md.
+SOAK ?= 10m
+soak: wasm control-plane $(BIN)/weighstation-soak
+	$(BIN)/weighstation-soak -root $(ROOT) -duration $(SOAK) -out $(TOOLS)/soak
+
+# The short soak in `make test`: every fault and hostile client once, the ledger exact.
+test-soak: wasm control-plane $(BIN)/weighstation-soak
+	$(BIN)/weighstation-soak -root $(ROOT) -duration 60s -out $(TOOLS)/soak-short
+
+# Coverage-guided fuzzing of the protocol scanners (nightly + cargo-fuzz, installed into .tools/)
+# and of the policy loader (Go native fuzzing of what `weighstation validate` parses, FuzzParse).
+# FUZZ_SECONDS per target; the corpus grows in .tools/fuzz-corpus, seeded from wasm-filter/fuzz/seeds
+# (Go: the example policies, the package's testdata and testdata/fuzz/FuzzParse).
 FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := nats_session kafka_requests kafka_responses
+CARGO_FUZZ := env RUSTUP_TOOLCHAIN=nightly CARGO_TARGET_DIR=$(TOOLS)/fuzz-target $(TOOLS)/cargo/bin/cargo-fuzz
 fuzz:
 	@scripts/install-tools.sh cargo-fuzz
-	cd wasm-filter/fuzz && for t in nats_session kafka_requests; do \
+	cd wasm-filter/fuzz && for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(TOOLS)/fuzz-corpus/$$t && \
-	  RUSTUP_TOOLCHAIN=nightly CARGO_TARGET_DIR=$(TOOLS)/fuzz-target $(TOOLS)/cargo/bin/cargo-fuzz run $$t $(TOOLS)/fuzz-corpus/$$t seeds/$$t \
+	  $(CARGO_FUZZ) run $$t $(TOOLS)/fuzz-corpus/$$t seeds/$$t \
 	    -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096 || exit 1; \
 	done
+	cd control-plane && go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_SECONDS)s -fuzzminimizetime 5s ./internal/policy/
+
+# The long run docs/reliability.md reports: FUZZ_EXECS executions of every target, one at a time,
+# each a single libFuzzer process (no -jobs/-fork) or a single Go fuzz worker (which minimizes a new
+# input for 5 s, not the default 60 s that stalls a lone worker), under nice. The scanners are safe
+# Rust, so by default they run without AddressSanitizer (FUZZ_SANITIZER=address to have it, at a
+# third to a fifth of the speed); overflow checks and debug assertions stay on. Logs in
+# .tools/fuzz-long/<target>.log; a summary of executions, corpus and coverage at the end. A crash
+# stops the run and leaves its input in wasm-filter/fuzz/artifacts/<target>/ (Go:
+# control-plane/internal/policy/testdata/fuzz/FuzzParse/): it becomes a seed, with its fix.
+FUZZ_EXECS ?= 100000000
+FUZZ_SANITIZER ?= none
+CARGO_FUZZ_LONG := env RUSTUP_TOOLCHAIN=nightly CARGO_TARGET_DIR=$(TOOLS)/fuzz-target-$(FUZZ_SANITIZER) $(TOOLS)/cargo/bin/cargo-fuzz
+.PHONY: fuzz-long
+fuzz-long:
+	@scripts/install-tools.sh cargo-fuzz
+	mkdir -p $(TOOLS)/fuzz-long
+	cd wasm-filter/fuzz && $(CARGO_FUZZ_LONG) build -s $(FUZZ_SANITIZER) && for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(TOOLS)/fuzz-corpus/$$t && echo "fuzz-long: $$t, $(FUZZ_EXECS) executions ($(TOOLS)/fuzz-long/$$t.log)" && \
+	  nice -n 15 $(CARGO_FUZZ_LONG) run -s $(FUZZ_SANITIZER) $$t $(TOOLS)/fuzz-corpus/$$t seeds/$$t -- -runs=$(FUZZ_EXECS) -max_len=4096 \
+	    -timeout=10 -print_final_stats=1 > $(TOOLS)/fuzz-long/$$t.log 2>&1 || { tail -40 $(TOOLS)/fuzz-long/$$t.log; exit 1; }; \
+	done
+	cd control-plane && go test -c -fuzz '^FuzzParse$$' -o $(TOOLS)/fuzz-long/policy.test ./internal/policy/
+	@mkdir -p $(TOOLS)/fuzz-corpus/FuzzParse && echo "fuzz-long: FuzzParse, $(FUZZ_EXECS) executions ($(TOOLS)/fuzz-long/FuzzParse.log)"
+	cd control-plane/internal/policy && nice -n 15 $(TOOLS)/fuzz-long/policy.test -test.run '^$$' -test.fuzz '^FuzzParse$$' \
+	  -test.fuzztime $(FUZZ_EXECS)x -test.fuzzminimizetime 5s -test.parallel 1 -test.fuzzcachedir $(TOOLS)/fuzz-corpus/FuzzParse \
+	  > $(TOOLS)/fuzz-long/FuzzParse.log 2>&1 || { tail -40 $(TOOLS)/fuzz-long/FuzzParse.log; exit 1; }
+	@scripts/fuzz-summary.sh $(TOOLS) $(FUZZ_TARGETS) FuzzParse
 
 clean:
 	rm -rf wasm-filter/target run

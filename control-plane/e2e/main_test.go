@@ -44,11 +44,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	policyDir = filepath.Join(work, "policies")
-	if err := copyDir(filepath.Join(root, "policies"), policyDir); err != nil {
+	if err := localstack.CopyPolicies(filepath.Join(root, "policies"), policyDir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := copyDir("testdata", policyDir); err != nil {
+	if err := localstack.CopyPolicies("testdata", policyDir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -82,29 +82,6 @@ func run(m *testing.M) int {
 		os.RemoveAll(work)
 	}
 	return code
-}
-
-func copyDir(src, dst string) error {
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return err
-	}
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // dumpLogs prints the tail of each process log so a CI failure explains itself.

@@ -30,7 +30,7 @@ func startOperatorStack(t *testing.T) (*localstack.Stack, localstack.Ports) {
 		t.Fatal(err)
 	}
 	policies := filepath.Join(work, "policies")
-	if err := copyDir(filepath.Join(root, "policies"), policies); err != nil {
+	if err := localstack.CopyPolicies(filepath.Join(root, "policies"), policies); err != nil {
 		t.Fatal(err)
 	}
 	s, err := localstack.Start(context.Background(), localstack.Config{

@@ -110,18 +110,11 @@ func (f *faults) run(d time.Duration, stop <-chan struct{}) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(FlipEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				if err := f.flip(); err != nil {
-					f.record(Event{What: "policy flip"}, Window{Start: time.Now()}, err)
-				}
+		every(FlipEvery, stop, func() {
+			if err := f.flip(); err != nil {
+				f.record(Event{What: "policy flip"}, Window{Start: time.Now()}, err)
 			}
-		}
+		})
 	}()
 	for _, fault := range Schedule {
 		select {

@@ -26,13 +26,14 @@ type hostile struct {
 	// Counts for the report.
 	slowlorisOpen, slowlorisPeak, slowlorisClosedByGateway int
 	bigNATS, bigNATSClosed, bigKafka, bigKafkaClosed       int
-	bigBytesMax                                            int64 // most bytes one 2 GiB sender wrote before it was stopped
-	bigNATSReplies                                         map[string]int
-	garbage, garbageClosed                                 int
-	floods, floodAdmitted, floodRefused                    int
-	floodAdmittedMax                                       int // the most one flood had admitted at once
-	unavailableCount                                       int
-	unavailableWhy                                         []string
+	// The most bytes one 2 GiB sender wrote before it was stopped (socket buffers included).
+	bigNATSBytesMax, bigKafkaBytesMax   int64
+	bigNATSReplies                      map[string]int
+	garbage, garbageClosed              int
+	floods, floodAdmitted, floodRefused int
+	floodAdmittedMax                    int // the most one flood had admitted at once
+	unavailableCount                    int
+	unavailableWhy                      []string
 }
 
 const (
@@ -224,13 +225,14 @@ func (h *hostile) recordBig(nats bool, n int64, closed bool, reply string) {
 			h.bigNATSReplies = map[string]int{}
 		}
 		h.bigNATSReplies[reply]++
+		h.bigNATSBytesMax = max(h.bigNATSBytesMax, n)
 	} else {
 		h.bigKafka++
 		if closed {
 			h.bigKafkaClosed++
 		}
+		h.bigKafkaBytesMax = max(h.bigKafkaBytesMax, n)
 	}
-	h.bigBytesMax = max(h.bigBytesMax, n)
 }
 
 // garbageAfterHandshake completes a handshake (NATS CONNECT/PONG, Kafka ApiVersions) and then

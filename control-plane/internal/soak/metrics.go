@@ -118,6 +118,11 @@ func label(set, name string) string {
 
 // Run scrapes every interval until stop closes.
 func (s *Scraper) Run(interval time.Duration, stop <-chan struct{}) {
+	every(interval, stop, func() { _ = s.Scrape() }) // Envoy restarting: the next scrape catches up
+}
+
+// every calls f every interval until stop closes.
+func every(interval time.Duration, stop <-chan struct{}, f func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -125,7 +130,7 @@ func (s *Scraper) Run(interval time.Duration, stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
-			_ = s.Scrape() // Envoy restarting: the next scrape catches up
+			f()
 		}
 	}
 }

@@ -72,10 +72,14 @@ func PlotSVG(samples []Sample, events []Event, total time.Duration) string {
 			fmt.Fprintf(&b, `<polyline fill="none" stroke="#1f5fa8" stroke-width="1.5" points="%s"/>`+"\n", strings.Join(pts, " "))
 		}
 	}
-	ticks := 10
-	for i := 0; i <= ticks; i++ {
-		d := time.Duration(float64(total) * float64(i) / float64(ticks))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x(d), height-8, d.Round(time.Second))
+	step := 10 * time.Second
+	for _, s := range []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute} {
+		if total/step > 12 {
+			step = s
+		}
+	}
+	for d := time.Duration(0); d <= total; d += step {
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x(d), height-8, d)
 	}
 	b.WriteString("</svg>\n")
 	return b.String()

@@ -2,9 +2,11 @@ package soak
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -44,13 +46,8 @@ func (r *Result) Markdown() string {
 	for _, e := range r.Events {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", e.At, e.What, e.Took, e.Detail)
 	}
-	names := make([]string, 0, len(r.Restarts))
-	for n := range r.Restarts {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	b.WriteString("\nStarted again by the supervisor:")
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(r.Restarts)) {
 		fmt.Fprintf(&b, " %s %d;", n, r.Restarts[n])
 	}
 	b.WriteString("\n\n## Ledger\n\n")
@@ -60,13 +57,8 @@ func (r *Result) Markdown() string {
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d |\n", row.Tenant, row.Kind, row.Sent, row.Delivered, row.Refused,
 			row.FailedInFault, row.Unaccounted, row.Duplicates, row.DeliveredDespiteError, row.RefusedOutsideFaults)
 	}
-	keys := make([]string, 0, len(r.ReadBack))
-	for k := range r.ReadBack {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	b.WriteString("\nRead back:")
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(r.ReadBack)) {
 		fmt.Fprintf(&b, " %s %d;", k, r.ReadBack[k])
 	}
 	b.WriteString("\n\n## Errors clients saw\n\n")
@@ -90,8 +82,8 @@ func (r *Result) Markdown() string {
 	h := r.Hostile
 	b.WriteString("\n## Hostile clients\n\n")
 	fmt.Fprintf(&b, "- slowloris (half a NATS CONNECT, a Kafka request without its body), held open: %d opened, at most %d at once, %d closed by the gateway\n", h.SlowlorisOpened, h.SlowlorisPeak, h.SlowlorisClosedByGateway)
-	fmt.Fprintf(&b, "- NATS `PUB` of 2 GiB, then streamed: %d, %d closed by the gateway; the gateway answered: %s\n", h.BigNATS, h.BigNATSClosed, replies(h.BigNATSReplies))
-	fmt.Fprintf(&b, "- Kafka frame length 2³¹−1, then streamed: %d, %d closed by the gateway; at most %d bytes written by one sender before it was stopped or gave up (%s)\n", h.BigKafka, h.BigKafkaClosed, h.BigBytesMax, bigStreamFor)
+	fmt.Fprintf(&b, "- NATS `PUB` of 2 GiB, then streamed for up to %s: %d, %d closed by the gateway, at most %d bytes written by one (socket buffers included); the gateway answered: %s\n", bigStreamFor, h.BigNATS, h.BigNATSClosed, h.BigNATSBytesMax, replies(h.BigNATSReplies))
+	fmt.Fprintf(&b, "- Kafka frame length 2³¹−1, then streamed for up to %s: %d, %d closed by the gateway, at most %d bytes written by one\n", bigStreamFor, h.BigKafka, h.BigKafkaClosed, h.BigKafkaBytesMax)
 	fmt.Fprintf(&b, "- 4 KiB of random bytes after a valid handshake (NATS CONNECT, Kafka ApiVersions): %d, %d closed by the gateway\n", h.Garbage, h.GarbageClosed)
 	fmt.Fprintf(&b, "- CONNECT floods of %d over a limit of 5: %d floods, %d admitted (at most %d at once), %d refused\n", floodSize, h.Floods, h.FloodAdmitted, h.FloodAdmittedMax, h.FloodRefused)
 	fmt.Fprintf(&b, "- attempts that found the gateway or its broker down (a fault window): %d %s\n", h.Unavailable, strings.Join(h.UnavailableWhy, "; "))

@@ -70,18 +70,7 @@ func (s *sampler) sample() {
 	s.mu.Unlock()
 }
 
-func (s *sampler) run(stop <-chan struct{}) {
-	t := time.NewTicker(SampleEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			s.sample()
-		}
-	}
-}
+func (s *sampler) run(stop <-chan struct{}) { every(SampleEvery, stop, s.sample) }
 
 func (s *sampler) all() []Sample {
 	s.mu.Lock()
@@ -101,18 +90,11 @@ type Drift struct {
 	Trend float64
 }
 
-// Drifts measures each resource over the samples its process took after warmUp of its own
-// lifetime: a restarted process starts its memory afresh, and a fresh one is still filling its
-// caches, heaps and pools. Shared-data keys live and die with Envoy.
+// Drifts measures each resource within each lifetime of its process, over the samples taken
+// after the first warmUp of that lifetime: a restarted process starts its memory afresh, and a
+// fresh one is still filling its caches, heaps and pools. Shared-data keys live and die with
+// Envoy. Each resource is reported by its worst lifetime, its trend over its longest.
 func Drifts(samples []Sample, warmUp time.Duration) []Drift {
-	born := map[int]time.Duration{}
-	for _, s := range samples {
-		for _, pid := range []int{s.EnvoyPID, s.CPPID} {
-			if _, ok := born[pid]; !ok {
-				born[pid] = s.At
-			}
-		}
-	}
 	pick := []struct {
 		name string
 		pid  func(Sample) int
@@ -124,22 +106,46 @@ func Drifts(samples []Sample, warmUp time.Duration) []Drift {
 	}
 	var out []Drift
 	for _, p := range pick {
-		var judged []Sample
-		var v []float64
+		born := map[int]time.Duration{}
+		lifetimes := map[int][]Sample{}
+		var order []int
 		for _, s := range samples {
-			// Counted from the process's first sample, which is at most one interval after its
-			// start: its warm-up is certainly over.
-			if x := p.get(s); !math.IsNaN(x) && s.At-born[p.pid(s)] >= warmUp {
-				judged = append(judged, s)
-				v = append(v, x)
+			pid := p.pid(s)
+			if _, ok := born[pid]; !ok {
+				born[pid] = s.At
+				order = append(order, pid)
+			}
+			// Counted from the process's first sample, at most one interval after its start:
+			// its warm-up is certainly over.
+			if x := p.get(s); !math.IsNaN(x) && s.At-born[pid] >= warmUp {
+				lifetimes[pid] = append(lifetimes[pid], s)
 			}
 		}
-		d := drift(p.name, v)
-		if len(judged) > 0 && d.Median > 0 {
-			first, last := judged[0].At, judged[len(judged)-1].At
-			d.Trend = (meanWithin(judged, p.get, last-time.Minute, last) - meanWithin(judged, p.get, first, first+time.Minute)) / d.Median
+		worst, total := Drift{Name: p.name}, 0
+		var longest []Sample
+		for _, pid := range order {
+			span := lifetimes[pid]
+			if len(span) == 0 {
+				continue
+			}
+			total += len(span)
+			v := make([]float64, len(span))
+			for i, s := range span {
+				v[i] = p.get(s)
+			}
+			if d := drift(p.name, v); d.Worst >= worst.Worst || worst.Samples == 0 {
+				worst = d
+			}
+			if len(span) > len(longest) {
+				longest = span
+			}
 		}
-		out = append(out, d)
+		worst.Samples = total
+		if len(longest) > 0 && worst.Median > 0 {
+			first, last := longest[0].At, longest[len(longest)-1].At
+			worst.Trend = (meanWithin(longest, p.get, last-time.Minute, last) - meanWithin(longest, p.get, first, first+time.Minute)) / worst.Median
+		}
+		out = append(out, worst)
 	}
 	return out
 }

@@ -45,3 +45,20 @@ func TestDriftsShowAGrowingResource(t *testing.T) {
 		t.Errorf("%+v: want a trend of about +5%% within the ±10%% band", d)
 	}
 }
+
+// Each lifetime is judged on its own: a restarted Envoy that levels off at more keys (it saw a
+// tenant the first never did) has not drifted.
+func TestDriftsJudgeEachLifetimeOnItsOwn(t *testing.T) {
+	var samples []Sample
+	for i := 0; i <= 60; i++ {
+		s := Sample{At: time.Duration(i) * SampleEvery, EnvoyPID: 1, EnvoyRSS: 100, CPPID: 2, CPRSS: 30, SharedKeys: 42}
+		if i >= 15 {
+			s.EnvoyPID, s.SharedKeys = 3, 44
+		}
+		samples = append(samples, s)
+	}
+	d := Drifts(samples, time.Minute)[2]
+	if d.Worst != 0 || d.Trend != 0 || d.Samples != 9+40 {
+		t.Errorf("%+v, want no drift over the 9 + 40 warmed-up samples", d)
+	}
+}

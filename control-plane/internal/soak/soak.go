@@ -67,7 +67,7 @@ type RefusalCheck struct {
 type HostileSummary struct {
 	SlowlorisOpened, SlowlorisPeak, SlowlorisClosedByGateway int
 	BigNATS, BigNATSClosed, BigKafka, BigKafkaClosed         int
-	BigBytesMax                                              int64
+	BigNATSBytesMax, BigKafkaBytesMax                        int64
 	BigNATSReplies                                           map[string]int
 	Garbage, GarbageClosed                                   int
 	Floods, FloodAdmitted, FloodRefused, FloodAdmittedMax    int
@@ -84,7 +84,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	work := filepath.Join(cfg.Out, "stack")
 	_ = os.RemoveAll(work)
 	policyDir := filepath.Join(work, "policies")
-	if err := copyPolicies(filepath.Join(cfg.Root, "policies"), policyDir); err != nil {
+	if err := localstack.CopyPolicies(filepath.Join(cfg.Root, "policies"), policyDir); err != nil {
 		return nil, err
 	}
 	if err := writeFile(filepath.Join(policyDir, "soak.yaml"), PolicyYAML(StepBase)); err != nil {
@@ -175,8 +175,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		defer aux.Done()
 		select {
 		case <-loadCtx.Done():
-		case <-time.After(cfg.Duration / 4):
-			// After the Envoy restart (at 0.15 of the run): wait until it serves again.
+		case <-time.After(cfg.Duration / 5):
+			// After the Envoy restart (at 0.15 of the run), within the new Envoy's warm-up: the
+			// probe tenant's first keys are not growth. Wait until it serves again.
 			_ = waitFor(60*time.Second, func() bool { return stack.Envoy.Restarts() > 0 && tcpUp(ports.NATS) && tcpUp(ports.Kafka) })
 			probes = probeLengths(host.natsAddr, host.kafkaAddr, func() int { return stack.Envoy.PID() }, bufferLimitKiB)
 		}
@@ -299,7 +300,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	host.mu.Lock()
 	res.Hostile = HostileSummary{SlowlorisOpened: host.slowlorisOpen, SlowlorisPeak: host.slowlorisPeak, SlowlorisClosedByGateway: host.slowlorisClosedByGateway,
 		BigNATS: host.bigNATS, BigNATSClosed: host.bigNATSClosed, BigKafka: host.bigKafka, BigKafkaClosed: host.bigKafkaClosed,
-		BigBytesMax: host.bigBytesMax, BigNATSReplies: host.bigNATSReplies, Garbage: host.garbage, GarbageClosed: host.garbageClosed,
+		BigNATSBytesMax: host.bigNATSBytesMax, BigKafkaBytesMax: host.bigKafkaBytesMax, BigNATSReplies: host.bigNATSReplies, Garbage: host.garbage, GarbageClosed: host.garbageClosed,
 		Floods: host.floods, FloodAdmitted: host.floodAdmitted, FloodRefused: host.floodRefused, FloodAdmittedMax: host.floodAdmittedMax,
 		Unavailable: host.unavailableCount, UnavailableWhy: host.unavailableWhy}
 	host.mu.Unlock()
@@ -417,27 +418,4 @@ func (r *Result) checkResources(d time.Duration) {
 			r.Failures = append(r.Failures, fmt.Sprintf("%s drifted %.1f%% from its median %.1f after warm-up (min %.1f, max %.1f)", dr.Name, 100*dr.Worst, dr.Median, dr.Min, dr.Max))
 		}
 	}
-}
-
-func copyPolicies(src, dst string) error {
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return err
-	}
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".yaml") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
 }
