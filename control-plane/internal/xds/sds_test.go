@@ -155,17 +155,7 @@ func TestSecretsAreAnsweredAsEnvoyAsksForThem(t *testing.T) {
 	g := gateway
 	g.NATSTLSListen, g.NATSTLS, g.TLSFiles = "127.0.0.1:4443", MutualTLS, files
 	g.KafkaBrokers = []KafkaBroker{{Upstream: "127.0.0.1:19096", Listen: "127.0.0.1:9292", Downstream: MutualTLS, UpstreamTLS: true}}
-	s := NewServer(g)
-	m, err := files.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetTLS(m); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Publish(examples(t), "1-a"); err != nil {
-		t.Fatal(err)
-	}
+	s, m := tlsServer(t, g, files)
 	c := serveADS(t, s)
 
 	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.ClusterType})

@@ -155,17 +155,7 @@ func TestRotationChangesOnlyTheSecrets(t *testing.T) {
 	files := writePair(t, dir, first)
 	g := gateway
 	g.NATSTLSListen, g.NATSTLS, g.TLSFiles = "127.0.0.1:4443", TLS, files
-	s := NewServer(g)
-	m, err := files.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetTLS(m); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Publish(examples(t), "1-a"); err != nil {
-		t.Fatal(err)
-	}
+	s, _ := tlsServer(t, g, files)
 	snap := func() (listeners, secrets string, serverCert []byte) {
 		sn, err := s.cache.GetSnapshot(groupKey(0))
 		if err != nil {
@@ -192,4 +182,22 @@ func TestRotationChangesOnlyTheSecrets(t *testing.T) {
 	if l1 != l2 || s1 == s2 || string(c1) != string(first.CertPEM) || string(c2) != string(second.CertPEM) {
 		t.Errorf("listeners %s→%s, secrets %s→%s; certificate rotated: %v", l1, l2, s1, s2, string(c2) == string(second.CertPEM))
 	}
+}
+
+// tlsServer is a server for g with the TLS material of files (returned) and the example
+// policies published.
+func tlsServer(t *testing.T, g Gateway, files tlssecrets.Files) (*Server, *tlssecrets.Material) {
+	t.Helper()
+	s := NewServer(g)
+	m, err := files.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetTLS(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Publish(examples(t), "1-a"); err != nil {
+		t.Fatal(err)
+	}
+	return s, m
 }

@@ -174,6 +174,19 @@ mod tests {
 
     /// A Metadata response with the given brokers and an opaque tail, encoded for `version`.
     fn metadata(version: i16, brokers: &[(i32, &str, i32)], tail: &[u8]) -> Vec<u8> {
+        let hosts: Vec<(i32, Vec<u8>, i32)> = brokers
+            .iter()
+            .map(|&(id, host, port)| {
+                let mut h = w(version >= 9);
+                h.string(host.as_bytes());
+                (id, h.out, port)
+            })
+            .collect();
+        metadata_encoded(version, &hosts, tail)
+    }
+
+    /// A Metadata response whose broker hosts are given already encoded (length and bytes).
+    fn metadata_encoded(version: i16, brokers: &[(i32, Vec<u8>, i32)], tail: &[u8]) -> Vec<u8> {
         let flexible = version >= 9;
         let mut b = w(flexible);
         b.raw(&7i32.to_be_bytes());
@@ -190,7 +203,7 @@ mod tests {
         }
         for (id, host, port) in brokers {
             b.raw(&id.to_be_bytes());
-            b.string(host.as_bytes());
+            b.raw(host);
             b.raw(&port.to_be_bytes());
             if version >= 1 {
                 b.string(b"rack-a");
@@ -276,33 +289,7 @@ mod tests {
 
     /// A Metadata response with one broker (node 1, port 9092) whose host is encoded as given.
     fn metadata_with_host(version: i16, host: &[u8]) -> Vec<u8> {
-        let flexible = version >= 9;
-        let mut b = w(flexible);
-        b.raw(&7i32.to_be_bytes());
-        if flexible {
-            b.raw(&[0]);
-        }
-        if version >= 3 {
-            b.raw(&0i32.to_be_bytes());
-        }
-        if flexible {
-            b.uvarint(2);
-        } else {
-            b.raw(&1i32.to_be_bytes());
-        }
-        b.raw(&1i32.to_be_bytes());
-        b.raw(host);
-        b.raw(&9092i32.to_be_bytes());
-        if version >= 1 {
-            b.string(b"rack-a");
-        }
-        if flexible {
-            b.raw(&[0]);
-        }
-        b.raw(b"TAIL");
-        let mut out = (b.out.len() as i32).to_be_bytes().to_vec();
-        out.extend(b.out);
-        out
+        metadata_encoded(version, &[(1, host.to_vec(), 9092)], b"TAIL")
     }
 
     /// Found by fuzzing (seeds/kafka_responses/find-coordinator-overlong-varint): an endpoint
