@@ -97,7 +97,9 @@ func (f *faults) record(e Event, w Window, err error) {
 		e.Detail = "FAILED: " + err.Error()
 	}
 	f.events = append(f.events, e)
-	if e.What != faultCP { // the control plane is not on the data path: no excuse for a failure
+	switch e.What {
+	case faultEnvoy, faultNATS, faultKafka:
+		// The control plane is not on the data path: its outages excuse no failure.
 		w.End = w.End.Add(recoveryGrace)
 		f.windows = append(f.windows, w)
 	}
