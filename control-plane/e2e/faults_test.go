@@ -242,3 +242,52 @@ func countRecords(t *testing.T, topic string, want int) int {
 	}
 	return n
 }
+
+// The clients Kafka users run most, Apache Kafka's Java producer (idempotent, acks=all) and
+// librdkafka (acks=all), ride through a broker restart behind the gateway with their default
+// settings: a connection Envoy accepted while the broker was down, and closed, is to them a
+// disconnect like any other. Every record is acknowledged once the broker is back and stored.
+func TestKafkaJavaAndLibrdkafkaRideThroughABrokerRestart(t *testing.T) {
+	const rate, d, size = 20.0, 20 * time.Second, 100
+	type result struct {
+		name, topic string
+		run         clientRun
+	}
+	results := make(chan result, 2)
+	go func() {
+		results <- result{"java", "restart-java", javaProducer(t, "restart-java", "size-dry-restart-java", rate, d, size)}
+	}()
+	go func() {
+		// librdkafka's message.timeout.ms left at a default-like 2 min (the probe's is 15 s).
+		run := librdkafkaProducerWith(t, addr(ports.Kafka), map[string]string{"message.timeout.ms": "120000"},
+			"restart-librdkafka", "size-dry-restart-rdkafka", rate, d, size)
+		results <- result{"librdkafka", "restart-librdkafka", run}
+	}()
+	restarts := stack.Kafka.Restarts()
+	time.Sleep(5 * time.Second) // both producing
+	if err := stack.Kafka.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		var r result
+		select {
+		case r = <-results:
+		case <-time.After(3 * time.Minute): // a probe that failed to run ends its goroutine
+			t.Fatal("a producer probe did not report")
+		}
+		t.Logf("%s across a broker restart: sent %d, acknowledged %d, failed %d %s", r.name, r.run.sent, r.run.acked, r.run.failed, r.run.errors)
+		if r.run.sent == 0 || r.run.acked != r.run.sent || r.run.failed != 0 {
+			t.Errorf("%s: of %d records %d acknowledged, %d failed (%s)", r.name, r.run.sent, r.run.acked, r.run.failed, r.run.errors)
+		}
+		// The Java producer is idempotent: each record once. librdkafka is not by default: a
+		// retry of a request the broker stored before it died is stored again.
+		stored := countRecords(t, r.topic, r.run.sent)
+		t.Logf("%s: the topic holds %d records", r.name, stored)
+		if stored < r.run.sent || (r.name == "java" && stored != r.run.sent) {
+			t.Errorf("%s: the topic holds %d records of %d sent", r.name, stored, r.run.sent)
+		}
+	}
+	if stack.Kafka.Restarts() != restarts+1 {
+		t.Errorf("Kafka was started again %d times", stack.Kafka.Restarts()-restarts)
+	}
+}
