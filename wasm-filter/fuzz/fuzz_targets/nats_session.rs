@@ -1,9 +1,10 @@
 //! Any bytes, in any split, in either direction, with any decisions: the NATS session never
 //! panics, never decides more of a held buffer than there is, and never forwards more than it
 //! was given plus what it inserts (the PING and proxy_sig after the first CONNECT, a refusal's or
-//! close's replacement, the -ERR in place of a PONG, an INFO with the tenant's limit); while it
-//! inserts nothing (and swallows no verdict PONG), it forwards what it was given, in order. The
-//! client's buffer is handled as the glue does: forwarded whole, or up to the held message, whose
+//! close's replacement, the -ERR in place of a PONG, an INFO with the tenant's limit or the
+//! client's TLS flags); while it inserts nothing (and swallows no verdict PONG), it forwards what
+//! it was given, in order. The client's buffer is handled as the glue does: forwarded whole, or
+//! up to the held message, whose
 //! bytes are presented again with the next read, or at once when the server's verdict on the
 //! CONNECT releases them. Between server reads a policy reload may change the tenant's limit
 //! (an INFO with the new one follows). The input's length picks the client's transport:
@@ -103,10 +104,11 @@ impl Gate for DrawnGate<'_> {
         }
     }
     fn delivered(&mut self, _subject: &[u8]) {}
+    /// Each call may put an INFO before the client: with the tenant's limit, or, without one,
+    /// with the server's TLS flags made the client's own (a plaintext client behind a gateway
+    /// that speaks TLS to nats-server: `tls_required` true becomes false).
     fn max_payload(&self) -> Option<u64> {
-        if self.advertise.is_some() || self.client_tls {
-            self.infos.set(self.infos.get() + 1);
-        }
+        self.infos.set(self.infos.get() + 1);
         self.advertise
     }
 }
