@@ -260,10 +260,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Total = Total(res.Rows)
 	res.checkLedger()
 
+	// What the gateway counted during the soak (the warm-up before it is not the soak's).
+	counted := func(name, protocol, tenant string) float64 {
+		return scraper.Total(name, protocol, tenant) - baseline[Series{name, protocol, tenant}]
+	}
 	for _, c := range natsClients {
 		res.Refusals = append(res.Refusals, RefusalCheck{Tenant: c.tenant, Protocol: "nats", ClientSeen: float64(c.seenRefusals()),
-			Counted:     scraper.Total("weighstation_messages_refused", "nats", c.tenant) - baseline[Series{"weighstation_messages_refused", "nats", c.tenant}],
-			WouldRefuse: scraper.Total("weighstation_dryrun_would_refuse", "nats", c.tenant) - baseline[Series{"weighstation_dryrun_would_refuse", "nats", c.tenant}]})
+			Counted:     counted("weighstation_messages_refused", "nats", c.tenant),
+			WouldRefuse: counted("weighstation_dryrun_would_refuse", "nats", c.tenant)})
 	}
 	for _, tenant := range LoadTenants {
 		seen := 0
@@ -273,8 +277,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 		res.Refusals = append(res.Refusals, RefusalCheck{Tenant: tenant, Protocol: "kafka", ClientSeen: float64(seen),
-			Counted:     scraper.Total("weighstation_messages_refused", "kafka", tenant) - baseline[Series{"weighstation_messages_refused", "kafka", tenant}],
-			WouldRefuse: scraper.Total("weighstation_dryrun_would_refuse", "kafka", tenant) - baseline[Series{"weighstation_dryrun_would_refuse", "kafka", tenant}]})
+			Counted:     counted("weighstation_messages_refused", "kafka", tenant),
+			WouldRefuse: counted("weighstation_dryrun_would_refuse", "kafka", tenant)})
 	}
 	res.checkRefusals()
 
