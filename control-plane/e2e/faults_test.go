@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -289,5 +291,34 @@ func TestKafkaJavaAndLibrdkafkaRideThroughABrokerRestart(t *testing.T) {
 	}
 	if stack.Kafka.Restarts() != restarts+1 {
 		t.Errorf("Kafka was started again %d times", stack.Kafka.Restarts()-restarts)
+	}
+}
+
+// A client that announces a 2 GiB payload and streams it regardless is closed as soon as
+// nats-server has refused the size: the filter forwards none of the payload, and the gateway
+// does not go on reading it for as long as the client cares to send.
+func TestNATSClientStreamingAnOversizedPayloadIsClosed(t *testing.T) {
+	raw := dialRawNATS(t, `{"verbose":false,"user":"size-enforce","pass":"size-enforce-secret"}`)
+	raw.send("PUB size.stream 2147483648\r\n")
+	chunk := make([]byte, 64<<10)
+	written := 0
+	start := time.Now()
+	var werr error
+	for time.Since(start) < 10*time.Second {
+		_ = raw.conn.SetWriteDeadline(time.Now().Add(time.Second))
+		n, err := raw.conn.Write(chunk)
+		written += n
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			continue // pushed back, not closed
+		}
+		if err != nil {
+			werr = err
+			break
+		}
+	}
+	t.Logf("the gateway stopped a 2 GiB stream after %d bytes, %s: %v", written, time.Since(start).Round(time.Millisecond), werr)
+	if werr == nil {
+		t.Fatalf("10 s and %d bytes into a refused 2 GiB payload, the gateway still reads it", written)
 	}
 }
