@@ -8,18 +8,20 @@ import (
 	"os"
 )
 
-const usage = `usage: weighstation <command> [flags]
+const commands = `usage: weighstation <command> [flags]
 
 commands:
   serve       load and watch policies, serve xDS to Envoy, status over HTTP
   validate    DIR: check a policy directory; exit 1 and print every error on any problem
   bootstrap   print the Envoy bootstrap (JSON) that connects Envoy to this control plane
   quota       serve global tenants' shares to the gateway replicas, kept in Redis/Valkey
+  decisions   print the gateway's refusals and long delays (JSON lines); --follow, --tenant, ...
+  top         every tenant's traffic against its limits, across the gateway replicas, live
 `
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
+		fmt.Fprint(os.Stderr, commands)
 		os.Exit(2)
 	}
 	var code int
@@ -32,10 +34,14 @@ func main() {
 		code = bootstrapCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "quota":
 		code = quotaCmd(os.Args[2:])
+	case "decisions":
+		code = decisionsCmd(os.Args[2:], os.Stdout, os.Stderr)
+	case "top":
+		code = topCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "--help", "help":
-		fmt.Print(usage)
+		fmt.Print(commands)
 	default:
-		fmt.Fprintf(os.Stderr, "weighstation: unknown command %q\n%s", os.Args[1], usage)
+		fmt.Fprintf(os.Stderr, "weighstation: unknown command %q\n%s", os.Args[1], commands)
 		code = 2
 	}
 	os.Exit(code)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/weighstation/weighstation/control-plane/internal/quota"
 	"github.com/weighstation/weighstation/control-plane/internal/status"
 	"github.com/weighstation/weighstation/control-plane/internal/tlssecrets"
+	"github.com/weighstation/weighstation/control-plane/internal/usage"
 	"github.com/weighstation/weighstation/control-plane/internal/watch"
 	"github.com/weighstation/weighstation/control-plane/internal/xds"
 )
@@ -53,12 +55,20 @@ func serve(args []string) int {
 	fs.StringVar(&g.Wasm.URL, "wasm-url", "", "URL Envoy fetches the filter module from (with --wasm-sha256)")
 	fs.StringVar(&g.Wasm.SHA256, "wasm-sha256", "", "sha256 of the module at --wasm-url")
 	serveWasm := fs.String("serve-wasm", "", "serve this filter module at "+WasmPath+" on the HTTP listener; Envoy fetches it (through `weighstation bootstrap --wasm-host`) pinned by its sha256, from --wasm-url if given")
+	reportAddress := fs.String("report-address", "", "host:port at which Envoy reaches this control plane's HTTP listener, where the filter reports usage and decisions (default: --http-listen, unless its host is unspecified; \"off\": no reports)")
+	decisionsPerSecond := fs.Uint("decisions-per-second", 10, "decisions each filter worker keeps per tenant and reason each second (the rest are counted)")
+	delayThreshold := fs.Duration("decision-delay-threshold", 100*time.Millisecond, "a message held at least this long is logged as a decision (0: delays are not)")
+	peersDNS := fs.String("peers-dns", "", "DNS name of every control plane replica (a headless Service of their pods): each passes the reports it receives to the others, so any answers /usage and /decisions for the whole gateway")
+	decisionsRetained := fs.Int("decisions-retained", 10000, "decisions the control plane keeps in memory for /decisions")
 	debounce := fs.Duration("debounce", 200*time.Millisecond, "quiet time after a policy file change before reloading")
 	poll := fs.Duration("poll", 5*time.Second, "re-read interval backing up the file watcher")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	g.BufferLimitBytes = uint32(*bufferLimit)
+	if addr := reportsAddress(*reportAddress, *httpListen); addr != "" {
+		g.Reports = &xds.Reports{Address: addr, DecisionsPerSecond: uint32(*decisionsPerSecond), DelayThreshold: *delayThreshold}
+	}
 	if len(g.KafkaBrokers) > 0 && g.KafkaListen == "" {
 		fmt.Fprintln(os.Stderr, "weighstation serve: --kafka-broker needs --kafka-listen: the broker listeners share its filter configuration")
 		return 2
@@ -127,7 +137,19 @@ func serve(args []string) int {
 	}
 	probe := &quota.Probe{Target: server.QuotaService, Client: &http.Client{}}
 	go probe.Run(ctx, time.Second)
-	handler := status.Handler(status.Sources{State: ctrl.State, Nodes: server.Nodes, Quota: probe.Standing, TLS: tlsStanding})
+	mux := http.NewServeMux()
+	mux.Handle("/", status.Handler(status.Sources{State: ctrl.State, Nodes: server.Nodes, Quota: probe.Standing, TLS: tlsStanding}))
+	var relay *usage.Relay
+	if *peersDNS != "" {
+		_, port, _ := net.SplitHostPort(httpLis.Addr().String())
+		p, _ := strconv.Atoi(port)
+		relay = &usage.Relay{Name: *peersDNS, Port: p, Client: &http.Client{}, Log: log}
+		go relay.Run(ctx)
+	}
+	usage.Routes(mux, usage.New(*decisionsRetained), relay, func(protocol, tenant string) (usage.Limits, bool) {
+		return usage.LimitsOf(server.Published(), tenant)
+	})
+	var handler http.Handler = mux
 	if module != nil {
 		handler = withWasm(handler, module)
 		log.Info("serving the filter module", "path", WasmPath, "url", g.Wasm.URL, "sha256", module.sha256)
@@ -161,6 +183,22 @@ func serve(args []string) int {
 	_ = httpSrv.Shutdown(shutdownCtx)
 	fmt.Fprintln(os.Stderr, "weighstation: stopped")
 	return 0
+}
+
+// reportsAddress is where Envoy reaches this control plane's HTTP listener: given, or the
+// listen address when it names a host Envoy can dial.
+func reportsAddress(given, httpListen string) string {
+	switch given {
+	case "off":
+		return ""
+	case "":
+		host, _, err := net.SplitHostPort(httpListen)
+		if err != nil || host == "" || net.ParseIP(host).IsUnspecified() {
+			return ""
+		}
+		return httpListen
+	}
+	return given
 }
 
 func envOr(key, def string) string {

@@ -32,6 +32,20 @@ type FilterConfig struct {
 	BrokerRoutes []BrokerRoute `json:"brokerRoutes,omitempty"`
 	// Quota is where global tenants' limits are shared among replicas (weighstation quota).
 	Quota *Quota `json:"quota,omitempty"`
+	// Reports is where the filter's workers report usage and sampled decisions (the control
+	// plane's /v1/report); absent: they do not.
+	Reports *Reports `json:"reports,omitempty"`
+}
+
+// ReportsCluster is the Envoy cluster through which the filter reaches the control plane.
+const ReportsCluster = "weighstation_control_plane"
+
+// Reports tells the filter where to report and how to sample decisions.
+type Reports struct {
+	Cluster            string `json:"cluster"`
+	Authority          string `json:"authority"`
+	DecisionsPerSecond uint32 `json:"decisionsPerSecond"`
+	DelayThresholdMs   uint64 `json:"delayThresholdMs"`
 }
 
 // QuotaCluster is the Envoy cluster through which the filter reaches the quota service.
@@ -55,6 +69,7 @@ type BrokerRoute struct {
 
 type Tenant struct {
 	Name      string     `json:"name"`
+	Policy    string     `json:"policy"` // the LimitPolicy's metadata.name
 	DryRun    bool       `json:"dryRun,omitempty"`
 	Reject    bool       `json:"reject,omitempty"` // onLimit: reject; otherwise delay
 	Global    bool       `json:"global,omitempty"` // scope: global
@@ -104,6 +119,7 @@ func Filter(set *policy.Set, version string, proto Protocol, replicas int) Filte
 		p := t.Policy
 		ct := Tenant{
 			Name:   p.Tenant,
+			Policy: p.Name,
 			DryRun: p.Mode == policy.ModeDryRun,
 			Reject: p.OnLimit == policy.OnLimitReject,
 			Global: p.Scope == policy.ScopeGlobal,

@@ -83,9 +83,31 @@ type Gateway struct {
 	Wasm             WasmSource
 	// Replicas is how many Envoys are connected: a global limit's fallback divides by it.
 	Replicas int
+	// Reports, when set, has the filter report usage and decisions to the control plane.
+	Reports *Reports
 	// kafkaAdvertisedAs is the address brokers advertise for KafkaListen when this gateway's
 	// listeners were moved (WithPortOffset): responses naming it are rewritten to KafkaListen.
 	kafkaAdvertisedAs string
+}
+
+// Reports is where the filter reports usage and decisions: this control plane's HTTP listener
+// as Envoy reaches it, and how decisions are sampled.
+type Reports struct {
+	Address            string // host:port
+	DecisionsPerSecond uint32
+	DelayThreshold     time.Duration
+}
+
+func (r *Reports) filter() *compile.Reports {
+	if r == nil {
+		return nil
+	}
+	return &compile.Reports{
+		Cluster:            compile.ReportsCluster,
+		Authority:          r.Address,
+		DecisionsPerSecond: r.DecisionsPerSecond,
+		DelayThresholdMs:   uint64(r.DelayThreshold.Milliseconds()),
+	}
 }
 
 // WithPortOffset moves every listener's port up by offset: several Envoys on one host (the
@@ -216,6 +238,9 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 	if q := set.QuotaService; q != nil {
 		clusters = append(clusters, clusterSpec{name: compile.QuotaCluster, upstream: q.Address})
 	}
+	if g.Reports != nil {
+		clusters = append(clusters, clusterSpec{name: compile.ReportsCluster, upstream: g.Reports.Address})
+	}
 	if g.NATSListen != "" || g.NATSTLSListen != "" {
 		clusters = append(clusters, clusterSpec{clusterName(compile.NATS), g.NATSUpstream, g.NATSUpstreamTLS})
 	}
@@ -260,6 +285,7 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 		if l.proto == compile.Kafka {
 			fc.BrokerRoutes = routes
 		}
+		fc.Reports = g.Reports.filter()
 		ext, err := filterConfig(l.proto, g.Wasm, fc)
 		if err != nil {
 			return nil, err

@@ -178,6 +178,13 @@ func (s *Server) SetReplicas(n int) {
 	}
 }
 
+// Published is the policy set Envoys are being sent (nil before the first).
+func (s *Server) Published() *policy.Set {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.set
+}
+
 // QuotaService is the quota service of the published policy and the count of connected Envoys
 // the filters were given; an empty address when no tenant is global.
 func (s *Server) QuotaService() (address string, timeout time.Duration, replicas int) {

@@ -62,6 +62,10 @@ app.kubernetes.io/part-of: weighstation
 {{- define "weighstation.controlPlane.xds" -}}
 {{- printf "%s:%d" (include "weighstation.controlPlane.host" .) (int .Values.controlPlane.xdsPort) -}}
 {{- end -}}
+{{/* The control plane replicas' headless Service (they relay usage reports to each other). */}}
+{{- define "weighstation.controlPlane.peers" -}}
+{{- printf "%s-peers.%s.svc.%s" (include "weighstation.controlPlane.fullname" .) .Release.Namespace .Values.clusterDomain -}}
+{{- end -}}
 {{- define "weighstation.controlPlane.http" -}}
 {{- printf "%s:%d" (include "weighstation.controlPlane.host" .) (int .Values.controlPlane.httpPort) -}}
 {{- end -}}

@@ -10,6 +10,7 @@ use crate::limits::RateLimit;
 use crate::patterns;
 pub use crate::protocol::Protocol;
 use crate::quota::QuotaService;
+use crate::report::Reports;
 
 /// Resolved limits; `None` is unlimited.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -64,6 +65,9 @@ impl Tenant {
 #[serde(rename_all = "camelCase")]
 pub struct Tenant {
     pub name: String,
+    /// The LimitPolicy's metadata.name (decision events name it).
+    #[serde(default)]
+    pub policy: String,
     #[serde(default)]
     pub dry_run: bool,
     #[serde(default)]
@@ -97,6 +101,8 @@ struct Document {
     broker_routes: Vec<BrokerRoute>,
     #[serde(default)]
     quota: Option<QuotaService>,
+    #[serde(default)]
+    reports: Option<Reports>,
 }
 
 fn split_host_port(s: &str) -> Option<(String, i32)> {
@@ -125,6 +131,8 @@ pub struct Config {
     broker_routes: Vec<((String, i32), (String, i32))>,
     /// Where global limits are shared among replicas; None when no tenant is global.
     pub quota: Option<QuotaService>,
+    /// Where usage and sampled decisions are reported; None: nowhere.
+    pub reports: Option<Reports>,
 }
 
 /// What the data path needs of a tenant, computed once per configuration.
@@ -257,6 +265,7 @@ impl Config {
             default_tenant,
             directory,
             quota: doc.quota,
+            reports: doc.reports,
         })
     }
 

@@ -82,6 +82,22 @@ impl Identity {
             && self.client_id.as_deref().map(str::as_bytes) != client_id
     }
 
+    /// Names the client for an operator by what attribution reads, most trusted first; never a
+    /// password or a token.
+    pub fn label(&self) -> String {
+        match (&self.authenticated, &self.certificate, &self.client_id) {
+            (Some(Authenticated::Nats(c)), _, _) => match (&c.user, &c.nkey) {
+                (Some(u), _) => format!("user {u}"),
+                (None, Some(k)) => format!("nkey {k}"),
+                (None, None) => "authenticated".to_owned(),
+            },
+            (Some(Authenticated::Kafka(p)), _, _) => format!("principal {}", p.name),
+            (None, Some(c), _) => format!("certificate {}", c.subject),
+            (None, None, Some(id)) => format!("client.id {id}"),
+            (None, None, None) => "anonymous".to_owned(),
+        }
+    }
+
     /// Any part of the identity was verified by Envoy or the broker.
     pub fn is_authenticated(&self) -> bool {
         self.certificate.is_some() || self.authenticated.is_some()
@@ -113,6 +129,27 @@ mod tests {
             !cert.client_id_matters(Some(b"globex-1")),
             "with a client certificate too"
         );
+    }
+
+    #[test]
+    fn a_label_names_the_most_trusted_part() {
+        let mut id = Identity {
+            client_id: Some("acme-1".into()),
+            ..Identity::default()
+        };
+        assert_eq!(id.label(), "client.id acme-1");
+        id.certificate = Some(PeerCertificate {
+            subject: "CN=acme".into(),
+            sans: vec![],
+        });
+        assert_eq!(id.label(), "certificate CN=acme");
+        id.authenticated = Some(Authenticated::Nats(NatsCredentials::new(
+            Some("acme".into()),
+            None,
+            None,
+        )));
+        assert_eq!(id.label(), "user acme");
+        assert_eq!(Identity::default().label(), "anonymous");
     }
 
     #[test]

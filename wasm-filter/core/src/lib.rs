@@ -17,5 +17,6 @@ pub mod nats;
 pub mod patterns;
 pub mod protocol;
 pub mod quota;
+pub mod report;
 pub mod scan;
 pub mod waitlist;

@@ -96,9 +96,16 @@ pub enum Admit {
 pub struct Held {
     since: Option<u64>,
     paced: u64,
+    /// The limit the message was held for (kept after it ends, for the decision log).
+    reason: Option<Reason>,
 }
 
 impl Held {
+    /// The limit the last held message waited for.
+    pub fn reason(&self) -> Option<Reason> {
+        self.reason
+    }
+
     /// Gives back the queue place of a held message (it was admitted, refused or its connection
     /// closed).
     pub fn end(&mut self, who: &Attributed, me: u32) -> Option<u64> {
@@ -343,11 +350,14 @@ pub fn admit(ask: &Ask<'_>, held: &mut Held) -> Admit {
             Admit::Refuse(reason, detail, retry_ms(retry_ns))
         }
         Check::Exhausted {
+            reason,
             retry_ns,
             paced_ns,
             detail,
-            ..
-        } => hold(ask, held, retry_ns, paced_ns, detail),
+        } => {
+            held.reason = Some(reason);
+            hold(ask, held, retry_ns, paced_ns, detail)
+        }
     }
 }
 

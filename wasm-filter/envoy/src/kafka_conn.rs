@@ -26,7 +26,8 @@ use crate::connection::{self, Connection};
 use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot, Prepaid};
 use crate::state;
 use crate::tenancy::Attribution;
-use crate::{trust, waiters};
+use crate::{reports, trust, waiters};
+use weighstation_core::report::observed;
 
 /// What a forwarded request's response must do.
 enum Pending {
@@ -192,7 +193,7 @@ impl Conn {
             } else {
                 who.metrics.refused(Reason::Size, summary.records);
                 let detail = format!("maxMessageBytes limit of tenant {}", tenant.name);
-                return self.refuse(h, body, Reason::Size, &detail, 0, awaits_reply);
+                return self.refuse(h, body, over, now, Reason::Size, &detail, 0);
             }
         }
         self.retries.expire(now);
@@ -207,7 +208,7 @@ impl Conn {
                 wait / 1_000_000
             );
             self.retries.refused(batches);
-            return self.refuse(h, body, Reason::Rate, &detail, throttle_ms(wait), awaits_reply);
+            return self.refuse(h, body, over, now, Reason::Rate, &detail, throttle_ms(wait));
         }
         let ask = Ask {
             who,
@@ -225,6 +226,17 @@ impl Conn {
         };
         match gatekeeper::admit(&ask, &mut self.held) {
             Admit::Forward(slot, delayed) => {
+                if let (Some(ns), Some(reason)) = (delayed, self.held.reason()) {
+                    let topic = first_topic(body, h.api_version);
+                    let site = reports::Site {
+                        who,
+                        attribution: &self.who,
+                        over,
+                        subject: &topic,
+                        now,
+                    };
+                    reports::delayed(&site, reason, ns);
+                }
                 self.retries.spent(batches);
                 if awaits_reply {
                     let delay_ms = delayed.map_or(0, |ns| i32::try_from(ns / 1_000_000).unwrap_or(i32::MAX));
@@ -256,23 +268,51 @@ impl Conn {
                     }
                 }
                 self.retries.refused(batches);
-                self.refuse(h, body, reason, &detail, throttle, awaits_reply)
+                self.refuse(h, body, over, now, reason, &detail, throttle)
             }
         }
     }
 
     /// A refused Produce: acks=0 has no response to carry the error, so it is dropped (and
     /// counted); otherwise the broker gets an ApiVersions in its place, whose answer is swapped.
+    #[allow(clippy::too_many_arguments)]
     fn refuse(
         &mut self,
         h: &RequestHeader<'_>,
         body: &[u8],
+        over: Option<usize>,
+        now: u64,
         reason: Reason,
         detail: &str,
         throttle_ms: i32,
-        awaits_reply: bool,
     ) -> Admission {
         log::debug!("weighstation: kafka produce refused: {detail}");
+        let (mut topic, mut largest) = (Vec::new(), 0usize);
+        let awaits_reply = visit_produce(body, h.api_version, |p| {
+            if topic.is_empty() {
+                topic = p.topic.to_vec();
+            }
+            largest = largest.max(p.largest_batch);
+        })
+        .is_ok_and(|s| s.acks != 0);
+        if let Some(who) = self.who.current() {
+            let code = match (awaits_reply, reason) {
+                (false, _) => "dropped (acks=0: no response to carry an error)",
+                (true, Reason::Size) => "MESSAGE_TOO_LARGE (10)",
+                (true, _) => "THROTTLING_QUOTA_EXCEEDED (89)",
+            };
+            let site = reports::Site {
+                who,
+                attribution: &self.who,
+                over,
+                subject: &topic,
+                now,
+            };
+            let retry_ms = u32::try_from(throttle_ms).unwrap_or(0);
+            reports::refused(&site, reason, detail, code, retry_ms, || {
+                observed(reason, largest as u64, retry_ms, detail)
+            });
+        }
         if !awaits_reply {
             return Admission::Replace(Vec::new());
         }
@@ -331,6 +371,17 @@ impl Conn {
             }
         }
     }
+}
+
+/// A Produce's first topic, for a decision event.
+fn first_topic(body: &[u8], version: i16) -> Vec<u8> {
+    let mut topic = Vec::new();
+    let _ = visit_produce(body, version, |p| {
+        if topic.is_empty() {
+            topic = p.topic.to_vec();
+        }
+    });
+    topic
 }
 
 struct Requests<'a> {

@@ -14,6 +14,7 @@ mod metrics;
 mod nats_conn;
 mod paused;
 mod quota;
+mod reports;
 mod root;
 mod shared;
 mod state;

@@ -3,6 +3,7 @@
 //! the end of each callback ([`flush`]), so counting a message is no host call and no
 //! allocation, and a read of many messages costs one host call per metric it touched.
 
+use crate::reports;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
 use std::cell::RefCell;
@@ -80,6 +81,8 @@ pub struct TenantMetrics {
     delay_ms: Option<u32>,
     refused: [Option<u32>; 5],
     would_refuse: [Option<u32>; 5],
+    /// The tenant's slot in this worker's usage report (crate::reports).
+    usage: usize,
 }
 
 impl TenantMetrics {
@@ -98,12 +101,17 @@ impl TenantMetrics {
             delay_ms: m(TenantMetric::DelayMs),
             refused: r(ReasonMetric::Refused),
             would_refuse: r(ReasonMetric::WouldRefuse),
+            usage: reports::slot(protocol, tenant),
         }
     }
 
     pub fn accepted(&self, messages: u64, bytes: u64) {
         add(self.messages, messages);
         add(self.bytes, bytes);
+        reports::count(self.usage, |u| {
+            u.messages += messages;
+            u.bytes += bytes;
+        });
     }
 
     pub fn delayed(&self, held_ns: u64) {
@@ -111,26 +119,35 @@ impl TenantMetrics {
         if let Some(id) = self.delay_ms {
             let _ = hostcalls::record_metric(id, held_ns / 1_000_000);
         }
+        reports::count(self.usage, |u| {
+            u.delayed += 1;
+            u.delayed_ms += held_ns / 1_000_000;
+        });
     }
 
     pub fn refused(&self, reason: Reason, n: u64) {
         add(self.refused.get(reason.index()).copied().flatten(), n);
+        reports::count(self.usage, |u| u.refused(reason, n));
     }
 
     pub fn would_refuse(&self, reason: Reason, n: u64) {
         add(self.would_refuse.get(reason.index()).copied().flatten(), n);
+        reports::count(self.usage, |u| u.would_refuse(reason, n));
     }
 
     pub fn connections(&self, delta: i64) {
         gauge_add(self.connections, delta);
+        reports::count(self.usage, |u| u.connections += delta);
     }
 
     pub fn in_flight(&self, delta: i64) {
         gauge_add(self.in_flight, delta);
+        reports::count(self.usage, |u| u.in_flight += delta);
     }
 
     pub fn queue_depth(&self, delta: i64) {
         gauge_add(self.queue_depth, delta);
+        reports::count(self.usage, |u| u.held += delta);
     }
 }
 

@@ -12,7 +12,8 @@ use crate::clock::now_ns;
 use crate::connection::{self, Connection};
 use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot, Prepaid};
 use crate::tenancy::Attribution;
-use crate::{trust, waiters};
+use crate::{reports, trust, waiters};
+use weighstation_core::report::observed;
 
 /// A request whose reply never passes this connection (sent elsewhere, or lost) gives its
 /// in-flight slot back after this long.
@@ -100,8 +101,19 @@ impl Gate for NatsGate<'_> {
             check_size: true,
             prepaid: Prepaid::default(),
         };
-        match gatekeeper::admit(&ask, &mut conn.held) {
-            Admit::Forward(slot, _) => {
+        let outcome = gatekeeper::admit(&ask, &mut conn.held);
+        let site = reports::Site {
+            who,
+            attribution: &conn.who,
+            over,
+            subject: p.subject,
+            now: self.now,
+        };
+        match outcome {
+            Admit::Forward(slot, delayed) => {
+                if let (Some(ns), Some(reason)) = (delayed, conn.held.reason()) {
+                    reports::delayed(&site, reason, ns);
+                }
                 if let (Some(slot), Some(reply)) = (slot, p.reply) {
                     who.metrics.in_flight(1);
                     let deadline = self.now + IN_FLIGHT_TIMEOUT_NS;
@@ -116,9 +128,18 @@ impl Gate for NatsGate<'_> {
             Admit::Hold => Verdict::Hold,
             Admit::Refuse(Reason::Size, detail, _) => {
                 log::info!("weighstation: nats {detail}: closing as nats-server would");
+                let bytes = ask.bytes;
+                let code = "-ERR 'Maximum Payload Violation', connection closed";
+                reports::refused(&site, Reason::Size, &detail, code, 0, || {
+                    observed(Reason::Size, bytes, 0, "")
+                });
                 Verdict::Close
             }
-            Admit::Refuse(_, detail, _) => {
+            Admit::Refuse(reason, detail, retry_ms) => {
+                let code = "-ERR 'Permissions Violation'";
+                reports::refused(&site, reason, &detail, code, retry_ms, || {
+                    observed(reason, 0, retry_ms, &detail)
+                });
                 let subject = String::from_utf8_lossy(p.subject);
                 Verdict::Refuse(format!("Permissions Violation for Publish to \"{subject}\" ({detail})"))
             }

@@ -16,7 +16,7 @@ use weighstation_core::quota::{
     parse_shares, shares_request, LimitReport, QuotaService, REPORT_PERIOD_NS, SHARES_PATH, SHARE_TTL_NS,
 };
 
-use crate::{keys, metrics, shared, state, waiters};
+use crate::{keys, metrics, shared, state};
 
 /// How often each worker looks at the leadership and whether a report is due.
 const TICK: Duration = Duration::from_millis(200);
@@ -61,9 +61,9 @@ thread_local! {
     static LEADER: RefCell<Leader> = RefCell::new(Leader::default());
 }
 
-/// After a configuration is installed: collects the global limits of every active protocol
-/// and ticks while there are any.
-pub fn configure(replica: String, now: u64) {
+/// After a configuration is installed: collects the global limits of every active protocol.
+/// True if there are any (the leader must tick).
+pub fn configure(replica: String, now: u64) -> bool {
     let mut setup = Setup::default();
     for protocol in [Protocol::Nats, Protocol::Kafka] {
         let Some(config) = state::active(protocol) else {
@@ -110,7 +110,7 @@ pub fn configure(replica: String, now: u64) {
             l.token = now | 1;
         }
     });
-    waiters::set_idle_tick(if active { TICK } else { Duration::ZERO });
+    active
 }
 
 /// From the ticking root context: keeps or takes the leadership and reports when due.

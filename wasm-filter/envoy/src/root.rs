@@ -2,7 +2,13 @@ use proxy_wasm::traits::{Context, RootContext, StreamContext};
 use proxy_wasm::types::ContextType;
 use weighstation_core::config::{Config, Protocol};
 
-use crate::{clock, kafka_conn, leases, metrics, nats_conn, quota, state, waiters};
+use std::time::Duration;
+
+use crate::{clock, kafka_conn, leases, metrics, nats_conn, quota, reports, state, waiters};
+
+/// The tick the driving root keeps while no connection is held, when the quota leader or the
+/// usage reports need one.
+const IDLE_TICK: Duration = Duration::from_millis(200);
 
 /// One per listener filter configuration (and per reconfiguration).
 pub struct Root {
@@ -30,7 +36,9 @@ impl Root {
 
 impl Context for Root {
     fn on_http_call_response(&mut self, token_id: u32, _num_headers: usize, body_size: usize, _num_trailers: usize) {
-        quota::answer(self, token_id, body_size, clock::now_ns());
+        if !reports::answer(self, token_id) {
+            quota::answer(self, token_id, body_size, clock::now_ns());
+        }
     }
 }
 
@@ -54,7 +62,14 @@ impl RootContext for Root {
                 leases::prune();
                 metrics::flush();
                 waiters::set_driver(self.id);
-                quota::configure(self.replica(), clock::now_ns());
+                let now = clock::now_ns();
+                let sharing = quota::configure(self.replica(), now);
+                let reporting = reports::configure(self.replica(), now);
+                waiters::set_idle_tick(if sharing || reporting {
+                    IDLE_TICK
+                } else {
+                    Duration::ZERO
+                });
                 true
             }
             Err(e) => {
@@ -68,6 +83,7 @@ impl RootContext for Root {
         let now = clock::now_ns();
         waiters::tick(self.id, now);
         quota::tick(self, now);
+        reports::tick(self, now);
         metrics::flush();
     }
 

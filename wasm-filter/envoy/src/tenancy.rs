@@ -52,6 +52,11 @@ impl Attribution {
         }
     }
 
+    /// Who the client is, for a decision event (weighstation_core::identity::Identity::label).
+    pub fn client_label(&self) -> String {
+        self.identity.label()
+    }
+
     pub fn current(&self) -> Option<&Attributed> {
         self.current.as_ref()
     }

@@ -55,8 +55,6 @@ struct DrawnGate<'a> {
     errors_owed: usize,
     /// Limits handed out to advertise: each may become one INFO line.
     infos: Cell<usize>,
-    /// The client is on TLS: any INFO may be rewritten, limit or not.
-    client_tls: bool,
 }
 
 impl DrawnGate<'_> {
@@ -181,7 +179,6 @@ fuzz_target!(|data: &[u8]| {
         client_inserts: 0,
         errors_owed: 0,
         infos: Cell::new(0),
-        client_tls,
     };
     let mut session = Session::default();
     session.client_tls(client_tls);

@@ -1,0 +1,285 @@
+package usage
+
+import (
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/weighstation/weighstation/control-plane/internal/policy"
+)
+
+// A worker not heard from for this long no longer counts: its Envoy went away or restarted.
+const workerLapse = 5 * time.Second
+
+// Book is the control plane's record of the reports it received: each worker's last two
+// reports (a rate is the difference between them) and a bounded ring of decisions. It is safe
+// for concurrent use.
+type Book struct {
+	mu      sync.Mutex
+	workers map[workerKey]*worker
+	ring    []Decision // capacity fixed at New; oldest overwritten
+	next    uint64     // Seq of the next decision
+	// suppressed counts decisions not kept, per protocol/tenant/decision, since the start.
+	suppressed map[string]uint64
+	dropped    map[workerKey]uint64
+	// wake is closed and replaced when decisions arrive (for followers).
+	wake chan struct{}
+}
+
+type workerKey struct {
+	replica string
+	worker  uint64
+}
+
+type worker struct {
+	last, prev     map[string]TenantCount // by protocol/tenant
+	lastAt, prevAt int64                  // the reports' atMs
+	seen           time.Time              // when the last report arrived
+}
+
+// New keeps up to retain decisions.
+func New(retain int) *Book {
+	return &Book{
+		workers:    map[workerKey]*worker{},
+		ring:       make([]Decision, 0, max(retain, 1)),
+		suppressed: map[string]uint64{},
+		dropped:    map[workerKey]uint64{},
+		wake:       make(chan struct{}),
+	}
+}
+
+func key(protocol, tenant string) string { return protocol + "/" + tenant }
+
+// Ingest records one report received at now.
+func (b *Book) Ingest(r Report, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := workerKey{r.Replica, r.Worker}
+	w := b.workers[k]
+	if w == nil {
+		w = &worker{}
+		b.workers[k] = w
+	}
+	if r.AtMs > w.lastAt {
+		w.prev, w.prevAt = w.last, w.lastAt
+		w.last = make(map[string]TenantCount, len(r.Tenants))
+		for _, t := range r.Tenants {
+			w.last[key(t.Protocol, t.Tenant)] = t
+		}
+		w.lastAt = r.AtMs
+	}
+	w.seen = now
+	b.dropped[k] = r.Dropped
+	for _, s := range r.Suppressed {
+		b.suppressed[key(s.Protocol, s.Tenant)+"/"+s.Decision] += s.Count
+	}
+	for _, d := range r.Decisions {
+		d.Replica, d.Seq = r.Replica, b.next
+		b.next++
+		if len(b.ring) < cap(b.ring) {
+			b.ring = append(b.ring, d)
+		} else {
+			b.ring[d.Seq%uint64(cap(b.ring))] = d
+		}
+	}
+	for k, w := range b.workers {
+		if now.Sub(w.seen) > time.Minute {
+			delete(b.workers, k)
+			delete(b.dropped, k)
+		}
+	}
+	if len(r.Decisions) > 0 {
+		close(b.wake)
+		b.wake = make(chan struct{})
+	}
+}
+
+// Filter selects decisions; an empty field matches any.
+type Filter struct {
+	Tenant, Protocol, Reason, Subject string
+	// SinceMs: only decisions made at or after this Unix time (ms).
+	SinceMs int64
+}
+
+func (f Filter) matches(d Decision) bool {
+	return (f.Tenant == "" || f.Tenant == d.Tenant) &&
+		(f.Protocol == "" || f.Protocol == d.Protocol) &&
+		(f.Reason == "" || f.Reason == d.Reason() || f.Reason == d.Limit) &&
+		(f.Subject == "" || strings.Contains(d.Subject, f.Subject)) &&
+		d.AtMs >= f.SinceMs
+}
+
+// Decisions returns the retained decisions after Seq `after` (-1: all) that f matches, oldest
+// first, and the Seq to ask after next time.
+func (b *Book) Decisions(f Filter, after int64) ([]Decision, int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := []Decision{}
+	first := uint64(0)
+	if b.next > uint64(cap(b.ring)) {
+		first = b.next - uint64(cap(b.ring))
+	}
+	for seq := first; seq < b.next; seq++ {
+		if int64(seq) <= after {
+			continue
+		}
+		d := b.ring[seq%uint64(cap(b.ring))]
+		if f.matches(d) {
+			out = append(out, d)
+		}
+	}
+	return out, int64(b.next) - 1
+}
+
+// Wait returns a channel closed when decisions next arrive.
+func (b *Book) Wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.wake
+}
+
+// Limits are a tenant's configured limits as /usage compares them (nil: unlimited).
+type Limits struct {
+	MessagesPerSecond *uint64 `json:"messagesPerSecond,omitempty"`
+	BytesPerSecond    *uint64 `json:"bytesPerSecond,omitempty"`
+	InFlight          *uint64 `json:"inFlight,omitempty"`
+	QueueMaxMessages  *uint64 `json:"queueMaxMessages,omitempty"`
+	Connections       *uint64 `json:"connections,omitempty"`
+	// Global: the limits hold across every replica together; otherwise each replica has them.
+	Global bool   `json:"global,omitempty"`
+	Mode   string `json:"mode"`
+}
+
+// TenantNow is one tenant's traffic on one protocol, summed over the replicas reporting.
+type TenantNow struct {
+	Protocol          string             `json:"protocol"`
+	Tenant            string             `json:"tenant"`
+	MessagesPerSecond float64            `json:"messagesPerSecond"`
+	BytesPerSecond    float64            `json:"bytesPerSecond"`
+	DelayedPerSecond  float64            `json:"delayedPerSecond"`
+	RefusedPerSecond  map[string]float64 `json:"refusedPerSecond"`
+	WouldRefuse       map[string]float64 `json:"wouldRefusePerSecond"`
+	Connections       int64              `json:"connections"`
+	InFlight          int64              `json:"inFlight"`
+	Held              int64              `json:"held"`
+	Replicas          int                `json:"replicas"`
+	Limits            *Limits            `json:"limits,omitempty"`
+	// Load is the highest ratio of use to limit (messages/s, bytes/s, in flight, held,
+	// connections), the limits of perGateway tenants multiplied by the replicas reporting.
+	Load float64 `json:"load"`
+	// Suppressed counts decisions beyond the sample since the control plane started.
+	Suppressed uint64 `json:"suppressedDecisions"`
+}
+
+// Now sums the live workers' reports per protocol and tenant, most loaded first; limits gives
+// each tenant's configured limits (false: the tenant is no longer in the policy).
+func (b *Book) Now(now time.Time, limits func(protocol, tenant string) (Limits, bool)) []TenantNow {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	byKey := map[string]*TenantNow{}
+	replicas := map[string]map[string]bool{}
+	for k, w := range b.workers {
+		if now.Sub(w.seen) > workerLapse {
+			continue
+		}
+		dt := float64(w.lastAt-w.prevAt) / 1000
+		for tk, c := range w.last {
+			t := byKey[tk]
+			if t == nil {
+				t = &TenantNow{Protocol: c.Protocol, Tenant: c.Tenant, RefusedPerSecond: map[string]float64{}, WouldRefuse: map[string]float64{}}
+				byKey[tk] = t
+				replicas[tk] = map[string]bool{}
+			}
+			replicas[tk][k.replica] = true
+			t.Connections += c.Connections
+			t.InFlight += c.InFlight
+			t.Held += c.Held
+			p, ok := w.prev[tk]
+			if !ok || w.prev == nil || dt <= 0 {
+				continue
+			}
+			rate := func(a, b uint64) float64 {
+				if a < b {
+					return 0
+				}
+				return float64(a-b) / dt
+			}
+			t.MessagesPerSecond += rate(c.Messages, p.Messages)
+			t.BytesPerSecond += rate(c.Bytes, p.Bytes)
+			t.DelayedPerSecond += rate(c.Delayed, p.Delayed)
+			for i, r := range Reasons {
+				if v := rate(c.Refused[i], p.Refused[i]); v > 0 {
+					t.RefusedPerSecond[r] += v
+				}
+				if v := rate(c.WouldRefuse[i], p.WouldRefuse[i]); v > 0 {
+					t.WouldRefuse[r] += v
+				}
+			}
+		}
+	}
+	out := make([]TenantNow, 0, len(byKey))
+	for tk, t := range byKey {
+		t.Replicas = len(replicas[tk])
+		for s, n := range b.suppressed {
+			if strings.HasPrefix(s, tk+"/") {
+				t.Suppressed += n
+			}
+		}
+		if l, ok := limits(t.Protocol, t.Tenant); ok {
+			t.Limits = &l
+			t.Load = load(*t, l)
+		}
+		out = append(out, *t)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Load != out[j].Load {
+			return out[i].Load > out[j].Load
+		}
+		return out[i].Protocol+out[i].Tenant < out[j].Protocol+out[j].Tenant
+	})
+	return out
+}
+
+// load is the tenant's highest use/limit ratio.
+func load(t TenantNow, l Limits) float64 {
+	scale := 1.0
+	if !l.Global {
+		scale = float64(max(t.Replicas, 1))
+	}
+	worst := 0.0
+	ratio := func(used float64, limit *uint64) {
+		if limit != nil && *limit > 0 {
+			worst = max(worst, used/(float64(*limit)*scale))
+		}
+	}
+	ratio(t.MessagesPerSecond, l.MessagesPerSecond)
+	ratio(t.BytesPerSecond, l.BytesPerSecond)
+	ratio(float64(t.InFlight), l.InFlight)
+	ratio(float64(t.Held), l.QueueMaxMessages)
+	ratio(float64(t.Connections), l.Connections)
+	return worst
+}
+
+// LimitsOf is a tenant's limits in set (false: no such tenant).
+func LimitsOf(set *policy.Set, tenant string) (Limits, bool) {
+	if set == nil {
+		return Limits{}, false
+	}
+	for _, t := range set.Tenants {
+		if t.Policy.Tenant != tenant {
+			continue
+		}
+		l := t.Limits
+		return Limits{
+			MessagesPerSecond: l.MessagesPerSecond,
+			BytesPerSecond:    l.BytesPerSecond,
+			InFlight:          l.InFlight,
+			QueueMaxMessages:  l.QueueMaxMessages,
+			Connections:       l.Connections,
+			Global:            t.Policy.Scope == policy.ScopeGlobal,
+			Mode:              string(t.Policy.Mode),
+		}, true
+	}
+	return Limits{}, false
+}

@@ -1,0 +1,103 @@
+package usage
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// maxReport bounds a report's body: a worker sends its tenants' counters and at most a few
+// thousand decisions.
+const maxReport = 8 << 20
+
+// maxFollowWait bounds how long GET /decisions?wait= holds a request open.
+const maxFollowWait = 30 * time.Second
+
+// Routes adds POST /v1/report, GET /usage and GET /decisions to mux. A report from an Envoy is
+// passed to relay's peers (nil: no peers).
+func Routes(mux *http.ServeMux, b *Book, relay *Relay, limits func(protocol, tenant string) (Limits, bool)) {
+	mux.HandleFunc("POST /v1/report", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReport))
+		if err != nil {
+			http.Error(w, "report: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		var rep Report
+		if err := json.Unmarshal(body, &rep); err != nil {
+			http.Error(w, "unreadable report: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		b.Ingest(rep, time.Now())
+		if r.Header.Get(RelayedHeader) == "" {
+			relay.Pass(body)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /usage", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, map[string]any{"at": time.Now().UTC(), "tenants": b.Now(time.Now(), limits)})
+	})
+	// GET /decisions?tenant=&protocol=&reason=&subject=&since=10m&after=SEQ&wait=10s
+	// answers the matching decisions as JSON lines; with wait, a request that finds none holds
+	// until some arrive (how `weighstation decisions --follow` follows without a busy poll).
+	mux.HandleFunc("GET /decisions", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		f := Filter{Tenant: q.Get("tenant"), Protocol: q.Get("protocol"), Reason: q.Get("reason"), Subject: q.Get("subject")}
+		if s := q.Get("since"); s != "" {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				http.Error(w, "since: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			f.SinceMs = time.Now().Add(-d).UnixMilli()
+		}
+		after := int64(-1)
+		if s := q.Get("after"); s != "" {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				http.Error(w, "after: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			after = n
+		}
+		var wait time.Duration
+		if s := q.Get("wait"); s != "" {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				http.Error(w, "wait: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			wait = min(d, maxFollowWait)
+		}
+		deadline := time.After(wait)
+		for {
+			arrived := b.Wait()
+			found, last := b.Decisions(f, after)
+			if len(found) > 0 || wait == 0 {
+				w.Header().Set("Content-Type", "application/x-ndjson")
+				w.Header().Set("X-Weighstation-Last-Seq", strconv.FormatInt(last, 10))
+				enc := json.NewEncoder(w)
+				for _, d := range found {
+					_ = enc.Encode(d)
+				}
+				return
+			}
+			after = last
+			select {
+			case <-arrived:
+			case <-deadline:
+				wait = 0
+			case <-r.Context().Done():
+				return
+			}
+		}
+	})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,137 @@
+package usage
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// RelayedHeader marks a report one control plane passes to its peers, so they keep it and do
+// not pass it on again.
+const RelayedHeader = "X-Weighstation-Relayed"
+
+// Relay passes every report a control plane receives to the other control plane replicas: an
+// Envoy reports through the control plane Service to whichever replica its connection reaches,
+// and each replica must see every report to answer /usage and /decisions for the whole gateway.
+// Peers are the addresses a DNS name resolves to (a headless Service of the control plane
+// pods), less this pod's own.
+type Relay struct {
+	Name   string // DNS name of the peers
+	Port   int    // their HTTP port
+	Client *http.Client
+	Log    *slog.Logger
+
+	mu    sync.Mutex
+	peers []string
+	queue chan []byte
+	// Dropped counts reports not relayed because the queue was full (a peer too slow).
+	Dropped atomic.Uint64
+}
+
+// relayQueue bounds the reports waiting to be relayed: about 10 s of a 100-worker gateway.
+const relayQueue = 1000
+
+// Run resolves the peers every 5 s and relays queued reports until ctx ends.
+func (r *Relay) Run(ctx context.Context) {
+	r.mu.Lock()
+	if r.queue == nil {
+		r.queue = make(chan []byte, relayQueue)
+	}
+	queue := r.queue
+	r.mu.Unlock()
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			r.resolve(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case body := <-queue:
+			r.mu.Lock()
+			peers := r.peers
+			r.mu.Unlock()
+			for _, p := range peers {
+				r.send(ctx, p, body)
+			}
+		}
+	}
+}
+
+func (r *Relay) resolve(ctx context.Context) {
+	addrs, err := net.DefaultResolver.LookupHost(ctx, r.Name)
+	if err != nil {
+		r.Log.Warn("finding control plane peers", "dns", r.Name, "err", err)
+		return
+	}
+	own := ownAddresses()
+	var peers []string
+	for _, a := range addrs {
+		if !own[a] {
+			peers = append(peers, net.JoinHostPort(a, strconv.Itoa(r.Port)))
+		}
+	}
+	r.mu.Lock()
+	r.peers = peers
+	r.mu.Unlock()
+}
+
+func ownAddresses() map[string]bool {
+	own := map[string]bool{}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			own[n.IP.String()] = true
+		}
+	}
+	return own
+}
+
+func (r *Relay) send(ctx context.Context, peer string, body []byte) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+peer+"/v1/report", bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	req.Header.Set(RelayedHeader, "1")
+	resp, err := r.Client.Do(req)
+	if err != nil {
+		r.Log.Debug("relaying a report", "peer", peer, "err", err)
+		return
+	}
+	resp.Body.Close()
+}
+
+// Pass queues a report for the peers; a full queue drops it (counted): usage is cumulative, so
+// the next report makes up for it, and only that report's decisions are lost.
+func (r *Relay) Pass(body []byte) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	if r.queue == nil {
+		r.queue = make(chan []byte, relayQueue)
+	}
+	queue := r.queue
+	r.mu.Unlock()
+	select {
+	case queue <- body:
+	default:
+		r.Dropped.Add(1)
+	}
+}

@@ -1,0 +1,266 @@
+//! Usage and decisions, this worker's side (weighstation_core::report): every worker VM counts
+//! its tenants' traffic in a [`Tally`] and keeps the decisions its [`Sampler`] lets through, and
+//! posts both to the control plane about once a second from its ticking root context. Nothing
+//! here is a host call per message; a decision the sampler drops costs a lookup and a count.
+
+use proxy_wasm::hostcalls;
+use proxy_wasm::traits::Context;
+use std::cell::RefCell;
+use std::time::Duration;
+use weighstation_core::config::Protocol;
+use weighstation_core::limits::Reason;
+use weighstation_core::report::{
+    configured, limit_name, Decision, Kind, Outcome, Report, Reports, Sampler, Tally, TenantUsage, REPORT_PATH,
+    REPORT_PERIOD_NS,
+};
+
+use crate::state;
+use crate::tenancy::{Attributed, Attribution};
+
+/// Decisions kept while the control plane cannot be reached; older ones are dropped first.
+const MAX_PENDING_DECISIONS: usize = 2_000;
+
+/// How long a report may take.
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Default)]
+struct Reporter {
+    target: Option<Reports>,
+    replica: String,
+    worker: u64,
+    tally: Tally,
+    sampler: Sampler,
+    decisions: Vec<Decision>,
+    /// Those of the report on its way: given back to `decisions` if it does not get through.
+    sending: Vec<Decision>,
+    /// Decisions dropped for want of a report getting through.
+    dropped: u64,
+    last_report: u64,
+    pending: Option<(u32, u64)>,
+    /// Whether the last report got through (logged on change).
+    reaching: Option<bool>,
+}
+
+thread_local! {
+    static REPORTER: RefCell<Reporter> = RefCell::new(Reporter::default());
+}
+
+/// After a configuration is installed: where to report, for this replica. True if reporting.
+pub fn configure(replica: String, now: u64) -> bool {
+    let target = [Protocol::Nats, Protocol::Kafka]
+        .into_iter()
+        .find_map(|p| state::active(p).and_then(|c| c.reports.clone()));
+    REPORTER.with(|r| {
+        let mut r = r.borrow_mut();
+        if r.worker == 0 {
+            r.worker = now | 1;
+        }
+        r.sampler
+            .set_per_second(target.as_ref().map_or(0, |t| t.decisions_per_second));
+        r.replica = replica;
+        r.target = target;
+        r.target.is_some()
+    })
+}
+
+/// The slot of a tenant's usage (kept by its connections' metrics).
+pub fn slot(protocol: Protocol, tenant: &str) -> usize {
+    REPORTER.with(|r| r.borrow_mut().tally.slot(protocol, tenant))
+}
+
+/// Counts into a tenant's usage.
+pub fn count(slot: usize, f: impl FnOnce(&mut TenantUsage)) {
+    REPORTER.with(|r| {
+        if let Some(u) = r.borrow_mut().tally.get_mut(slot) {
+            f(u);
+        }
+    });
+}
+
+/// Where a decision was made: the connection, what it sent, what it was told.
+pub struct Site<'a> {
+    pub who: &'a Attributed,
+    pub attribution: &'a Attribution,
+    pub over: Option<usize>,
+    pub subject: &'a [u8],
+    pub now: u64,
+}
+
+/// A refusal: kept as an event if the sampler lets it through. `observed` is only formatted then.
+pub fn refused(
+    site: &Site<'_>,
+    reason: Reason,
+    detail: &str,
+    code: &str,
+    retry_after_ms: u32,
+    observed: impl FnOnce() -> String,
+) {
+    let outcome = || Outcome::Refused {
+        code: code.to_owned(),
+        retry_after_ms,
+    };
+    record(site, Kind::Refused(reason), reason, detail, outcome, observed);
+}
+
+/// A message admitted after `held_ns` held for `reason`: a decision if it waited the threshold.
+pub fn delayed(site: &Site<'_>, reason: Reason, held_ns: u64) {
+    let threshold_ms = REPORTER.with(|r| r.borrow().target.as_ref().map_or(0, |t| t.delay_threshold_ms));
+    let delayed_ms = held_ns / 1_000_000;
+    if threshold_ms == 0 || delayed_ms < threshold_ms {
+        return;
+    }
+    let detail = format!("held {delayed_ms} ms for its {} limit", limit_name(reason));
+    let outcome = || Outcome::Delayed { delayed_ms };
+    record(site, Kind::Delayed, reason, &detail, outcome, || {
+        format!("held {delayed_ms} ms")
+    });
+}
+
+fn record(
+    site: &Site<'_>,
+    kind: Kind,
+    reason: Reason,
+    detail: &str,
+    outcome: impl FnOnce() -> Outcome,
+    observed: impl FnOnce() -> String,
+) {
+    let Some(tenant) = site.who.tenant() else { return };
+    let protocol = site.who.config.protocol;
+    let kept = REPORTER.with(|r| {
+        let mut r = r.borrow_mut();
+        r.target.is_some() && r.sampler.keep(protocol, &tenant.name, kind, site.now)
+    });
+    if !kept {
+        return;
+    }
+    let over = site.over.and_then(|i| tenant.overrides.get(i)).map(|o| &o.limits);
+    let decision = Decision {
+        at_ms: site.now / 1_000_000,
+        protocol: protocol.as_str(),
+        tenant: tenant.name.clone(),
+        policy: tenant.policy.clone(),
+        version: site.who.config.version.clone(),
+        subject: String::from_utf8_lossy(site.subject).into_owned(),
+        peer: peer(),
+        client: site.attribution.client_label(),
+        limit: limit_name(reason),
+        configured: configured(reason, &tenant.limits, over),
+        observed: observed(),
+        outcome: outcome(),
+        detail: detail.to_owned(),
+    };
+    REPORTER.with(|r| {
+        let mut r = r.borrow_mut();
+        if r.decisions.len() >= MAX_PENDING_DECISIONS {
+            r.decisions.remove(0);
+            r.dropped += 1;
+        }
+        r.decisions.push(decision);
+    });
+}
+
+/// The client's address (the stream deciding is the effective context).
+fn peer() -> String {
+    hostcalls::get_property(vec!["source", "address"])
+        .ok()
+        .flatten()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+/// From the ticking root context: posts a report when one is due.
+pub fn tick(root: &dyn Context, now: u64) {
+    let request = REPORTER.with(|r| {
+        let mut r = r.borrow_mut();
+        let target = r.target.clone()?;
+        if let Some((_, give_up_at)) = r.pending {
+            if now < give_up_at {
+                return None;
+            }
+            r.pending = None;
+            r.not_sent();
+        }
+        if now < r.last_report.saturating_add(REPORT_PERIOD_NS) {
+            return None;
+        }
+        r.last_report = now;
+        let suppressed = r.sampler.take_suppressed(now);
+        let body = Report {
+            replica: &r.replica,
+            worker: r.worker,
+            at_ms: now / 1_000_000,
+            tenants: r.tally.tenants(),
+            decisions: &r.decisions,
+            suppressed: &suppressed,
+            dropped: r.dropped,
+        }
+        .to_json();
+        // Counts are cumulative, so a lost report loses none; its decisions go back if it is lost.
+        r.sending = std::mem::take(&mut r.decisions);
+        Some((target, body))
+    });
+    let Some((target, body)) = request else { return };
+    let headers = vec![
+        (":method", "POST"),
+        (":path", REPORT_PATH),
+        (":authority", target.authority.as_str()),
+        ("content-type", "application/json"),
+    ];
+    match root.dispatch_http_call(&target.cluster, headers, Some(&body), vec![], TIMEOUT) {
+        Ok(token) => {
+            let give_up_at = now + TIMEOUT.as_nanos() as u64 + 1_000_000_000;
+            REPORTER.with(|r| r.borrow_mut().pending = Some((token, give_up_at)));
+        }
+        Err(e) => {
+            REPORTER.with(|r| r.borrow_mut().not_sent());
+            reaching(false, &format!("cannot call cluster {}: {e:?}", target.cluster));
+        }
+    }
+}
+
+impl Reporter {
+    /// The report on its way was lost: its decisions wait for the next, oldest dropped first.
+    fn not_sent(&mut self) {
+        let mut back = std::mem::take(&mut self.sending);
+        back.append(&mut self.decisions);
+        let excess = back.len().saturating_sub(MAX_PENDING_DECISIONS);
+        self.dropped += excess as u64;
+        back.drain(..excess);
+        self.decisions = back;
+    }
+}
+
+/// The control plane's answer to call `token`; false if the call was not a report.
+pub fn answer(root: &dyn Context, token: u32) -> bool {
+    let ours = REPORTER.with(|r| {
+        let mut r = r.borrow_mut();
+        let ours = r.pending.is_some_and(|(t, _)| t == token);
+        if ours {
+            r.pending = None;
+        }
+        ours
+    });
+    if ours {
+        let status = root.get_http_call_response_header(":status").unwrap_or_default();
+        let ok = status == "204";
+        REPORTER.with(|r| {
+            let mut r = r.borrow_mut();
+            if ok {
+                r.sending.clear();
+            } else {
+                r.not_sent();
+            }
+        });
+        reaching(ok, &format!("control plane answered {status}"));
+    }
+    ours
+}
+
+fn reaching(ok: bool, why: &str) {
+    let changed = REPORTER.with(|r| r.borrow_mut().reaching.replace(ok) != Some(ok));
+    if changed && !ok {
+        log::warn!("weighstation: usage reports do not reach the control plane: {why}");
+    } else if changed {
+        log::info!("weighstation: usage reports reach the control plane");
+    }
+}
