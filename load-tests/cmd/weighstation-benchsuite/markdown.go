@@ -34,7 +34,8 @@ hypervisor stole for other machines (time this one wanted to run and could not),
 load average after it, and how late (p99, ms) a thread sleeping 200 µs woke just before it — on a
 virtual machine whose CPUs are mostly idle the hypervisor wakes them late, and that lateness is
 a floor under every latency here (the brokers' threads sleep too) and under the harness's
-punctuality. Per-process CPU is in each run's summary.json and report.html. See
+punctuality. Per-process CPU is in each run's summary.json (the run's report.html beside it is
+build output, written by the run and not kept in the repository). See
 [load-tests/README.md](../../load-tests/README.md) for the method and its limits.
 
 `, s.timing.phase)
@@ -95,7 +96,7 @@ punctuality. Per-process CPU is in each run's summary.json and report.html. See
 					}
 					link := ""
 					if i == len(sum.Ratios)-1 {
-						link = fmt.Sprintf("[report](%s/report.html)", c.Dir)
+						link = fmt.Sprintf("[summary](%s/summary.json)", c.Dir)
 					}
 					p(" | | %s |\n", link)
 				}
