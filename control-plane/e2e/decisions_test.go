@@ -128,6 +128,7 @@ func TestRefusalsAreInTheDecisionLog(t *testing.T) {
 		t.Fatalf("weighstation decisions: %v\n%s", err, out)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	t.Logf("weighstation decisions --tenant decision-log --reason rate: %d lines, the first:\n%s", len(lines), lines[0])
 	seen := map[string]bool{}
 	for _, l := range lines {
 		var d usage.Decision
