@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -251,4 +252,46 @@ func TestTopShowsTheTenantAtItsLimitFirst(t *testing.T) {
 	eventually(t, 3*time.Second, "top exits on Ctrl-C", func() bool {
 		return exec.Command("tmux", "-L", socket, "has-session", "-t", "top").Run() != nil
 	})
+}
+
+// `weighstation usage export` bills exactly what the gateway accepted and refused, per tenant
+// and minute: 300 NATS messages and 40 Kafka records, of which some were refused.
+func TestUsageExportBillsWhatTheGatewayCounted(t *testing.T) {
+	sink := &errorSink{}
+	nc := tenantNATS(t, "usage-export", sink)
+	subject := uniqueSubject("export")
+	c := collect(t, subject)
+	const sent = 300
+	publishBurst(t, nc, subject, sent, "e")
+	delivered, refused := requireConservation(t, "usage export", sent, c, func() int {
+		return sink.count("Permissions Violation", "rate limit of tenant usage-export")
+	})
+	topic := strings.ReplaceAll(uniqueSubject("export"), ".", "-")
+	acked, errs := produceEach(t, "usage-export-1", topic, 40, 100)
+	kafkaRefused := errorsWith(errs, sarama.ErrThrottlingQuotaExceeded)
+
+	type bill struct{ messages, refused int }
+	want := map[string]bill{"nats": {delivered, refused}, "kafka": {acked, kafkaRefused}}
+	var got map[string]bill
+	var out []byte
+	bin := filepath.Join(root, ".tools/bin/weighstation")
+	eventually(t, 5*time.Second, "the export shows every message", func() bool {
+		var err error
+		out, err = exec.Command(bin, "usage", "export", "--control-plane", "http://"+addr(ports.ControlPlane), "--since", "10m").Output()
+		if err != nil {
+			t.Fatalf("weighstation usage export: %v", err)
+		}
+		got = map[string]bill{}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n")[1:] {
+			f := strings.Split(line, ",")
+			if len(f) == 7 && f[2] == "usage-export" {
+				m, _ := strconv.Atoi(f[3])
+				r, _ := strconv.Atoi(f[5])
+				b := got[f[1]]
+				got[f[1]] = bill{b.messages + m, b.refused + r}
+			}
+		}
+		return got["nats"] == want["nats"] && got["kafka"] == want["kafka"]
+	})
+	t.Logf("billed %+v for NATS (delivered %d, refused %d) and Kafka (acked %d, refused %d)", got, delivered, refused, acked, kafkaRefused)
 }

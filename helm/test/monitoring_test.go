@@ -64,7 +64,7 @@ func TestAlertsFireWhenTheyShould(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, stderr, code := run(t, nil, promtool, "check", "rules", filepath.Join(dir, "alerts.yaml"))
-	if code != 0 || !strings.Contains(out, "SUCCESS: 9 rules found") {
+	if code != 0 || !strings.Contains(out, "SUCCESS: 13 rules found") {
 		t.Fatalf("promtool check rules: exit %d\n%s%s", code, out, stderr)
 	}
 	for _, m := range metricRE.FindAllString(string(spec), -1) {

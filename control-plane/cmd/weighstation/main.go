@@ -17,6 +17,7 @@ commands:
   quota       serve global tenants' shares to the gateway replicas, kept in Redis/Valkey
   decisions   print the gateway's refusals and long delays (JSON lines); --follow, --tenant, ...
   top         every tenant's traffic against its limits, across the gateway replicas, live
+  usage       export: per-tenant, per-minute usage for chargeback (CSV, JSON lines, Parquet)
 `
 
 func main() {
@@ -38,6 +39,8 @@ func main() {
 		code = decisionsCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "top":
 		code = topCmd(os.Args[2:], os.Stdout, os.Stderr)
+	case "usage":
+		code = usageCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "--help", "help":
 		fmt.Print(commands)
 	default:

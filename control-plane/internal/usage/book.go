@@ -25,6 +25,10 @@ type Book struct {
 	dropped    map[workerKey]uint64
 	// wake is closed and replaced when decisions arrive (for followers).
 	wake chan struct{}
+	minutes minutes
+	// started: reports of workers that started before it are counted from their second report
+	// on (what they counted before this control plane started is not its to bill).
+	started time.Time
 }
 
 type workerKey struct {
@@ -38,9 +42,14 @@ type worker struct {
 	seen           time.Time              // when the last report arrived
 }
 
-// New keeps up to retain decisions.
-func New(retain int) *Book {
+// DefaultMinutes is how much per-minute usage a control plane keeps: a day.
+const DefaultMinutes = 24 * 60
+
+// New keeps up to retain decisions and keepMinutes of per-minute usage.
+func New(retain, keepMinutes int) *Book {
 	return &Book{
+		minutes:    minutes{keep: max(keepMinutes, 1)},
+		started:    time.Now(),
 		workers:    map[workerKey]*worker{},
 		ring:       make([]Decision, 0, max(retain, 1)),
 		suppressed: map[string]uint64{},
@@ -62,6 +71,11 @@ func (b *Book) Ingest(r Report, now time.Time) {
 		b.workers[k] = w
 	}
 	if r.AtMs > w.lastAt {
+		if w.last != nil || r.StartedMs >= b.started.UnixMilli() {
+			for _, t := range r.Tenants {
+				b.minutes.add(r.AtMs, t, w.last[key(t.Protocol, t.Tenant)])
+			}
+		}
 		w.prev, w.prevAt = w.last, w.lastAt
 		w.last = make(map[string]TenantCount, len(r.Tenants))
 		for _, t := range r.Tenants {
@@ -93,6 +107,13 @@ func (b *Book) Ingest(r Report, now time.Time) {
 		close(b.wake)
 		b.wake = make(chan struct{})
 	}
+}
+
+// Minutes is the per-minute usage of the minutes starting at or after from.
+func (b *Book) Minutes(from time.Time) []Minute {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.minutes.since(from)
 }
 
 // Filter selects decisions; an empty field matches any.

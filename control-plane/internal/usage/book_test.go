@@ -1,9 +1,13 @@
 package usage
 
 import (
+	"bytes"
 	"math"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/parquet-go/parquet-go"
 )
 
 func count(protocol, tenant string, messages, refusedRate uint64, connections int64) TenantCount {
@@ -15,7 +19,7 @@ func count(protocol, tenant string, messages, refusedRate uint64, connections in
 func u64(v uint64) *uint64 { return &v }
 
 func TestNowSumsWorkersAndReplicas(t *testing.T) {
-	b := New(10)
+	b := New(10, DefaultMinutes)
 	t0 := time.Unix(1000, 0)
 	reports := []Report{
 		{Replica: "envoy-a", Worker: 1, AtMs: 1000, Tenants: []TenantCount{count("nats", "acme", 0, 0, 2)}},
@@ -65,7 +69,7 @@ func TestNowSumsWorkersAndReplicas(t *testing.T) {
 }
 
 func TestNowSortsTheMostLoadedFirst(t *testing.T) {
-	b := New(10)
+	b := New(10, DefaultMinutes)
 	now := time.Unix(1000, 0)
 	for at, n := range map[int64]uint64{1000: 0, 2000: 100} {
 		b.Ingest(Report{Replica: "e", Worker: 1, AtMs: at, Tenants: []TenantCount{
@@ -85,7 +89,7 @@ func TestNowSortsTheMostLoadedFirst(t *testing.T) {
 }
 
 func TestDecisionsKeepTheLatestAndFilter(t *testing.T) {
-	b := New(3)
+	b := New(3, DefaultMinutes)
 	now := time.Now()
 	d := func(tenant, limit, subject string) Decision {
 		return Decision{Tenant: tenant, Protocol: "nats", Limit: limit, Decision: "refused", Subject: subject, AtMs: now.UnixMilli()}
@@ -122,7 +126,7 @@ func TestDecisionsKeepTheLatestAndFilter(t *testing.T) {
 }
 
 func TestSuppressedCountsAddUp(t *testing.T) {
-	b := New(1)
+	b := New(1, DefaultMinutes)
 	now := time.Unix(1000, 0)
 	for at := int64(1000); at <= 3000; at += 1000 {
 		b.Ingest(Report{Replica: "e", Worker: 1, AtMs: at,
@@ -132,5 +136,66 @@ func TestSuppressedCountsAddUp(t *testing.T) {
 	}
 	if got := b.Now(now, func(_, _ string) (Limits, bool) { return Limits{}, false })[0].Suppressed; got != 120 {
 		t.Errorf("suppressed %d, want 120", got)
+	}
+}
+
+// Per-minute usage adds what each worker counted between its reports to the minute of the
+// later one; a worker that started before the control plane is counted from its second report.
+func TestMinutesAddWhatWorkersCountedBetweenReports(t *testing.T) {
+	b := New(10, DefaultMinutes)
+	now := b.started
+	minute := (now.UnixMilli()/60000 + 1) * 60000 // the start of the next minute
+	old := now.Add(-time.Hour).UnixMilli()
+	reports := []Report{
+		// Started before the control plane: its first report's 1000 are not counted.
+		{Replica: "a", Worker: 1, StartedMs: old, AtMs: minute + 1000, Tenants: []TenantCount{count("nats", "acme", 1000, 0, 1)}},
+		{Replica: "a", Worker: 1, StartedMs: old, AtMs: minute + 2000, Tenants: []TenantCount{count("nats", "acme", 1100, 5, 1)}},
+		// Started after: counted whole.
+		{Replica: "b", Worker: 2, StartedMs: now.UnixMilli() + 1, AtMs: minute + 2000, Tenants: []TenantCount{count("nats", "acme", 30, 0, 1)}},
+		// The next minute.
+		{Replica: "a", Worker: 1, StartedMs: old, AtMs: minute + 61000, Tenants: []TenantCount{count("nats", "acme", 1150, 5, 1)}},
+	}
+	for _, r := range reports {
+		b.Ingest(r, now)
+	}
+	got := b.Minutes(time.UnixMilli(minute))
+	want := []Minute{
+		{Start: time.UnixMilli(minute).UTC(), Protocol: "nats", Tenant: "acme", Messages: 130, Bytes: 13000, Refused: 5},
+		{Start: time.UnixMilli(minute + 60000).UTC(), Protocol: "nats", Tenant: "acme", Messages: 50, Bytes: 5000},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("minutes %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("minute %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	var csv, pq bytes.Buffer
+	if err := WriteMinutes(&csv, "csv", got); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(csv.String()), "\n"); len(lines) != 3 || lines[0] != "minute,protocol,tenant,messages,bytes,refused,delayed" || !strings.HasSuffix(lines[1], ",nats,acme,130,13000,5,0") {
+		t.Errorf("csv:\n%s", csv.String())
+	}
+	if err := WriteMinutes(&pq, "parquet", got); err != nil {
+		t.Fatal(err)
+	}
+	back, err := parquet.Read[Minute](bytes.NewReader(pq.Bytes()), int64(pq.Len()))
+	if err != nil || len(back) != 2 || back[0].Messages != 130 || !back[1].Start.Equal(want[1].Start) {
+		t.Errorf("parquet read back %+v (%v)", back, err)
+	}
+}
+
+func TestMinutesKeepABoundedWindow(t *testing.T) {
+	b := New(1, 3)
+	now := b.started
+	base := (now.UnixMilli()/60000 + 1) * 60000
+	for i := int64(0); i < 10; i++ {
+		b.Ingest(Report{Replica: "a", Worker: 1, StartedMs: now.UnixMilli() + 1, AtMs: base + i*60000,
+			Tenants: []TenantCount{count("nats", "acme", uint64(i+1)*10, 0, 1)}}, now)
+	}
+	if got := b.Minutes(time.UnixMilli(0)); len(got) != 3 || got[0].Start != time.UnixMilli(base+7*60000).UTC() {
+		t.Errorf("kept %+v: want the last 3 minutes", got)
 	}
 }

@@ -38,6 +38,31 @@ func Routes(mux *http.ServeMux, b *Book, relay *Relay, limits func(protocol, ten
 	mux.HandleFunc("GET /usage", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, map[string]any{"at": time.Now().UTC(), "tenants": b.Now(time.Now(), limits)})
 	})
+	// GET /usage/minutes?since=24h&format=csv|json|parquet: per tenant and minute, for
+	// chargeback (`weighstation usage export`).
+	mux.HandleFunc("GET /usage/minutes", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		since := 24 * time.Hour
+		if s := q.Get("since"); s != "" {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				http.Error(w, "since: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			since = d
+		}
+		format := q.Get("format")
+		if format == "" {
+			format = "csv"
+		}
+		types := map[string]string{"csv": "text/csv", "json": "application/x-ndjson", "parquet": "application/vnd.apache.parquet"}
+		if types[format] == "" {
+			http.Error(w, "format: want csv, json or parquet", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", types[format])
+		_ = WriteMinutes(w, format, b.Minutes(time.Now().Add(-since)))
+	})
 	// GET /decisions?tenant=&protocol=&reason=&subject=&since=10m&after=SEQ&wait=10s
 	// answers the matching decisions as JSON lines; with wait, a request that finds none holds
 	// until some arrive (how `weighstation decisions --follow` follows without a busy poll).

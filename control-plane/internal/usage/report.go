@@ -12,6 +12,7 @@ var Reasons = [5]string{"size", "rate", "inflight", "queue", "connections"}
 type Report struct {
 	Replica    string        `json:"replica"`
 	Worker     uint64        `json:"worker"`
+	StartedMs  int64         `json:"startedMs"`
 	AtMs       int64         `json:"atMs"`
 	Tenants    []TenantCount `json:"tenants"`
 	Decisions  []Decision    `json:"decisions"`

@@ -27,6 +27,7 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 struct Reporter {
     target: Option<Reports>,
     replica: String,
+    /// The worker's token: when it first configured (ns), odd so never 0.
     worker: u64,
     tally: Tally,
     sampler: Sampler,
@@ -188,6 +189,7 @@ pub fn tick(root: &dyn Context, now: u64) {
         let body = Report {
             replica: &r.replica,
             worker: r.worker,
+            started_ms: r.worker / 1_000_000,
             at_ms: now / 1_000_000,
             tenants: r.tally.tenants(),
             decisions: &r.decisions,

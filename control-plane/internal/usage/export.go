@@ -1,0 +1,47 @@
+package usage
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// ExportFormats are the formats WriteMinutes writes.
+var ExportFormats = []string{"csv", "json", "parquet"}
+
+// WriteMinutes writes per-minute usage as CSV (a header, then one row per tenant and minute),
+// JSON lines or Parquet.
+func WriteMinutes(w io.Writer, format string, rows []Minute) error {
+	switch format {
+	case "csv":
+		c := csv.NewWriter(w)
+		_ = c.Write([]string{"minute", "protocol", "tenant", "messages", "bytes", "refused", "delayed"})
+		for _, r := range rows {
+			_ = c.Write([]string{r.Start.Format(time.RFC3339), r.Protocol, r.Tenant,
+				strconv.FormatUint(r.Messages, 10), strconv.FormatUint(r.Bytes, 10),
+				strconv.FormatUint(r.Refused, 10), strconv.FormatUint(r.Delayed, 10)})
+		}
+		c.Flush()
+		return c.Error()
+	case "json":
+		enc := json.NewEncoder(w)
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "parquet":
+		pw := parquet.NewGenericWriter[Minute](w)
+		if _, err := pw.Write(rows); err != nil {
+			return err
+		}
+		return pw.Close()
+	}
+	return fmt.Errorf("format %q: want csv, json or parquet", format)
+}

@@ -1,0 +1,93 @@
+package usage
+
+import (
+	"sort"
+	"time"
+)
+
+// Minute is one tenant's traffic in one minute, summed over every worker that reported it:
+// what chargeback bills by.
+type Minute struct {
+	Start    time.Time `json:"start" parquet:"start,timestamp(millisecond)"`
+	Protocol string    `json:"protocol" parquet:"protocol,dict"`
+	Tenant   string    `json:"tenant" parquet:"tenant,dict"`
+	Messages uint64    `json:"messages" parquet:"messages"`
+	Bytes    uint64    `json:"bytes" parquet:"bytes"`
+	Refused  uint64    `json:"refused" parquet:"refused"`
+	Delayed  uint64    `json:"delayed" parquet:"delayed"`
+}
+
+// minutes is the ring of minute buckets: each report adds what its worker counted since its
+// previous one to the minute the report was made in. Buckets older than keep are dropped.
+type minutes struct {
+	keep    int // minutes
+	buckets map[int64]map[string]*Minute
+}
+
+func (m *minutes) add(atMs int64, cur, prev TenantCount) {
+	if m.buckets == nil {
+		m.buckets = map[int64]map[string]*Minute{}
+	}
+	delta := func(a, b uint64) uint64 {
+		if a < b {
+			return 0
+		}
+		return a - b
+	}
+	var refused, prevRefused uint64
+	for i := range cur.Refused {
+		refused += cur.Refused[i]
+		prevRefused += prev.Refused[i]
+	}
+	d := Minute{
+		Messages: delta(cur.Messages, prev.Messages),
+		Bytes:    delta(cur.Bytes, prev.Bytes),
+		Refused:  delta(refused, prevRefused),
+		Delayed:  delta(cur.Delayed, prev.Delayed),
+	}
+	if d.Messages == 0 && d.Bytes == 0 && d.Refused == 0 && d.Delayed == 0 {
+		return
+	}
+	minute := atMs / 60000
+	b := m.buckets[minute]
+	if b == nil {
+		b = map[string]*Minute{}
+		m.buckets[minute] = b
+		for old := range m.buckets {
+			if old <= minute-int64(m.keep) {
+				delete(m.buckets, old)
+			}
+		}
+	}
+	k := key(cur.Protocol, cur.Tenant)
+	t := b[k]
+	if t == nil {
+		t = &Minute{Start: time.UnixMilli(minute * 60000).UTC(), Protocol: cur.Protocol, Tenant: cur.Tenant}
+		b[k] = t
+	}
+	t.Messages += d.Messages
+	t.Bytes += d.Bytes
+	t.Refused += d.Refused
+	t.Delayed += d.Delayed
+}
+
+// since lists the buckets starting at or after from, by time then protocol and tenant.
+func (m *minutes) since(from time.Time) []Minute {
+	var out []Minute
+	for minute, b := range m.buckets {
+		if minute*60000 < from.UnixMilli()/60000*60000 {
+			continue
+		}
+		for _, t := range b {
+			out = append(out, *t)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if !a.Start.Equal(b.Start) {
+			return a.Start.Before(b.Start)
+		}
+		return a.Protocol+"/"+a.Tenant < b.Protocol+"/"+b.Tenant
+	})
+	return out
+}
