@@ -92,7 +92,7 @@ func writeTop(w io.Writer, tenants []usage.TenantNow) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "TENANT\tPROTO\tLOAD\tMSG/S\tLIMIT\tBYTES/S\tLIMIT\tIN FLIGHT\tHELD\tCONNS\tDELAYED/S\tREFUSED/S\tREPLICAS\t")
+	fmt.Fprintln(tw, "TENANT\tPROTO\tLOAD\tMSG/S\tLIMIT\tBYTES/S\tLIMIT\tIN FLIGHT\tHELD\tCONNS\tDELAYED/S\tREFUSED/S\tREPLICAS\t  TOP SUBJECTS/TOPICS (MSG/S)")
 	for _, t := range tenants {
 		var mps, bps, mode string
 		if l := t.Limits; l != nil {
@@ -105,12 +105,21 @@ func writeTop(w io.Writer, tenants []usage.TenantNow) {
 				mode = " (" + l.Mode + ")"
 			}
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%.0f%%\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t\n",
+		fmt.Fprintf(tw, "%s%s\t%s\t%.0f%%\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t  %s\n",
 			t.Tenant, mode, t.Protocol, t.Load*100, quantity(t.MessagesPerSecond), mps,
 			quantity(t.BytesPerSecond), bps, t.InFlight, t.Held, t.Connections,
-			quantity(t.DelayedPerSecond), byReason(t.RefusedPerSecond), t.Replicas)
+			quantity(t.DelayedPerSecond), byReason(t.RefusedPerSecond), t.Replicas, subjects(t.TopSubjects))
 	}
 	_ = tw.Flush()
+}
+
+// subjects reads "orders.new 440, audit 60", the busiest first (at most three).
+func subjects(top []usage.SubjectRate) string {
+	var parts []string
+	for _, s := range top[:min(len(top), 3)] {
+		parts = append(parts, s.Subject+" "+quantity(s.MessagesPerSecond))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func limitText(l *uint64, scale uint64) string {

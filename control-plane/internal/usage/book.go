@@ -191,7 +191,19 @@ type TenantNow struct {
 	Load float64 `json:"load"`
 	// Suppressed counts decisions beyond the sample since the control plane started.
 	Suppressed uint64 `json:"suppressedDecisions"`
+	// TopSubjects are the busiest subjects or topics (NATS subjects are sampled: 1 message in
+	// 16), at most topSubjects of them.
+	TopSubjects []SubjectRate `json:"topSubjects"`
+	subjects    map[string]float64
 }
+
+// SubjectRate is a subject's or topic's messages per second.
+type SubjectRate struct {
+	Subject           string  `json:"subject"`
+	MessagesPerSecond float64 `json:"messagesPerSecond"`
+}
+
+const topSubjects = 5
 
 // Now sums the live workers' reports per protocol and tenant, most loaded first; limits gives
 // each tenant's configured limits (false: the tenant is no longer in the policy).
@@ -208,7 +220,7 @@ func (b *Book) Now(now time.Time, limits func(protocol, tenant string) (Limits, 
 		for tk, c := range w.last {
 			t := byKey[tk]
 			if t == nil {
-				t = &TenantNow{Protocol: c.Protocol, Tenant: c.Tenant, RefusedPerSecond: map[string]float64{}, WouldRefuse: map[string]float64{}}
+				t = &TenantNow{Protocol: c.Protocol, Tenant: c.Tenant, RefusedPerSecond: map[string]float64{}, WouldRefuse: map[string]float64{}, subjects: map[string]float64{}}
 				byKey[tk] = t
 				replicas[tk] = map[string]bool{}
 			}
@@ -226,6 +238,9 @@ func (b *Book) Now(now time.Time, limits func(protocol, tenant string) (Limits, 
 				}
 				return float64(a-b) / dt
 			}
+			for _, sc := range c.Subjects {
+				t.subjects[sc.Subject] += float64(sc.Messages) / dt
+			}
 			t.MessagesPerSecond += rate(c.Messages, p.Messages)
 			t.BytesPerSecond += rate(c.Bytes, p.Bytes)
 			t.DelayedPerSecond += rate(c.Delayed, p.Delayed)
@@ -242,6 +257,15 @@ func (b *Book) Now(now time.Time, limits func(protocol, tenant string) (Limits, 
 	out := make([]TenantNow, 0, len(byKey))
 	for tk, t := range byKey {
 		t.Replicas = len(replicas[tk])
+		t.TopSubjects = []SubjectRate{}
+		for s, r := range t.subjects {
+			t.TopSubjects = append(t.TopSubjects, SubjectRate{s, r})
+		}
+		sort.Slice(t.TopSubjects, func(i, j int) bool {
+			a, b := t.TopSubjects[i], t.TopSubjects[j]
+			return a.MessagesPerSecond > b.MessagesPerSecond || a.MessagesPerSecond == b.MessagesPerSecond && a.Subject < b.Subject
+		})
+		t.TopSubjects = t.TopSubjects[:min(len(t.TopSubjects), topSubjects)]
 		for s, n := range b.suppressed {
 			if strings.HasPrefix(s, tk+"/") {
 				t.Suppressed += n

@@ -18,6 +18,13 @@ func count(protocol, tenant string, messages, refusedRate uint64, connections in
 
 func u64(v uint64) *uint64 { return &v }
 
+func withSubjects(c TenantCount, pairs ...any) TenantCount {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		c.Subjects = append(c.Subjects, SubjectCount{pairs[i].(string), uint64(pairs[i+1].(int))})
+	}
+	return c
+}
+
 func TestNowSumsWorkersAndReplicas(t *testing.T) {
 	b := New(10, DefaultMinutes)
 	t0 := time.Unix(1000, 0)
@@ -25,10 +32,10 @@ func TestNowSumsWorkersAndReplicas(t *testing.T) {
 		{Replica: "envoy-a", Worker: 1, AtMs: 1000, Tenants: []TenantCount{count("nats", "acme", 0, 0, 2)}},
 		{Replica: "envoy-a", Worker: 2, AtMs: 1000, Tenants: []TenantCount{count("nats", "acme", 0, 0, 1)}},
 		{Replica: "envoy-b", Worker: 7, AtMs: 1000, Tenants: []TenantCount{count("nats", "acme", 0, 0, 1)}},
-		{Replica: "envoy-a", Worker: 1, AtMs: 2000, Tenants: []TenantCount{count("nats", "acme", 300, 10, 2)}},
+		{Replica: "envoy-a", Worker: 1, AtMs: 2000, Tenants: []TenantCount{withSubjects(count("nats", "acme", 300, 10, 2), "orders.new", 240, "audit", 60)}},
 		{Replica: "envoy-a", Worker: 2, AtMs: 2000, Tenants: []TenantCount{count("nats", "acme", 100, 0, 1)}},
 		// envoy-b reports twice in 2 s: its rate is over its own interval.
-		{Replica: "envoy-b", Worker: 7, AtMs: 3000, Tenants: []TenantCount{count("nats", "acme", 400, 30, 1)}},
+		{Replica: "envoy-b", Worker: 7, AtMs: 3000, Tenants: []TenantCount{withSubjects(count("nats", "acme", 400, 30, 1), "orders.new", 400)}},
 	}
 	for _, r := range reports {
 		b.Ingest(r, t0)
@@ -56,6 +63,10 @@ func TestNowSumsWorkersAndReplicas(t *testing.T) {
 		if math.Abs(c.got-c.want) > 1e-9 {
 			t.Errorf("%s: got %v, want %v", c.what, c.got, c.want)
 		}
+	}
+	wantTop := []SubjectRate{{"orders.new", 440}, {"audit", 60}}
+	if len(a.TopSubjects) != 2 || a.TopSubjects[0] != wantTop[0] || a.TopSubjects[1] != wantTop[1] {
+		t.Errorf("top subjects %+v, want %+v (240/s + 400 over 2 s)", a.TopSubjects, wantTop)
 	}
 	// A global limit is not multiplied by the replicas.
 	global := func(_, _ string) (Limits, bool) { return Limits{MessagesPerSecond: u64(500), Global: true}, true }

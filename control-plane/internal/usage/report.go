@@ -33,6 +33,15 @@ type TenantCount struct {
 	Connections int64     `json:"connections"`
 	InFlight    int64     `json:"inFlight"`
 	Held        int64     `json:"held"`
+	// Subjects are the worker's busiest subjects (NATS, sampled) or topics (Kafka) since its
+	// previous report.
+	Subjects []SubjectCount `json:"subjects"`
+}
+
+// SubjectCount is a subject's or topic's messages in a report period.
+type SubjectCount struct {
+	Subject  string `json:"subject"`
+	Messages uint64 `json:"messages"`
 }
 
 // Decision is one refusal or long delay, as the filter recorded it. Seq and Replica are the

@@ -237,6 +237,8 @@ impl Conn {
                     };
                     reports::delayed(&site, reason, ns);
                 }
+                let usage = who.metrics.usage_slot();
+                let _ = visit_produce(body, h.api_version, |p| reports::kafka_topic(usage, p.topic, p.records));
                 self.retries.spent(batches);
                 if awaits_reply {
                     let delay_ms = delayed.map_or(0, |ns| i32::try_from(ns / 1_000_000).unwrap_or(i32::MAX));

@@ -105,6 +105,11 @@ impl TenantMetrics {
         }
     }
 
+    /// The tenant's slot in this worker's usage report.
+    pub fn usage_slot(&self) -> usize {
+        self.usage
+    }
+
     pub fn accepted(&self, messages: u64, bytes: u64) {
         add(self.messages, messages);
         add(self.bytes, bytes);

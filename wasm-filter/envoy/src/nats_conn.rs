@@ -114,6 +114,7 @@ impl Gate for NatsGate<'_> {
                 if let (Some(ns), Some(reason)) = (delayed, conn.held.reason()) {
                     reports::delayed(&site, reason, ns);
                 }
+                reports::nats_subject(who.metrics.usage_slot(), p.subject);
                 if let (Some(slot), Some(reply)) = (slot, p.reply) {
                     who.metrics.in_flight(1);
                     let deadline = self.now + IN_FLIGHT_TIMEOUT_NS;

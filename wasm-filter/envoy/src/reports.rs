@@ -40,6 +40,8 @@ struct Reporter {
     pending: Option<(u32, u64)>,
     /// Whether the last report got through (logged on change).
     reaching: Option<bool>,
+    /// Admitted NATS messages, for sampling their subjects.
+    subject_tick: u32,
 }
 
 thread_local! {
@@ -76,6 +78,29 @@ pub fn count(slot: usize, f: impl FnOnce(&mut TenantUsage)) {
             f(u);
         }
     });
+}
+
+/// One NATS message in this many has its subject counted (with this weight): the table is a
+/// few string compares, too much for every message.
+const SUBJECT_SAMPLE: u32 = 16;
+
+/// An admitted NATS message's subject, sampled into its tenant's busiest subjects.
+pub fn nats_subject(slot: usize, subject: &[u8]) {
+    REPORTER.with(|r| {
+        let mut r = r.borrow_mut();
+        r.subject_tick = r.subject_tick.wrapping_add(1);
+        if r.subject_tick % SUBJECT_SAMPLE == 0 {
+            if let Some(u) = r.tally.get_mut(slot) {
+                u.subjects.add(subject, u64::from(SUBJECT_SAMPLE));
+            }
+        }
+    });
+}
+
+/// The records an admitted Produce carried for one topic (a request is few enough to count
+/// every one).
+pub fn kafka_topic(slot: usize, topic: &[u8], records: u64) {
+    count(slot, |u| u.subjects.add(topic, records));
 }
 
 /// Where a decision was made: the connection, what it sent, what it was told.
@@ -198,7 +223,9 @@ pub fn tick(root: &dyn Context, now: u64) {
         }
         .to_json();
         // Counts are cumulative, so a lost report loses none; its decisions go back if it is lost.
+        // Subjects are per report period (a lost report loses that period's).
         r.sending = std::mem::take(&mut r.decisions);
+        r.tally.reported();
         Some((target, body))
     });
     let Some((target, body)) = request else { return };

@@ -11,7 +11,7 @@ mod tally;
 
 pub use decision::{configured, limit_name, observed, Decision, Outcome};
 pub use sampler::{Kind, Sampler, Suppressed};
-pub use tally::{Tally, TenantUsage};
+pub use tally::{SubjectCount, Tally, TenantUsage, TopSubjects};
 
 use serde::{Deserialize, Serialize};
 

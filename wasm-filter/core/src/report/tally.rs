@@ -23,6 +23,54 @@ pub struct TenantUsage {
     pub connections: i64,
     pub in_flight: i64,
     pub held: i64,
+    /// The busiest subjects (NATS, sampled) or topics (Kafka) since the last report.
+    pub subjects: TopSubjects,
+}
+
+/// How many subjects a tenant's table keeps.
+const TOP_SUBJECTS: usize = 8;
+
+/// The heaviest subjects by the Space-Saving algorithm: a subject not in a full table replaces
+/// the lightest and inherits its count, so a subject's count is never under its true weight and
+/// any subject heavier than 1/8 of the total is in the table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct TopSubjects(Vec<SubjectCount>);
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SubjectCount {
+    pub subject: String,
+    pub messages: u64,
+}
+
+impl TopSubjects {
+    pub fn add(&mut self, subject: &[u8], messages: u64) {
+        let entries = &mut self.0;
+        if let Some(e) = entries.iter_mut().find(|e| e.subject.as_bytes() == subject) {
+            e.messages += messages;
+            return;
+        }
+        if entries.len() < TOP_SUBJECTS {
+            entries.push(SubjectCount {
+                subject: String::from_utf8_lossy(subject).into_owned(),
+                messages,
+            });
+            return;
+        }
+        if let Some(lightest) = entries.iter_mut().min_by_key(|e| e.messages) {
+            lightest.subject.clear();
+            lightest.subject.push_str(&String::from_utf8_lossy(subject));
+            lightest.messages += messages;
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    pub fn entries(&self) -> &[SubjectCount] {
+        &self.0
+    }
 }
 
 #[derive(Debug, Default)]
@@ -53,6 +101,13 @@ impl Tally {
     /// tells the control plane the worker is alive).
     pub fn tenants(&self) -> &[TenantUsage] {
         &self.tenants
+    }
+
+    /// After a report: subjects are counted per report period.
+    pub fn reported(&mut self) {
+        for t in &mut self.tenants {
+            t.subjects.clear();
+        }
     }
 }
 
@@ -88,5 +143,26 @@ mod tests {
         assert_eq!(t.tenants()[a].messages, 3);
         assert_eq!(t.tenants()[a].refused, [0, 2, 0, 0, 0]);
         assert_eq!(t.tenants()[k].messages, 0);
+    }
+
+    #[test]
+    fn top_subjects_keep_the_heavy_ones_and_never_undercount() {
+        let mut top = TopSubjects::default();
+        for i in 0..1000u64 {
+            top.add(b"orders.new", 5);
+            top.add(format!("noise.{i}").as_bytes(), 1);
+            if i % 4 == 0 {
+                top.add(b"audit", 1);
+            }
+        }
+        let count = |s: &str| top.entries().iter().find(|e| e.subject == s).map(|e| e.messages);
+        assert_eq!(
+            count("orders.new"),
+            Some(5000),
+            "counted exactly while it stays in the table"
+        );
+        assert_eq!(top.entries().len(), TOP_SUBJECTS);
+        let total: u64 = top.entries().iter().map(|e| e.messages).sum();
+        assert_eq!(total, 5000 + 1000 + 250, "Space-Saving keeps the total");
     }
 }
