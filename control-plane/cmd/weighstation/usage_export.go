@@ -15,7 +15,7 @@ import (
 // refused, delayed) for chargeback, from the control plane's in-memory minutes.
 func usageCmd(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "export" {
-		fmt.Fprintln(stderr, "usage: weighstation usage export [--since 24h] [--format csv|json|parquet] [--output FILE]")
+		fmt.Fprintln(stderr, "usage: weighstation usage export [--since 24h] [--resolution 1m|1s] [--format csv|json|parquet] [--output FILE]")
 		return 2
 	}
 	fs := flag.NewFlagSet("usage export", flag.ContinueOnError)
@@ -24,10 +24,11 @@ func usageCmd(args []string, stdout, stderr io.Writer) int {
 	since := fs.Duration("since", 24*time.Hour, "the minutes to export: this far back (the control plane keeps --usage-minutes)")
 	format := fs.String("format", "csv", "csv, json (lines) or parquet")
 	output := fs.String("output", "", "write to this file instead of stdout")
+	resolution := fs.String("resolution", "1m", "1m (per minute, for chargeback) or 1s (per second, for weighstation impact)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
-	q := url.Values{"since": {since.String()}, "format": {*format}}
+	q := url.Values{"since": {since.String()}, "format": {*format}, "resolution": {*resolution}}
 	resp, err := http.Get(strings.TrimRight(*cp, "/") + "/usage/minutes?" + q.Encode())
 	if err != nil {
 		fmt.Fprintf(stderr, "weighstation usage export: %v\n", err)

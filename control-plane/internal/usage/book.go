@@ -26,6 +26,7 @@ type Book struct {
 	// wake is closed and replaced when decisions arrive (for followers).
 	wake chan struct{}
 	minutes minutes
+	seconds minutes
 	// started: reports of workers that started before it are counted from their second report
 	// on (what they counted before this control plane started is not its to bill).
 	started time.Time
@@ -42,13 +43,19 @@ type worker struct {
 	seen           time.Time              // when the last report arrived
 }
 
-// DefaultMinutes is how much per-minute usage a control plane keeps: a day.
-const DefaultMinutes = 24 * 60
+// DefaultMinutes is how much per-minute usage a control plane keeps: a day; DefaultSeconds,
+// per-second usage (what `weighstation impact` replays): an hour.
+const (
+	DefaultMinutes = 24 * 60
+	DefaultSeconds = 60 * 60
+)
 
-// New keeps up to retain decisions and keepMinutes of per-minute usage.
-func New(retain, keepMinutes int) *Book {
+// New keeps up to retain decisions, keepMinutes of per-minute usage and keepSeconds of
+// per-second usage.
+func New(retain, keepMinutes, keepSeconds int) *Book {
 	return &Book{
-		minutes:    minutes{keep: max(keepMinutes, 1)},
+		minutes:    minutes{widthMs: 60000, keep: max(keepMinutes, 1)},
+		seconds:    minutes{widthMs: 1000, keep: max(keepSeconds, 1)},
 		started:    time.Now(),
 		workers:    map[workerKey]*worker{},
 		ring:       make([]Decision, 0, max(retain, 1)),
@@ -74,6 +81,7 @@ func (b *Book) Ingest(r Report, now time.Time) {
 		if w.last != nil || r.StartedMs >= b.started.UnixMilli() {
 			for _, t := range r.Tenants {
 				b.minutes.add(r.AtMs, t, w.last[key(t.Protocol, t.Tenant)])
+				b.seconds.add(r.AtMs, t, w.last[key(t.Protocol, t.Tenant)])
 			}
 		}
 		w.prev, w.prevAt = w.last, w.lastAt
@@ -109,10 +117,14 @@ func (b *Book) Ingest(r Report, now time.Time) {
 	}
 }
 
-// Minutes is the per-minute usage of the minutes starting at or after from.
-func (b *Book) Minutes(from time.Time) []Minute {
+// Minutes is the per-minute usage of the minutes starting at or after from; with perSecond,
+// the per-second usage of the seconds.
+func (b *Book) Minutes(from time.Time, perSecond bool) []Minute {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if perSecond {
+		return b.seconds.since(from)
+	}
 	return b.minutes.since(from)
 }
 

@@ -26,7 +26,7 @@ func withSubjects(c TenantCount, pairs ...any) TenantCount {
 }
 
 func TestNowSumsWorkersAndReplicas(t *testing.T) {
-	b := New(10, DefaultMinutes)
+	b := New(10, DefaultMinutes, DefaultSeconds)
 	t0 := time.Unix(1000, 0)
 	reports := []Report{
 		{Replica: "envoy-a", Worker: 1, AtMs: 1000, Tenants: []TenantCount{count("nats", "acme", 0, 0, 2)}},
@@ -80,7 +80,7 @@ func TestNowSumsWorkersAndReplicas(t *testing.T) {
 }
 
 func TestNowSortsTheMostLoadedFirst(t *testing.T) {
-	b := New(10, DefaultMinutes)
+	b := New(10, DefaultMinutes, DefaultSeconds)
 	now := time.Unix(1000, 0)
 	for at, n := range map[int64]uint64{1000: 0, 2000: 100} {
 		b.Ingest(Report{Replica: "e", Worker: 1, AtMs: at, Tenants: []TenantCount{
@@ -100,7 +100,7 @@ func TestNowSortsTheMostLoadedFirst(t *testing.T) {
 }
 
 func TestDecisionsKeepTheLatestAndFilter(t *testing.T) {
-	b := New(3, DefaultMinutes)
+	b := New(3, DefaultMinutes, DefaultSeconds)
 	now := time.Now()
 	d := func(tenant, limit, subject string) Decision {
 		return Decision{Tenant: tenant, Protocol: "nats", Limit: limit, Decision: "refused", Subject: subject, AtMs: now.UnixMilli()}
@@ -137,7 +137,7 @@ func TestDecisionsKeepTheLatestAndFilter(t *testing.T) {
 }
 
 func TestSuppressedCountsAddUp(t *testing.T) {
-	b := New(1, DefaultMinutes)
+	b := New(1, DefaultMinutes, DefaultSeconds)
 	now := time.Unix(1000, 0)
 	for at := int64(1000); at <= 3000; at += 1000 {
 		b.Ingest(Report{Replica: "e", Worker: 1, AtMs: at,
@@ -153,7 +153,7 @@ func TestSuppressedCountsAddUp(t *testing.T) {
 // Per-minute usage adds what each worker counted between its reports to the minute of the
 // later one; a worker that started before the control plane is counted from its second report.
 func TestMinutesAddWhatWorkersCountedBetweenReports(t *testing.T) {
-	b := New(10, DefaultMinutes)
+	b := New(10, DefaultMinutes, DefaultSeconds)
 	now := b.started
 	minute := (now.UnixMilli()/60000 + 1) * 60000 // the start of the next minute
 	old := now.Add(-time.Hour).UnixMilli()
@@ -169,7 +169,7 @@ func TestMinutesAddWhatWorkersCountedBetweenReports(t *testing.T) {
 	for _, r := range reports {
 		b.Ingest(r, now)
 	}
-	got := b.Minutes(time.UnixMilli(minute))
+	got := b.Minutes(time.UnixMilli(minute), false)
 	want := []Minute{
 		{Start: time.UnixMilli(minute).UTC(), Protocol: "nats", Tenant: "acme", Messages: 130, Bytes: 13000, Refused: 5},
 		{Start: time.UnixMilli(minute + 60000).UTC(), Protocol: "nats", Tenant: "acme", Messages: 50, Bytes: 5000},
@@ -181,6 +181,10 @@ func TestMinutesAddWhatWorkersCountedBetweenReports(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("minute %d: %+v, want %+v", i, got[i], want[i])
 		}
+	}
+	secs := b.Minutes(time.UnixMilli(minute), true)
+	if len(secs) != 2 || secs[0].Messages != 130 || !secs[0].Start.Equal(time.UnixMilli(minute+2000)) || secs[1].Messages != 50 {
+		t.Errorf("per second: %+v", secs)
 	}
 	var csv, pq bytes.Buffer
 	if err := WriteMinutes(&csv, "csv", got); err != nil {
@@ -199,14 +203,14 @@ func TestMinutesAddWhatWorkersCountedBetweenReports(t *testing.T) {
 }
 
 func TestMinutesKeepABoundedWindow(t *testing.T) {
-	b := New(1, 3)
+	b := New(1, 3, DefaultSeconds)
 	now := b.started
 	base := (now.UnixMilli()/60000 + 1) * 60000
 	for i := int64(0); i < 10; i++ {
 		b.Ingest(Report{Replica: "a", Worker: 1, StartedMs: now.UnixMilli() + 1, AtMs: base + i*60000,
 			Tenants: []TenantCount{count("nats", "acme", uint64(i+1)*10, 0, 1)}}, now)
 	}
-	if got := b.Minutes(time.UnixMilli(0)); len(got) != 3 || got[0].Start != time.UnixMilli(base+7*60000).UTC() {
+	if got := b.Minutes(time.UnixMilli(0), false); len(got) != 3 || got[0].Start != time.UnixMilli(base+7*60000).UTC() {
 		t.Errorf("kept %+v: want the last 3 minutes", got)
 	}
 }

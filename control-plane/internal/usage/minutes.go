@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// Minute is one tenant's traffic in one minute, summed over every worker that reported it:
-// what chargeback bills by.
+// Minute is one tenant's traffic in one bucket of time (a minute for chargeback, a second for
+// `weighstation impact`), summed over every worker that reported it.
 type Minute struct {
 	Start    time.Time `json:"start" parquet:"start,timestamp(millisecond)"`
 	Protocol string    `json:"protocol" parquet:"protocol,dict"`
@@ -17,10 +17,11 @@ type Minute struct {
 	Delayed  uint64    `json:"delayed" parquet:"delayed"`
 }
 
-// minutes is the ring of minute buckets: each report adds what its worker counted since its
-// previous one to the minute the report was made in. Buckets older than keep are dropped.
+// minutes is a ring of time buckets of widthMs: each report adds what its worker counted since
+// its previous one to the bucket the report was made in. Buckets older than keep are dropped.
 type minutes struct {
-	keep    int // minutes
+	widthMs int64
+	keep    int // buckets
 	buckets map[int64]map[string]*Minute
 }
 
@@ -48,7 +49,7 @@ func (m *minutes) add(atMs int64, cur, prev TenantCount) {
 	if d.Messages == 0 && d.Bytes == 0 && d.Refused == 0 && d.Delayed == 0 {
 		return
 	}
-	minute := atMs / 60000
+	minute := atMs / m.widthMs
 	b := m.buckets[minute]
 	if b == nil {
 		b = map[string]*Minute{}
@@ -62,7 +63,7 @@ func (m *minutes) add(atMs int64, cur, prev TenantCount) {
 	k := key(cur.Protocol, cur.Tenant)
 	t := b[k]
 	if t == nil {
-		t = &Minute{Start: time.UnixMilli(minute * 60000).UTC(), Protocol: cur.Protocol, Tenant: cur.Tenant}
+		t = &Minute{Start: time.UnixMilli(minute * m.widthMs).UTC(), Protocol: cur.Protocol, Tenant: cur.Tenant}
 		b[k] = t
 	}
 	t.Messages += d.Messages
@@ -75,7 +76,7 @@ func (m *minutes) add(atMs int64, cur, prev TenantCount) {
 func (m *minutes) since(from time.Time) []Minute {
 	var out []Minute
 	for minute, b := range m.buckets {
-		if minute*60000 < from.UnixMilli()/60000*60000 {
+		if minute < from.UnixMilli()/m.widthMs {
 			continue
 		}
 		for _, t := range b {

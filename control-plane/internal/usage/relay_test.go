@@ -30,7 +30,7 @@ func serve(t *testing.T, addr string, b *Book, relay *Relay) string {
 // A report an Envoy sends to one control plane reaches its peer.
 func TestReportsReachEveryControlPlane(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	peerBook := New(10, DefaultMinutes)
+	peerBook := New(10, DefaultMinutes, DefaultSeconds)
 	// The peer listens on another loopback address than this host's own (127.0.0.1), as a
 	// pod of the headless Service would.
 	peer := serve(t, "127.0.0.2:0", peerBook, nil)
@@ -40,7 +40,7 @@ func TestReportsReachEveryControlPlane(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go relay.Run(ctx)
-	own := serve(t, "127.0.0.1:0", New(10, DefaultMinutes), relay)
+	own := serve(t, "127.0.0.1:0", New(10, DefaultMinutes, DefaultSeconds), relay)
 
 	body, _ := json.Marshal(Report{Replica: "envoy-a", Worker: 1, AtMs: 1000,
 		Decisions: []Decision{{Tenant: "acme", Protocol: "nats", Limit: "rate", Decision: "refused", AtMs: time.Now().UnixMilli()}}})
