@@ -6,10 +6,11 @@ ROOT := $(CURDIR)
 TOOLS := $(ROOT)/.tools
 BIN := $(TOOLS)/bin
 WASM := wasm-filter/target/wasm32-wasip1/release/weighstation_filter.wasm
+IMPACT_WASM := wasm-filter/target/wasm32-wasip1/release/weighstation_impact.wasm
 GO_SOURCES := $(shell find control-plane -name '*.go' -o -name go.mod -o -name go.sum)
-RUST_SOURCES := $(shell find wasm-filter/core/src wasm-filter/envoy/src -name '*.rs') $(wildcard wasm-filter/*/Cargo.toml wasm-filter/Cargo.*)
+RUST_SOURCES := $(shell find wasm-filter/core/src wasm-filter/envoy/src wasm-filter/impact/src -name '*.rs') $(wildcard wasm-filter/*/Cargo.toml wasm-filter/Cargo.*)
 
-.PHONY: run test tools wasm control-plane validate test-unit test-rust test-go test-integration test-soak soak lint fuzz clean
+.PHONY: run test tools wasm control-plane validate test-unit test-rust test-go test-integration test-soak test-impact-long soak lint fuzz clean
 
 run: tools wasm control-plane
 	$(BIN)/weighstation-localstack -root $(ROOT)
@@ -19,11 +20,16 @@ test: tools wasm control-plane lint test-unit test-load-harness test-helm test-i
 tools:
 	@scripts/install-tools.sh
 
-wasm: $(WASM)
+wasm: $(WASM) $(IMPACT_WASM)
 $(WASM): $(RUST_SOURCES)
 	cd wasm-filter && cargo build --release --locked --target wasm32-wasip1 -p weighstation-filter
+# The limiter replay `weighstation impact` runs (the filter's own core, as a Wasm module).
+$(IMPACT_WASM): $(RUST_SOURCES)
+	cd wasm-filter && cargo build --release --locked --target wasm32-wasip1 -p weighstation-impact
 
-control-plane: $(BIN)/weighstation $(BIN)/weighstation-localstack
+control-plane: $(BIN)/weighstation $(BIN)/weighstation-localstack $(BIN)/weighstation_impact.wasm
+$(BIN)/weighstation_impact.wasm: $(IMPACT_WASM)
+	cp $(IMPACT_WASM) $@
 $(BIN)/weighstation: $(GO_SOURCES)
 	cd control-plane && go build -o $(BIN)/weighstation ./cmd/weighstation
 $(BIN)/weighstation-localstack: $(GO_SOURCES)
@@ -40,7 +46,7 @@ validate: control-plane
 lint: lint-load-tests
 	@test -z "$$(gofmt -l control-plane)" || { gofmt -l control-plane; echo "gofmt: files above need formatting"; exit 1; }
 	cd wasm-filter && cargo fmt --check
-	cd wasm-filter && cargo clippy --locked --target wasm32-wasip1 -p weighstation-filter -p weighstation-core -- -D warnings
+	cd wasm-filter && cargo clippy --locked --target wasm32-wasip1 -p weighstation-filter -p weighstation-core -p weighstation-impact -- -D warnings
 	cd wasm-filter/fuzz && CARGO_TARGET_DIR=$(TOOLS)/fuzz-check cargo check --locked --bins --quiet
 	cd control-plane && go vet ./...
 
@@ -55,6 +61,11 @@ test-go:
 # Drives the real Envoy, nats-server and Kafka started on free loopback ports.
 test-integration: wasm control-plane
 	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 20m -v ./e2e/ 2>&1 | tee $(TOOLS)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+
+# The impact check's long form: a 10-minute trace recorded through the gateway, replayed by
+# `weighstation impact` against a halved rate and sent again live (make test runs 30 s of it).
+test-impact-long: wasm control-plane
+	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_IMPACT_TRACE=10m go test -count=1 -timeout 40m -v -run 'TestImpactPredictsTheLiveRefusals' ./e2e/ 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 # The soak: its own supervised stack under fixed-rate mixed load, a fault schedule (policy flips,
 # the control plane, nats-server, Kafka and Envoy killed or drained) and hostile clients, then a

@@ -18,6 +18,7 @@ commands:
   decisions   print the gateway's refusals and long delays (JSON lines); --follow, --tenant, ...
   top         every tenant's traffic against its limits, across the gateway replicas, live
   usage       export: per-tenant, per-minute usage for chargeback (CSV, JSON lines, Parquet)
+  impact      replay recorded usage against proposed policies: who would be refused or delayed
 `
 
 func main() {
@@ -41,6 +42,8 @@ func main() {
 		code = topCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "usage":
 		code = usageCmd(os.Args[2:], os.Stdout, os.Stderr)
+	case "impact":
+		code = impactCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "--help", "help":
 		fmt.Print(commands)
 	default:

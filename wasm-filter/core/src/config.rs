@@ -155,7 +155,7 @@ pub struct OverridePlan {
 }
 
 /// A limit's rate buckets; a burst left out is one second of its rate.
-fn rate_limit(l: &Limits) -> RateLimit {
+pub(crate) fn rate_limit(l: &Limits) -> RateLimit {
     RateLimit::new(
         l.messages_per_second.map(|r| (r, l.burst_messages.unwrap_or(r))),
         l.bytes_per_second.map(|r| (r, l.burst_bytes.unwrap_or(r))),

@@ -8,6 +8,7 @@ pub mod carry;
 pub mod config;
 mod edit;
 pub mod identity;
+pub mod impact;
 pub mod jwt;
 pub mod kafka;
 pub mod leases;
