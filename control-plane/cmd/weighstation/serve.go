@@ -59,7 +59,7 @@ func serve(args []string) int {
 	decisionsPerSecond := fs.Uint("decisions-per-second", 10, "decisions each filter worker keeps per tenant and reason each second (the rest are counted)")
 	delayThreshold := fs.Duration("decision-delay-threshold", 100*time.Millisecond, "a message held at least this long is logged as a decision (0: delays are not)")
 	peersDNS := fs.String("peers-dns", "", "DNS name of every control plane replica (a headless Service of their pods): each passes the reports it receives to the others, so any answers /usage and /decisions for the whole gateway")
-	usageMinutes := fs.Int("usage-minutes", usage.DefaultMinutes, "minutes of per-tenant usage the control plane keeps for `weighstation usage export` (in memory: about 100 bytes per tenant and minute)")
+	usageMinutes := fs.Int("usage-series", usage.DefaultMinutes, "series of per-tenant usage the control plane keeps for `weighstation usage export` (in memory: about 100 bytes per tenant and minute)")
 	usageSeconds := fs.Int("usage-seconds", usage.DefaultSeconds, "seconds of per-tenant usage the control plane keeps for `weighstation usage export --resolution 1s` (what `weighstation impact` replays)")
 	decisionsRetained := fs.Int("decisions-retained", 10000, "decisions the control plane keeps in memory for /decisions")
 	debounce := fs.Duration("debounce", 200*time.Millisecond, "quiet time after a policy file change before reloading")

@@ -16,7 +16,7 @@ type Demand struct {
 	Seconds          []Second
 }
 
-// ReadUsage reads `weighstation usage export --resolution 1s` CSV (minute, protocol, tenant,
+// ReadUsage reads `weighstation usage export --resolution 1s` CSV (start, protocol, tenant,
 // messages, bytes, refused, delayed) into each tenant's demand, seconds ascending. A file of
 // per-minute rows is refused: a minute's messages spread evenly would hide every burst.
 func ReadUsage(r io.Reader) ([]Demand, error) {
@@ -24,8 +24,8 @@ func ReadUsage(r io.Reader) ([]Demand, error) {
 	if err != nil {
 		return nil, fmt.Errorf("usage CSV: %w", err)
 	}
-	if len(rows) == 0 || len(rows[0]) != 7 || rows[0][0] != "minute" {
-		return nil, fmt.Errorf("usage CSV: want the header of `weighstation usage export`: minute,protocol,tenant,messages,bytes,refused,delayed")
+	if len(rows) == 0 || len(rows[0]) != 7 || rows[0][0] != "start" {
+		return nil, fmt.Errorf("usage CSV: want the header of `weighstation usage export`: start,protocol,tenant,messages,bytes,refused,delayed")
 	}
 	by := map[string]*Demand{}
 	stamps := map[int64]bool{}
@@ -33,7 +33,7 @@ func ReadUsage(r io.Reader) ([]Demand, error) {
 		line := i + 2
 		at, err := time.Parse(time.RFC3339, row[0])
 		if err != nil {
-			return nil, fmt.Errorf("usage CSV line %d: minute %q: %w", line, row[0], err)
+			return nil, fmt.Errorf("usage CSV line %d: start %q: %w", line, row[0], err)
 		}
 		var n [4]uint64
 		for j := range n {

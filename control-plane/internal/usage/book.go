@@ -24,9 +24,9 @@ type Book struct {
 	suppressed map[string]uint64
 	dropped    map[workerKey]uint64
 	// wake is closed and replaced when decisions arrive (for followers).
-	wake chan struct{}
-	minutes minutes
-	seconds minutes
+	wake    chan struct{}
+	minutes series
+	seconds series
 	// started: reports of workers that started before it are counted from their second report
 	// on (what they counted before this control plane started is not its to bill).
 	started time.Time
@@ -54,8 +54,8 @@ const (
 // per-second usage.
 func New(retain, keepMinutes, keepSeconds int) *Book {
 	return &Book{
-		minutes:    minutes{widthMs: 60000, keep: max(keepMinutes, 1)},
-		seconds:    minutes{widthMs: 1000, keep: max(keepSeconds, 1)},
+		minutes:    series{widthMs: 60000, keep: max(keepMinutes, 1)},
+		seconds:    series{widthMs: 1000, keep: max(keepSeconds, 1)},
 		started:    time.Now(),
 		workers:    map[workerKey]*worker{},
 		ring:       make([]Decision, 0, max(retain, 1)),
@@ -117,9 +117,9 @@ func (b *Book) Ingest(r Report, now time.Time) {
 	}
 }
 
-// Minutes is the per-minute usage of the minutes starting at or after from; with perSecond,
+// History is the per-minute usage of the minutes starting at or after from; with perSecond,
 // the per-second usage of the seconds.
-func (b *Book) Minutes(from time.Time, perSecond bool) []Minute {
+func (b *Book) History(from time.Time, perSecond bool) []Bucket {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if perSecond {

@@ -169,34 +169,34 @@ func TestMinutesAddWhatWorkersCountedBetweenReports(t *testing.T) {
 	for _, r := range reports {
 		b.Ingest(r, now)
 	}
-	got := b.Minutes(time.UnixMilli(minute), false)
-	want := []Minute{
+	got := b.History(time.UnixMilli(minute), false)
+	want := []Bucket{
 		{Start: time.UnixMilli(minute).UTC(), Protocol: "nats", Tenant: "acme", Messages: 130, Bytes: 13000, Refused: 5},
 		{Start: time.UnixMilli(minute + 60000).UTC(), Protocol: "nats", Tenant: "acme", Messages: 50, Bytes: 5000},
 	}
 	if len(got) != len(want) {
-		t.Fatalf("minutes %+v, want %+v", got, want)
+		t.Fatalf("series %+v, want %+v", got, want)
 	}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("minute %d: %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	secs := b.Minutes(time.UnixMilli(minute), true)
+	secs := b.History(time.UnixMilli(minute), true)
 	if len(secs) != 2 || secs[0].Messages != 130 || !secs[0].Start.Equal(time.UnixMilli(minute+2000)) || secs[1].Messages != 50 {
 		t.Errorf("per second: %+v", secs)
 	}
 	var csv, pq bytes.Buffer
-	if err := WriteMinutes(&csv, "csv", got); err != nil {
+	if err := WriteHistory(&csv, "csv", got); err != nil {
 		t.Fatal(err)
 	}
-	if lines := strings.Split(strings.TrimSpace(csv.String()), "\n"); len(lines) != 3 || lines[0] != "minute,protocol,tenant,messages,bytes,refused,delayed" || !strings.HasSuffix(lines[1], ",nats,acme,130,13000,5,0") {
+	if lines := strings.Split(strings.TrimSpace(csv.String()), "\n"); len(lines) != 3 || lines[0] != "start,protocol,tenant,messages,bytes,refused,delayed" || !strings.HasSuffix(lines[1], ",nats,acme,130,13000,5,0") {
 		t.Errorf("csv:\n%s", csv.String())
 	}
-	if err := WriteMinutes(&pq, "parquet", got); err != nil {
+	if err := WriteHistory(&pq, "parquet", got); err != nil {
 		t.Fatal(err)
 	}
-	back, err := parquet.Read[Minute](bytes.NewReader(pq.Bytes()), int64(pq.Len()))
+	back, err := parquet.Read[Bucket](bytes.NewReader(pq.Bytes()), int64(pq.Len()))
 	if err != nil || len(back) != 2 || back[0].Messages != 130 || !back[1].Start.Equal(want[1].Start) {
 		t.Errorf("parquet read back %+v (%v)", back, err)
 	}
@@ -210,7 +210,7 @@ func TestMinutesKeepABoundedWindow(t *testing.T) {
 		b.Ingest(Report{Replica: "a", Worker: 1, StartedMs: now.UnixMilli() + 1, AtMs: base + i*60000,
 			Tenants: []TenantCount{count("nats", "acme", uint64(i+1)*10, 0, 1)}}, now)
 	}
-	if got := b.Minutes(time.UnixMilli(0), false); len(got) != 3 || got[0].Start != time.UnixMilli(base+7*60000).UTC() {
-		t.Errorf("kept %+v: want the last 3 minutes", got)
+	if got := b.History(time.UnixMilli(0), false); len(got) != 3 || got[0].Start != time.UnixMilli(base+7*60000).UTC() {
+		t.Errorf("kept %+v: want the last 3 series", got)
 	}
 }

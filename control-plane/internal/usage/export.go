@@ -11,16 +11,16 @@ import (
 	"github.com/parquet-go/parquet-go"
 )
 
-// ExportFormats are the formats WriteMinutes writes.
+// ExportFormats are the formats WriteHistory writes.
 var ExportFormats = []string{"csv", "json", "parquet"}
 
-// WriteMinutes writes per-minute usage as CSV (a header, then one row per tenant and minute),
+// WriteHistory writes per-minute usage as CSV (a header, then one row per tenant and minute),
 // JSON lines or Parquet.
-func WriteMinutes(w io.Writer, format string, rows []Minute) error {
+func WriteHistory(w io.Writer, format string, rows []Bucket) error {
 	switch format {
 	case "csv":
 		c := csv.NewWriter(w)
-		_ = c.Write([]string{"minute", "protocol", "tenant", "messages", "bytes", "refused", "delayed"})
+		_ = c.Write([]string{"start", "protocol", "tenant", "messages", "bytes", "refused", "delayed"})
 		for _, r := range rows {
 			_ = c.Write([]string{r.Start.Format(time.RFC3339), r.Protocol, r.Tenant,
 				strconv.FormatUint(r.Messages, 10), strconv.FormatUint(r.Bytes, 10),
@@ -37,7 +37,7 @@ func WriteMinutes(w io.Writer, format string, rows []Minute) error {
 		}
 		return nil
 	case "parquet":
-		pw := parquet.NewGenericWriter[Minute](w)
+		pw := parquet.NewGenericWriter[Bucket](w)
 		if _, err := pw.Write(rows); err != nil {
 			return err
 		}

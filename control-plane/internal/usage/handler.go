@@ -38,9 +38,9 @@ func Routes(mux *http.ServeMux, b *Book, relay *Relay, limits func(protocol, ten
 	mux.HandleFunc("GET /usage", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, map[string]any{"at": time.Now().UTC(), "tenants": b.Now(time.Now(), limits)})
 	})
-	// GET /usage/minutes?since=24h&format=csv|json|parquet[&resolution=1s]: per tenant and
+	// GET /usage/series?since=24h&format=csv|json|parquet[&resolution=1s]: per tenant and
 	// minute, for chargeback (`weighstation usage export`), or per second (to replay).
-	mux.HandleFunc("GET /usage/minutes", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /usage/series", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		since := 24 * time.Hour
 		if s := q.Get("since"); s != "" {
@@ -70,7 +70,7 @@ func Routes(mux *http.ServeMux, b *Book, relay *Relay, limits func(protocol, ten
 			return
 		}
 		w.Header().Set("Content-Type", types[format])
-		_ = WriteMinutes(w, format, b.Minutes(time.Now().Add(-since), perSecond))
+		_ = WriteHistory(w, format, b.History(time.Now().Add(-since), perSecond))
 	})
 	// GET /decisions?tenant=&protocol=&reason=&subject=&since=10m&after=SEQ&wait=10s
 	// answers the matching decisions as JSON lines; with wait, a request that finds none holds

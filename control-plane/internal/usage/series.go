@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// Minute is one tenant's traffic in one bucket of time (a minute for chargeback, a second for
+// Bucket is one tenant's traffic in one bucket of time (a minute for chargeback, a second for
 // `weighstation impact`), summed over every worker that reported it.
-type Minute struct {
+type Bucket struct {
 	Start    time.Time `json:"start" parquet:"start,timestamp(millisecond)"`
 	Protocol string    `json:"protocol" parquet:"protocol,dict"`
 	Tenant   string    `json:"tenant" parquet:"tenant,dict"`
@@ -17,17 +17,17 @@ type Minute struct {
 	Delayed  uint64    `json:"delayed" parquet:"delayed"`
 }
 
-// minutes is a ring of time buckets of widthMs: each report adds what its worker counted since
+// series is a ring of time buckets of widthMs: each report adds what its worker counted since
 // its previous one to the bucket the report was made in. Buckets older than keep are dropped.
-type minutes struct {
+type series struct {
 	widthMs int64
 	keep    int // buckets
-	buckets map[int64]map[string]*Minute
+	buckets map[int64]map[string]*Bucket
 }
 
-func (m *minutes) add(atMs int64, cur, prev TenantCount) {
-	if m.buckets == nil {
-		m.buckets = map[int64]map[string]*Minute{}
+func (s *series) add(atMs int64, cur, prev TenantCount) {
+	if s.buckets == nil {
+		s.buckets = map[int64]map[string]*Bucket{}
 	}
 	delta := func(a, b uint64) uint64 {
 		if a < b {
@@ -40,7 +40,7 @@ func (m *minutes) add(atMs int64, cur, prev TenantCount) {
 		refused += cur.Refused[i]
 		prevRefused += prev.Refused[i]
 	}
-	d := Minute{
+	d := Bucket{
 		Messages: delta(cur.Messages, prev.Messages),
 		Bytes:    delta(cur.Bytes, prev.Bytes),
 		Refused:  delta(refused, prevRefused),
@@ -49,21 +49,21 @@ func (m *minutes) add(atMs int64, cur, prev TenantCount) {
 	if d.Messages == 0 && d.Bytes == 0 && d.Refused == 0 && d.Delayed == 0 {
 		return
 	}
-	minute := atMs / m.widthMs
-	b := m.buckets[minute]
+	slot := atMs / s.widthMs
+	b := s.buckets[slot]
 	if b == nil {
-		b = map[string]*Minute{}
-		m.buckets[minute] = b
-		for old := range m.buckets {
-			if old <= minute-int64(m.keep) {
-				delete(m.buckets, old)
+		b = map[string]*Bucket{}
+		s.buckets[slot] = b
+		for old := range s.buckets {
+			if old <= slot-int64(s.keep) {
+				delete(s.buckets, old)
 			}
 		}
 	}
 	k := key(cur.Protocol, cur.Tenant)
 	t := b[k]
 	if t == nil {
-		t = &Minute{Start: time.UnixMilli(minute * m.widthMs).UTC(), Protocol: cur.Protocol, Tenant: cur.Tenant}
+		t = &Bucket{Start: time.UnixMilli(slot * s.widthMs).UTC(), Protocol: cur.Protocol, Tenant: cur.Tenant}
 		b[k] = t
 	}
 	t.Messages += d.Messages
@@ -73,10 +73,10 @@ func (m *minutes) add(atMs int64, cur, prev TenantCount) {
 }
 
 // since lists the buckets starting at or after from, by time then protocol and tenant.
-func (m *minutes) since(from time.Time) []Minute {
-	var out []Minute
-	for minute, b := range m.buckets {
-		if minute < from.UnixMilli()/m.widthMs {
+func (s *series) since(from time.Time) []Bucket {
+	var out []Bucket
+	for slot, b := range s.buckets {
+		if slot < from.UnixMilli()/s.widthMs {
 			continue
 		}
 		for _, t := range b {
