@@ -49,6 +49,15 @@ func TestChartPodsRunWithRealEnvoy(t *testing.T) {
 		t.Errorf("node id %q, want the pod name", status.Nodes[0].ID)
 	}
 
+	// The ops port answers /usage and /decisions; the HTTP port (open to the metrics peers)
+	// does not.
+	if code, _ := httpGet(t, p.cpURL+"/decisions"); code != 404 {
+		t.Errorf("the HTTP port answers /decisions with %d, not 404: it names clients", code)
+	}
+	if code, body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/usage", p.ports.ops)); code != 200 || !strings.Contains(string(body), `"tenants"`) {
+		t.Errorf("the ops port's /usage: %d %s", code, body)
+	}
+
 	// Metrics: the filter's labelled series on the metrics port; the rest of the admin is not.
 	code, body := httpGet(t, p.metricsURL+"/stats/prometheus")
 	if code != 200 || !regexp.MustCompile(`(?m)^weighstation_policy_generation\{protocol="nats"\} [1-9]`).Match(body) {
@@ -99,20 +108,20 @@ func TestChartPodsRunWithRealEnvoy(t *testing.T) {
 }
 
 // podPorts are the ports the pods are rendered with; kafka+1 … kafka+brokers must be free too.
-type podPorts struct{ nats, kafka, admin, metrics, xds, http int }
+type podPorts struct{ nats, kafka, admin, metrics, xds, http, ops int }
 
 // freePodPorts picks free ports, with `brokers` free ports right after the Kafka port.
 func freePodPorts(t *testing.T, brokers int) podPorts {
 	t.Helper()
 	kafka := freePortRun(t, 1+brokers)
 	for {
-		ps := freePorts(t, 5)
+		ps := freePorts(t, 6)
 		clash := false
 		for _, p := range ps {
 			clash = clash || (p >= kafka && p <= kafka+brokers)
 		}
 		if !clash {
-			return podPorts{nats: ps[0], kafka: kafka, admin: ps[1], metrics: ps[2], xds: ps[3], http: ps[4]}
+			return podPorts{nats: ps[0], kafka: kafka, admin: ps[1], metrics: ps[2], xds: ps[3], http: ps[4], ops: ps[5]}
 		}
 	}
 }
@@ -141,7 +150,7 @@ func startChartPods(t *testing.T, valuesFiles []string, ports podPorts, sets ...
 		fmt.Sprintf("nats.port=%d", ports.nats), fmt.Sprintf("kafka.port=%d", ports.kafka),
 		fmt.Sprintf("envoy.adminPort=%d", ports.admin), fmt.Sprintf("envoy.metricsPort=%d", ports.metrics),
 		fmt.Sprintf("controlPlane.xdsPort=%d", ports.xds), fmt.Sprintf("controlPlane.httpPort=%d", ports.http),
-		"envoy.drainSeconds=2"}, sets...)...)
+		fmt.Sprintf("controlPlane.opsPort=%d", ports.ops), "envoy.drainSeconds=2"}, sets...)...)
 	cpSvc := ms.find(t, "Service", "-control-plane")
 	svcHost := fmt.Sprintf("%s.%s.svc.cluster.local", cpSvc.name(), namespace)
 	p := &chartPods{ms: ms, ports: ports}
@@ -165,6 +174,9 @@ func startChartPods(t *testing.T, valuesFiles []string, ports podPorts, sets ...
 	cpArgs = setFlag(cpArgs, "policy-dir", policies)
 	cpArgs = setFlag(cpArgs, "xds-listen", fmt.Sprintf("127.0.0.1:%d", ports.xds))
 	cpArgs = setFlag(cpArgs, "http-listen", fmt.Sprintf("127.0.0.1:%d", ports.http))
+	cpArgs = setFlag(cpArgs, "ops-listen", fmt.Sprintf("127.0.0.1:%d", ports.ops))
+	reportTo, _ := flagValue(cpArgs, "report-address")
+	cpArgs = setFlag(cpArgs, "report-address", strings.Replace(reportTo, svcHost, "127.0.0.1", 1))
 	cpArgs = setFlag(cpArgs, "serve-wasm", wasmFile)
 	cpArgs = withTLSFiles(t, cpArgs)
 	cpProc := start(t, filepath.Join(logs, "control-plane.log"), weighBin, cpArgs...)

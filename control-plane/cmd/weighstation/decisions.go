@@ -51,9 +51,10 @@ func decisionsCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	q.Set("since", since.String())
-	after := int64(-1)
+	after, following := int64(-1), false
 	for {
-		if after >= 0 {
+		if following {
+			// After the first answer: only what is new, held open until there is some.
 			q.Set("after", strconv.FormatInt(after, 10))
 			q.Set("wait", "10s")
 		}
@@ -76,7 +77,7 @@ func decisionsCmd(args []string, stdout, stderr io.Writer) int {
 		if !*follow {
 			return 0
 		}
-		after = last
+		after, following = last, true
 	}
 }
 

@@ -55,7 +55,7 @@ func impactCmd(args []string, stdout, stderr io.Writer) int {
 		body = f
 	} else {
 		q := url.Values{"since": {since.String()}, "format": {"csv"}, "resolution": {"1s"}}
-		source = strings.TrimRight(*cp, "/") + "/usage/series?" + q.Encode()
+		source = strings.TrimRight(*cp, "/") + "/usage/history?" + q.Encode()
 		resp, err := http.Get(source)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			fmt.Fprintf(stderr, "weighstation impact: reading usage from %s: %v %v\n", source, err, resp)

@@ -55,12 +55,14 @@ func serve(args []string) int {
 	fs.StringVar(&g.Wasm.URL, "wasm-url", "", "URL Envoy fetches the filter module from (with --wasm-sha256)")
 	fs.StringVar(&g.Wasm.SHA256, "wasm-sha256", "", "sha256 of the module at --wasm-url")
 	serveWasm := fs.String("serve-wasm", "", "serve this filter module at "+WasmPath+" on the HTTP listener; Envoy fetches it (through `weighstation bootstrap --wasm-host`) pinned by its sha256, from --wasm-url if given")
-	reportAddress := fs.String("report-address", "", "host:port at which Envoy reaches this control plane's HTTP listener, where the filter reports usage and decisions (default: --http-listen, unless its host is unspecified; \"off\": no reports)")
+	opsListen := fs.String("ops-listen", "", "listen address for the filter's usage reports and the operator's /usage, /usage/history and /decisions (which name clients and subjects), apart from /metrics and /status; default: --http-listen")
+	reportAddress := fs.String("report-address", "", "host:port at which Envoy reaches this control plane's ops listener, where the filter reports usage and decisions (default: --ops-listen, else --http-listen, unless its host is unspecified; \"off\": no reports)")
 	decisionsPerSecond := fs.Uint("decisions-per-second", 10, "decisions each filter worker keeps per tenant and reason each second (the rest are counted)")
 	delayThreshold := fs.Duration("decision-delay-threshold", 100*time.Millisecond, "a message held at least this long is logged as a decision (0: delays are not)")
 	peersDNS := fs.String("peers-dns", "", "DNS name of every control plane replica (a headless Service of their pods): each passes the reports it receives to the others, so any answers /usage and /decisions for the whole gateway")
-	usageMinutes := fs.Int("usage-series", usage.DefaultMinutes, "series of per-tenant usage the control plane keeps for `weighstation usage export` (in memory: about 100 bytes per tenant and minute)")
+	usageMinutes := fs.Int("usage-minutes", usage.DefaultMinutes, "minutes of per-tenant usage the control plane keeps for `weighstation usage export` (in memory: about 100 bytes per tenant and minute)")
 	usageSeconds := fs.Int("usage-seconds", usage.DefaultSeconds, "seconds of per-tenant usage the control plane keeps for `weighstation usage export --resolution 1s` (what `weighstation impact` replays)")
+	otlpLogs := fs.String("otlp-logs-endpoint", "", "also send decisions as OpenTelemetry log records to this OTLP/HTTP logs endpoint (e.g. http://otel-collector:4318/v1/logs)")
 	decisionsRetained := fs.Int("decisions-retained", 10000, "decisions the control plane keeps in memory for /decisions")
 	debounce := fs.Duration("debounce", 200*time.Millisecond, "quiet time after a policy file change before reloading")
 	poll := fs.Duration("poll", 5*time.Second, "re-read interval backing up the file watcher")
@@ -68,7 +70,11 @@ func serve(args []string) int {
 		return 2
 	}
 	g.BufferLimitBytes = uint32(*bufferLimit)
-	if addr := reportsAddress(*reportAddress, *httpListen); addr != "" {
+	opsAddress := *httpListen
+	if *opsListen != "" {
+		opsAddress = *opsListen
+	}
+	if addr := reportsAddress(*reportAddress, opsAddress); addr != "" {
 		g.Reports = &xds.Reports{Address: addr, DecisionsPerSecond: uint32(*decisionsPerSecond), DelayThreshold: *delayThreshold}
 	}
 	if len(g.KafkaBrokers) > 0 && g.KafkaListen == "" {
@@ -141,16 +147,28 @@ func serve(args []string) int {
 	go probe.Run(ctx, time.Second)
 	mux := http.NewServeMux()
 	mux.Handle("/", status.Handler(status.Sources{State: ctrl.State, Nodes: server.Nodes, Quota: probe.Standing, TLS: tlsStanding}))
+	opsMux, opsLis := mux, httpLis
+	if *opsListen != "" {
+		if opsLis, err = net.Listen("tcp", *opsListen); err != nil {
+			log.Error("ops listen", "err", err)
+			return 1
+		}
+		opsMux = http.NewServeMux()
+	}
 	var relay *usage.Relay
 	if *peersDNS != "" {
-		_, port, _ := net.SplitHostPort(httpLis.Addr().String())
+		_, port, _ := net.SplitHostPort(opsLis.Addr().String())
 		p, _ := strconv.Atoi(port)
 		relay = &usage.Relay{Name: *peersDNS, Port: p, Client: &http.Client{}, Log: log}
 		go relay.Run(ctx)
 	}
-	usage.Routes(mux, usage.New(*decisionsRetained, *usageMinutes, *usageSeconds), relay, func(protocol, tenant string) (usage.Limits, bool) {
-		return usage.LimitsOf(server.Published(), tenant)
-	})
+	var otlp *usage.OTLP
+	if *otlpLogs != "" {
+		otlp = &usage.OTLP{Endpoint: *otlpLogs, Client: &http.Client{}, Log: log}
+		go otlp.Run(ctx)
+	}
+	usage.Routes(opsMux, usage.New(*decisionsRetained, *usageMinutes, *usageSeconds), usage.Sinks{Relay: relay, OTLP: otlp,
+		Limits: func(_, tenant string) (usage.Limits, bool) { return usage.LimitsOf(server.Published(), tenant) }})
 	var handler http.Handler = mux
 	if module != nil {
 		handler = withWasm(handler, module)
@@ -160,17 +178,26 @@ func serve(args []string) int {
 		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 	}
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	go func() { errs <- server.Serve(ctx, xdsLis) }()
 	go func() {
 		if err := httpSrv.Serve(httpLis); !errors.Is(err, http.ErrServerClosed) {
 			errs <- err
 		}
 	}()
+	var opsSrv *http.Server
+	if opsLis != httpLis {
+		opsSrv = &http.Server{Handler: opsMux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := opsSrv.Serve(opsLis); !errors.Is(err, http.ErrServerClosed) {
+				errs <- err
+			}
+		}()
+	}
 	go func() {
 		errs <- watch.Dir(ctx, *policyDir, *debounce, *poll, func() { _ = ctrl.Reload() }, log)
 	}()
-	log.Info("weighstation control plane serving", "xds", xdsLis.Addr().String(), "http", httpLis.Addr().String(), "policyDir", *policyDir)
+	log.Info("weighstation control plane serving", "xds", xdsLis.Addr().String(), "http", httpLis.Addr().String(), "ops", opsLis.Addr().String(), "policyDir", *policyDir)
 
 	select {
 	case <-ctx.Done():
@@ -183,22 +210,25 @@ func serve(args []string) int {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = httpSrv.Shutdown(shutdownCtx)
+	if opsSrv != nil {
+		_ = opsSrv.Shutdown(shutdownCtx)
+	}
 	fmt.Fprintln(os.Stderr, "weighstation: stopped")
 	return 0
 }
 
-// reportsAddress is where Envoy reaches this control plane's HTTP listener: given, or the
+// reportsAddress is where Envoy reaches this control plane's ops listener: given, or the
 // listen address when it names a host Envoy can dial.
-func reportsAddress(given, httpListen string) string {
+func reportsAddress(given, opsListen string) string {
 	switch given {
 	case "off":
 		return ""
 	case "":
-		host, _, err := net.SplitHostPort(httpListen)
+		host, _, err := net.SplitHostPort(opsListen)
 		if err != nil || host == "" || net.ParseIP(host).IsUnspecified() {
 			return ""
 		}
-		return httpListen
+		return opsListen
 	}
 	return given
 }

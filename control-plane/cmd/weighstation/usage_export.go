@@ -21,7 +21,7 @@ func usageCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("usage export", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cp := fs.String("control-plane", defaultControlPlane(), "URL of the control plane's HTTP listener (env WEIGHSTATION_CONTROL_PLANE)")
-	since := fs.Duration("since", 24*time.Hour, "the series to export: this far back (the control plane keeps --usage-series)")
+	since := fs.Duration("since", 24*time.Hour, "how far back to export (the control plane keeps --usage-minutes and --usage-seconds)")
 	format := fs.String("format", "csv", "csv, json (lines) or parquet")
 	output := fs.String("output", "", "write to this file instead of stdout")
 	resolution := fs.String("resolution", "1m", "1m (per minute, for chargeback) or 1s (per second, for weighstation impact)")
@@ -29,7 +29,7 @@ func usageCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	q := url.Values{"since": {since.String()}, "format": {*format}, "resolution": {*resolution}}
-	resp, err := http.Get(strings.TrimRight(*cp, "/") + "/usage/series?" + q.Encode())
+	resp, err := http.Get(strings.TrimRight(*cp, "/") + "/usage/history?" + q.Encode())
 	if err != nil {
 		fmt.Fprintf(stderr, "weighstation usage export: %v\n", err)
 		return 1

@@ -94,6 +94,7 @@ func (s *Simulator) Replay(ctx context.Context, t Trace) ([]Outcome, error) {
 	}
 	ptr := uint32(res[0])
 	if !s.module.Memory().Write(ptr, in) {
+		_, _ = s.free.Call(ctx, uint64(ptr), uint64(len(in)))
 		return nil, errors.New("replay module: input out of its memory")
 	}
 	res, err = s.replay.Call(ctx, uint64(ptr), uint64(len(in)))

@@ -27,9 +27,6 @@ type Book struct {
 	wake    chan struct{}
 	minutes series
 	seconds series
-	// started: reports of workers that started before it are counted from their second report
-	// on (what they counted before this control plane started is not its to bill).
-	started time.Time
 }
 
 type workerKey struct {
@@ -41,6 +38,8 @@ type worker struct {
 	last, prev     map[string]TenantCount // by protocol/tenant
 	lastAt, prevAt int64                  // the reports' atMs
 	seen           time.Time              // when the last report arrived
+	// lastSeq and lastDecision are the highest report and decision numbers recorded.
+	lastSeq, lastDecision uint64
 }
 
 // DefaultMinutes is how much per-minute usage a control plane keeps: a day; DefaultSeconds,
@@ -56,7 +55,6 @@ func New(retain, keepMinutes, keepSeconds int) *Book {
 	return &Book{
 		minutes:    series{widthMs: 60000, keep: max(keepMinutes, 1)},
 		seconds:    series{widthMs: 1000, keep: max(keepSeconds, 1)},
-		started:    time.Now(),
 		workers:    map[workerKey]*worker{},
 		ring:       make([]Decision, 0, max(retain, 1)),
 		suppressed: map[string]uint64{},
@@ -67,8 +65,17 @@ func New(retain, keepMinutes, keepSeconds int) *Book {
 
 func key(protocol, tenant string) string { return protocol + "/" + tenant }
 
-// Ingest records one report received at now.
-func (b *Book) Ingest(r Report, now time.Time) {
+// maxSkew is how far a worker's clock may be from the control plane's before its reports are
+// placed by the control plane's clock instead (a node whose clock is off must not move or trim
+// the history).
+const maxSkew = 5 * time.Second
+
+// maxSuppressedKeys bounds the suppressed-decision counts (protocol, tenant, decision).
+const maxSuppressedKeys = 100000
+
+// Ingest records one report received at now and returns the decisions it added. A report or a
+// decision already recorded (sent again after an answer was lost) is not counted twice.
+func (b *Book) Ingest(r Report, now time.Time) []Decision {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k := workerKey{r.Replica, r.Worker}
@@ -77,11 +84,26 @@ func (b *Book) Ingest(r Report, now time.Time) {
 		w = &worker{}
 		b.workers[k] = w
 	}
+	w.seen = now
+	if r.Seq != 0 && r.Seq <= w.lastSeq {
+		return nil
+	}
+	w.lastSeq = r.Seq
 	if r.AtMs > w.lastAt {
-		if w.last != nil || r.StartedMs >= b.started.UnixMilli() {
+		// What the worker counted since its last report we have — or, in its first report,
+		// since it started. A worker seen again after being forgotten is not counted whole.
+		if w.last != nil || r.Seq == 1 {
+			to := r.AtMs
+			if skew := time.Duration(to-now.UnixMilli()) * time.Millisecond; skew > maxSkew || skew < -maxSkew {
+				to = now.UnixMilli()
+			}
+			from := to - 1000
+			if w.last != nil {
+				from = to - min(r.AtMs-w.lastAt, 60000)
+			}
 			for _, t := range r.Tenants {
-				b.minutes.add(r.AtMs, t, w.last[key(t.Protocol, t.Tenant)])
-				b.seconds.add(r.AtMs, t, w.last[key(t.Protocol, t.Tenant)])
+				b.minutes.add(from, to, now.UnixMilli(), t, w.last[key(t.Protocol, t.Tenant)])
+				b.seconds.add(from, to, now.UnixMilli(), t, w.last[key(t.Protocol, t.Tenant)])
 			}
 		}
 		w.prev, w.prevAt = w.last, w.lastAt
@@ -91,14 +113,22 @@ func (b *Book) Ingest(r Report, now time.Time) {
 		}
 		w.lastAt = r.AtMs
 	}
-	w.seen = now
 	b.dropped[k] = r.Dropped
 	for _, s := range r.Suppressed {
-		b.suppressed[key(s.Protocol, s.Tenant)+"/"+s.Decision] += s.Count
+		sk := key(s.Protocol, s.Tenant) + "/" + s.Decision
+		if _, ok := b.suppressed[sk]; ok || len(b.suppressed) < maxSuppressedKeys {
+			b.suppressed[sk] += s.Count
+		}
 	}
+	stored := make([]Decision, 0, len(r.Decisions))
 	for _, d := range r.Decisions {
+		if d.WorkerSeq != 0 && d.WorkerSeq <= w.lastDecision {
+			continue
+		}
+		w.lastDecision = max(w.lastDecision, d.WorkerSeq)
 		d.Replica, d.Seq = r.Replica, b.next
 		b.next++
+		stored = append(stored, d)
 		if len(b.ring) < cap(b.ring) {
 			b.ring = append(b.ring, d)
 		} else {
@@ -111,10 +141,11 @@ func (b *Book) Ingest(r Report, now time.Time) {
 			delete(b.dropped, k)
 		}
 	}
-	if len(r.Decisions) > 0 {
+	if len(stored) > 0 {
 		close(b.wake)
 		b.wake = make(chan struct{})
 	}
+	return stored
 }
 
 // History is the per-minute usage of the minutes starting at or after from; with perSecond,
@@ -138,7 +169,7 @@ type Filter struct {
 func (f Filter) matches(d Decision) bool {
 	return (f.Tenant == "" || f.Tenant == d.Tenant) &&
 		(f.Protocol == "" || f.Protocol == d.Protocol) &&
-		(f.Reason == "" || f.Reason == d.Reason() || f.Reason == d.Limit) &&
+		(f.Reason == "" || f.Reason == d.Reason()) &&
 		(f.Subject == "" || strings.Contains(d.Subject, f.Subject)) &&
 		d.AtMs >= f.SinceMs
 }
@@ -153,16 +184,27 @@ func (b *Book) Decisions(f Filter, after int64) ([]Decision, int64) {
 	if b.next > uint64(cap(b.ring)) {
 		first = b.next - uint64(cap(b.ring))
 	}
+	if after >= 0 && uint64(after+1) > first {
+		first = uint64(after + 1)
+	}
 	for seq := first; seq < b.next; seq++ {
-		if int64(seq) <= after {
-			continue
-		}
 		d := b.ring[seq%uint64(cap(b.ring))]
 		if f.matches(d) {
 			out = append(out, d)
 		}
 	}
 	return out, int64(b.next) - 1
+}
+
+// DroppedDecisions is what the live workers dropped because their reports did not get through.
+func (b *Book) DroppedDecisions() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var n uint64
+	for _, d := range b.dropped {
+		n += d
+	}
+	return n
 }
 
 // Wait returns a channel closed when decisions next arrive.

@@ -121,7 +121,7 @@ func TestDecisionsKeepTheLatestAndFilter(t *testing.T) {
 		{Filter{Tenant: "acme"}, 2},
 		{Filter{Tenant: "acme", Reason: "rate"}, 1},
 		{Filter{Reason: "size"}, 1},
-		{Filter{Reason: "maxMessageBytes"}, 1},
+		{Filter{Reason: "maxMessageBytes"}, 0},
 		{Filter{Subject: "orders"}, 1},
 		{Filter{Protocol: "kafka"}, 0},
 		{Filter{SinceMs: now.Add(time.Minute).UnixMilli()}, 0},
@@ -150,32 +150,35 @@ func TestSuppressedCountsAddUp(t *testing.T) {
 	}
 }
 
-// Per-minute usage adds what each worker counted between its reports to the minute of the
-// later one; a worker that started before the control plane is counted from its second report.
-func TestMinutesAddWhatWorkersCountedBetweenReports(t *testing.T) {
+// Per-minute and per-second usage add what each worker counted between two reports, spread over
+// the time between them; a worker's first report counts whole, a worker seen again after the
+// control plane forgot it (or restarted) does not, and a report sent twice counts once.
+func TestHistoryAddsWhatWorkersCountedBetweenReports(t *testing.T) {
 	b := New(10, DefaultMinutes, DefaultSeconds)
-	now := b.started
-	minute := (now.UnixMilli()/60000 + 1) * 60000 // the start of the next minute
-	old := now.Add(-time.Hour).UnixMilli()
+	minute := int64(29_450_000) * 60000 // a minute's start
+	now := time.UnixMilli(minute + 3000)
 	reports := []Report{
-		// Started before the control plane: its first report's 1000 are not counted.
-		{Replica: "a", Worker: 1, StartedMs: old, AtMs: minute + 1000, Tenants: []TenantCount{count("nats", "acme", 1000, 0, 1)}},
-		{Replica: "a", Worker: 1, StartedMs: old, AtMs: minute + 2000, Tenants: []TenantCount{count("nats", "acme", 1100, 5, 1)}},
-		// Started after: counted whole.
-		{Replica: "b", Worker: 2, StartedMs: now.UnixMilli() + 1, AtMs: minute + 2000, Tenants: []TenantCount{count("nats", "acme", 30, 0, 1)}},
-		// The next minute.
-		{Replica: "a", Worker: 1, StartedMs: old, AtMs: minute + 61000, Tenants: []TenantCount{count("nats", "acme", 1150, 5, 1)}},
+		// Seen first at its 7th report (the control plane restarted): its 1000 are not counted.
+		{Replica: "a", Worker: 1, Seq: 7, AtMs: minute + 1000, Tenants: []TenantCount{count("nats", "acme", 1000, 0, 1)}},
+		// 100 more over (1000, 2500]: 66 in second 1 (2/3 of the time), 34 in second 2.
+		{Replica: "a", Worker: 1, Seq: 8, AtMs: minute + 2500, Tenants: []TenantCount{count("nats", "acme", 1100, 5, 1)}},
+		// The same report again: ignored.
+		{Replica: "a", Worker: 1, Seq: 8, AtMs: minute + 2500, Tenants: []TenantCount{count("nats", "acme", 1100, 5, 1)}},
+		// A new worker's first report: counted whole, over its last second.
+		{Replica: "b", Worker: 2, Seq: 1, AtMs: minute + 2000, Tenants: []TenantCount{count("nats", "acme", 30, 0, 1)}},
 	}
 	for _, r := range reports {
 		b.Ingest(r, now)
 	}
+	// 50 more over (2500, 61000]: spread over the rest of the minute, 1 in the next.
+	b.Ingest(Report{Replica: "a", Worker: 1, Seq: 9, AtMs: minute + 61000, Tenants: []TenantCount{count("nats", "acme", 1150, 5, 1)}}, time.UnixMilli(minute+61000))
 	got := b.History(time.UnixMilli(minute), false)
 	want := []Bucket{
-		{Start: time.UnixMilli(minute).UTC(), Protocol: "nats", Tenant: "acme", Messages: 130, Bytes: 13000, Refused: 5},
-		{Start: time.UnixMilli(minute + 60000).UTC(), Protocol: "nats", Tenant: "acme", Messages: 50, Bytes: 5000},
+		{Start: time.UnixMilli(minute).UTC(), Protocol: "nats", Tenant: "acme", Messages: 130 + 49, Bytes: 13000 + 4914, Refused: 5},
+		{Start: time.UnixMilli(minute + 60000).UTC(), Protocol: "nats", Tenant: "acme", Messages: 1, Bytes: 86},
 	}
 	if len(got) != len(want) {
-		t.Fatalf("series %+v, want %+v", got, want)
+		t.Fatalf("minutes %+v, want %+v", got, want)
 	}
 	for i := range want {
 		if got[i] != want[i] {
@@ -183,34 +186,70 @@ func TestMinutesAddWhatWorkersCountedBetweenReports(t *testing.T) {
 		}
 	}
 	secs := b.History(time.UnixMilli(minute), true)
-	if len(secs) != 2 || secs[0].Messages != 130 || !secs[0].Start.Equal(time.UnixMilli(minute+2000)) || secs[1].Messages != 50 {
-		t.Errorf("per second: %+v", secs)
+	bySecond := map[int64]uint64{}
+	var total uint64
+	for _, s := range secs {
+		bySecond[(s.Start.UnixMilli()-minute)/1000] += s.Messages
+		total += s.Messages
+	}
+	if bySecond[1] != 66+30 || bySecond[2] != 34 || total != 180 {
+		t.Errorf("per second %v (total %d): want 96 in second 1 (66 of a's 100, b's 30), 34 in second 2, 180 in all", bySecond, total)
 	}
 	var csv, pq bytes.Buffer
 	if err := WriteHistory(&csv, "csv", got); err != nil {
 		t.Fatal(err)
 	}
-	if lines := strings.Split(strings.TrimSpace(csv.String()), "\n"); len(lines) != 3 || lines[0] != "start,protocol,tenant,messages,bytes,refused,delayed" || !strings.HasSuffix(lines[1], ",nats,acme,130,13000,5,0") {
+	if lines := strings.Split(strings.TrimSpace(csv.String()), "\n"); len(lines) != 3 || lines[0] != "start,protocol,tenant,messages,bytes,refused,delayed" || !strings.HasSuffix(lines[1], ",nats,acme,179,17914,5,0") {
 		t.Errorf("csv:\n%s", csv.String())
 	}
 	if err := WriteHistory(&pq, "parquet", got); err != nil {
 		t.Fatal(err)
 	}
 	back, err := parquet.Read[Bucket](bytes.NewReader(pq.Bytes()), int64(pq.Len()))
-	if err != nil || len(back) != 2 || back[0].Messages != 130 || !back[1].Start.Equal(want[1].Start) {
+	if err != nil || len(back) != 2 || back[0].Messages != 179 || !back[1].Start.Equal(want[1].Start) {
 		t.Errorf("parquet read back %+v (%v)", back, err)
 	}
 }
 
-func TestMinutesKeepABoundedWindow(t *testing.T) {
+// A worker whose clock is hours off cannot move or wipe the history: its reports are placed by
+// the control plane's clock.
+func TestHistoryIsPlacedByTheControlPlanesClock(t *testing.T) {
+	b := New(10, DefaultMinutes, DefaultSeconds)
+	now := time.UnixMilli(int64(1_795_000_020)*60000 + 30000)
+	b.Ingest(Report{Replica: "ok", Worker: 1, Seq: 1, AtMs: now.UnixMilli(), Tenants: []TenantCount{count("nats", "acme", 10, 0, 1)}}, now)
+	ahead := now.Add(2 * time.Hour).UnixMilli()
+	b.Ingest(Report{Replica: "skewed", Worker: 1, Seq: 1, AtMs: ahead, Tenants: []TenantCount{count("nats", "globex", 20, 0, 1)}}, now)
+	secs := b.History(now.Add(-time.Minute), true)
+	if len(secs) != 2 || secs[0].Start.After(now) || secs[1].Start.After(now) {
+		t.Errorf("per second: %+v: want both tenants, at the control plane's time", secs)
+	}
+}
+
+// A decision carried by two reports (the first one's answer was lost) is recorded once.
+func TestADecisionSentTwiceIsRecordedOnce(t *testing.T) {
+	b := New(10, DefaultMinutes, DefaultSeconds)
+	now := time.Now()
+	d := Decision{WorkerSeq: 1, Tenant: "acme", Decision: "refused", Limit: "rate", AtMs: now.UnixMilli()}
+	b.Ingest(Report{Replica: "a", Worker: 1, Seq: 1, AtMs: now.UnixMilli(), Decisions: []Decision{d}}, now)
+	d2 := d
+	d2.WorkerSeq = 2
+	if added := b.Ingest(Report{Replica: "a", Worker: 1, Seq: 2, AtMs: now.UnixMilli() + 1000, Decisions: []Decision{d, d2}}, now); len(added) != 1 || added[0].WorkerSeq != 2 {
+		t.Errorf("added %+v: want only decision 2", added)
+	}
+	if all, _ := b.Decisions(Filter{}, -1); len(all) != 2 {
+		t.Errorf("%d decisions, want 2", len(all))
+	}
+}
+
+func TestHistoryKeepsABoundedWindow(t *testing.T) {
 	b := New(1, 3, DefaultSeconds)
-	now := b.started
-	base := (now.UnixMilli()/60000 + 1) * 60000
+	base := int64(29_450_000) * 60000
 	for i := int64(0); i < 10; i++ {
-		b.Ingest(Report{Replica: "a", Worker: 1, StartedMs: now.UnixMilli() + 1, AtMs: base + i*60000,
-			Tenants: []TenantCount{count("nats", "acme", uint64(i+1)*10, 0, 1)}}, now)
+		at := base + i*60000 + 500
+		b.Ingest(Report{Replica: "a", Worker: 1, Seq: uint64(i + 1), AtMs: at,
+			Tenants: []TenantCount{count("nats", "acme", uint64(i+1)*10, 0, 1)}}, time.UnixMilli(at))
 	}
 	if got := b.History(time.UnixMilli(0), false); len(got) != 3 || got[0].Start != time.UnixMilli(base+7*60000).UTC() {
-		t.Errorf("kept %+v: want the last 3 series", got)
+		t.Errorf("kept %+v: want the last 3 minutes", got)
 	}
 }

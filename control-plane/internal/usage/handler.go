@@ -15,9 +15,20 @@ const maxReport = 8 << 20
 // maxFollowWait bounds how long GET /decisions?wait= holds a request open.
 const maxFollowWait = 30 * time.Second
 
-// Routes adds POST /v1/report, GET /usage and GET /decisions to mux. A report from an Envoy is
-// passed to relay's peers (nil: no peers).
-func Routes(mux *http.ServeMux, b *Book, relay *Relay, limits func(protocol, tenant string) (Limits, bool)) {
+// Sinks are where a report an Envoy sent this control plane goes besides its Book (a relayed
+// one goes nowhere else: the receiver passed it on).
+type Sinks struct {
+	// Relay passes it to the other control plane replicas (nil: none).
+	Relay *Relay
+	// OTLP sends its decisions to an OpenTelemetry collector (nil: none).
+	OTLP *OTLP
+	// Limits gives /usage each tenant's configured limits.
+	Limits func(protocol, tenant string) (Limits, bool)
+}
+
+// Routes adds POST /v1/report, GET /usage, /usage/history and /decisions to mux.
+func Routes(mux *http.ServeMux, b *Book, sinks Sinks) {
+	limits := sinks.Limits
 	mux.HandleFunc("POST /v1/report", func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReport))
 		if err != nil {
@@ -29,18 +40,29 @@ func Routes(mux *http.ServeMux, b *Book, relay *Relay, limits func(protocol, ten
 			http.Error(w, "unreadable report: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		b.Ingest(rep, time.Now())
+		stored := b.Ingest(rep, time.Now())
 		if r.Header.Get(RelayedHeader) == "" {
-			relay.Pass(body)
+			sinks.Relay.Pass(body)
+			sinks.OTLP.Add(stored)
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET /usage", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, map[string]any{"at": time.Now().UTC(), "tenants": b.Now(time.Now(), limits)})
+		var relayDropped uint64
+		if sinks.Relay != nil {
+			relayDropped = sinks.Relay.Dropped.Load()
+		}
+		sent, lost := sinks.OTLP.Counts()
+		writeJSON(w, map[string]any{"at": time.Now().UTC(), "tenants": b.Now(time.Now(), limits),
+			// What did not arrive where it should: decisions the filter workers dropped while their
+			// reports did not get through, reports not relayed to a peer, decisions not delivered
+			// to the OpenTelemetry collector.
+			"lost": map[string]uint64{"workerDecisionsDropped": b.DroppedDecisions(), "reportsNotRelayed": relayDropped,
+				"otlpDecisionsSent": sent, "otlpDecisionsLost": lost}})
 	})
-	// GET /usage/series?since=24h&format=csv|json|parquet[&resolution=1s]: per tenant and
+	// GET /usage/history?since=24h&format=csv|json|parquet[&resolution=1s]: per tenant and
 	// minute, for chargeback (`weighstation usage export`), or per second (to replay).
-	mux.HandleFunc("GET /usage/series", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /usage/history", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		since := 24 * time.Hour
 		if s := q.Get("since"); s != "" {

@@ -20,7 +20,8 @@ const RelayedHeader = "X-Weighstation-Relayed"
 // Envoy reports through the control plane Service to whichever replica its connection reaches,
 // and each replica must see every report to answer /usage and /decisions for the whole gateway.
 // Peers are the addresses a DNS name resolves to (a headless Service of the control plane
-// pods), less this pod's own.
+// pods), less this pod's own; each has its own queue and sender, so a slow peer delays only
+// its own reports.
 type Relay struct {
 	Name   string // DNS name of the peers
 	Port   int    // their HTTP port
@@ -28,46 +29,25 @@ type Relay struct {
 	Log    *slog.Logger
 
 	mu    sync.Mutex
-	peers []string
-	queue chan []byte
-	// Dropped counts reports not relayed because the queue was full (a peer too slow).
+	peers map[string]chan []byte
+	// Dropped counts reports not relayed to a peer because its queue was full.
 	Dropped atomic.Uint64
 }
 
-// relayQueue bounds the reports waiting to be relayed: about 10 s of a 100-worker gateway.
+// relayQueue bounds the reports waiting for one peer: about 10 s of a 100-worker gateway.
 const relayQueue = 1000
 
-// Run resolves the peers every 5 s and relays queued reports until ctx ends.
+// Run resolves the peers every 5 s until ctx ends, starting a sender for each new one and
+// stopping those gone.
 func (r *Relay) Run(ctx context.Context) {
-	r.mu.Lock()
-	if r.queue == nil {
-		r.queue = make(chan []byte, relayQueue)
-	}
-	queue := r.queue
-	r.mu.Unlock()
-	go func() {
-		t := time.NewTicker(5 * time.Second)
-		defer t.Stop()
-		for {
-			r.resolve(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
 	for {
+		r.resolve(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case body := <-queue:
-			r.mu.Lock()
-			peers := r.peers
-			r.mu.Unlock()
-			for _, p := range peers {
-				r.send(ctx, p, body)
-			}
+		case <-t.C:
 		}
 	}
 }
@@ -79,15 +59,44 @@ func (r *Relay) resolve(ctx context.Context) {
 		return
 	}
 	own := ownAddresses()
-	var peers []string
+	now := map[string]bool{}
 	for _, a := range addrs {
 		if !own[a] {
-			peers = append(peers, net.JoinHostPort(a, strconv.Itoa(r.Port)))
+			now[net.JoinHostPort(a, strconv.Itoa(r.Port))] = true
 		}
 	}
 	r.mu.Lock()
-	r.peers = peers
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	if r.peers == nil {
+		r.peers = map[string]chan []byte{}
+	}
+	for p, q := range r.peers {
+		if !now[p] {
+			close(q)
+			delete(r.peers, p)
+		}
+	}
+	for p := range now {
+		if r.peers[p] == nil {
+			q := make(chan []byte, relayQueue)
+			r.peers[p] = q
+			go r.sender(ctx, p, q)
+		}
+	}
+}
+
+func (r *Relay) sender(ctx context.Context, peer string, q <-chan []byte) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case body, ok := <-q:
+			if !ok {
+				return
+			}
+			r.send(ctx, peer, body)
+		}
+	}
 }
 
 func ownAddresses() map[string]bool {
@@ -117,21 +126,19 @@ func (r *Relay) send(ctx context.Context, peer string, body []byte) {
 	resp.Body.Close()
 }
 
-// Pass queues a report for the peers; a full queue drops it (counted): usage is cumulative, so
-// the next report makes up for it, and only that report's decisions are lost.
+// Pass queues a report for every peer; a full queue drops it for that peer (counted): usage is
+// cumulative, so the next report makes up for it, and only that report's decisions are lost.
 func (r *Relay) Pass(body []byte) {
 	if r == nil {
 		return
 	}
 	r.mu.Lock()
-	if r.queue == nil {
-		r.queue = make(chan []byte, relayQueue)
-	}
-	queue := r.queue
-	r.mu.Unlock()
-	select {
-	case queue <- body:
-	default:
-		r.Dropped.Add(1)
+	defer r.mu.Unlock()
+	for _, q := range r.peers {
+		select {
+		case q <- body:
+		default:
+			r.Dropped.Add(1)
+		}
 	}
 }

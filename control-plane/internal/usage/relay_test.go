@@ -20,7 +20,7 @@ func serve(t *testing.T, addr string, b *Book, relay *Relay) string {
 		t.Skipf("cannot listen on %s: %v", addr, err)
 	}
 	mux := http.NewServeMux()
-	Routes(mux, b, relay, func(_, _ string) (Limits, bool) { return Limits{}, false })
+	Routes(mux, b, Sinks{Relay: relay, Limits: func(_, _ string) (Limits, bool) { return Limits{}, false }})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: time.Second}
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() { _ = srv.Close() })

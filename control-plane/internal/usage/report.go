@@ -12,7 +12,7 @@ var Reasons = [5]string{"size", "rate", "inflight", "queue", "connections"}
 type Report struct {
 	Replica    string        `json:"replica"`
 	Worker     uint64        `json:"worker"`
-	StartedMs  int64         `json:"startedMs"`
+	Seq        uint64        `json:"seq"`
 	AtMs       int64         `json:"atMs"`
 	Tenants    []TenantCount `json:"tenants"`
 	Decisions  []Decision    `json:"decisions"`
@@ -48,6 +48,7 @@ type SubjectCount struct {
 // control plane's: the order it received decisions in, and the Envoy that made it.
 type Decision struct {
 	Seq        uint64 `json:"seq"`
+	WorkerSeq  uint64 `json:"workerSeq"`
 	AtMs       int64  `json:"atMs"`
 	Replica    string `json:"replica"`
 	Protocol   string `json:"protocol"`

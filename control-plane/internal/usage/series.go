@@ -17,15 +17,17 @@ type Bucket struct {
 	Delayed  uint64    `json:"delayed" parquet:"delayed"`
 }
 
-// series is a ring of time buckets of widthMs: each report adds what its worker counted since
-// its previous one to the bucket the report was made in. Buckets older than keep are dropped.
+// series is a ring of time buckets of widthMs: each report spreads what its worker counted since
+// its previous one over the buckets that span (from, to], in proportion to the time each covers
+// (a report comes about once a second, at any phase of a second). Buckets older than keep
+// (by the control plane's clock) are dropped.
 type series struct {
 	widthMs int64
 	keep    int // buckets
 	buckets map[int64]map[string]*Bucket
 }
 
-func (s *series) add(atMs int64, cur, prev TenantCount) {
+func (s *series) add(fromMs, toMs, nowMs int64, cur, prev TenantCount) {
 	if s.buckets == nil {
 		s.buckets = map[int64]map[string]*Bucket{}
 	}
@@ -40,36 +42,54 @@ func (s *series) add(atMs int64, cur, prev TenantCount) {
 		refused += cur.Refused[i]
 		prevRefused += prev.Refused[i]
 	}
-	d := Bucket{
-		Messages: delta(cur.Messages, prev.Messages),
-		Bytes:    delta(cur.Bytes, prev.Bytes),
-		Refused:  delta(refused, prevRefused),
-		Delayed:  delta(cur.Delayed, prev.Delayed),
+	d := [4]uint64{
+		delta(cur.Messages, prev.Messages),
+		delta(cur.Bytes, prev.Bytes),
+		delta(refused, prevRefused),
+		delta(cur.Delayed, prev.Delayed),
 	}
-	if d.Messages == 0 && d.Bytes == 0 && d.Refused == 0 && d.Delayed == 0 {
+	if d == [4]uint64{} || toMs <= fromMs {
 		return
 	}
-	slot := atMs / s.widthMs
-	b := s.buckets[slot]
-	if b == nil {
-		b = map[string]*Bucket{}
-		s.buckets[slot] = b
-		for old := range s.buckets {
-			if old <= slot-int64(s.keep) {
-				delete(s.buckets, old)
-			}
+	oldest := nowMs/s.widthMs - int64(s.keep)
+	for old := range s.buckets {
+		if old <= oldest {
+			delete(s.buckets, old)
 		}
 	}
-	k := key(cur.Protocol, cur.Tenant)
-	t := b[k]
-	if t == nil {
-		t = &Bucket{Start: time.UnixMilli(slot * s.widthMs).UTC(), Protocol: cur.Protocol, Tenant: cur.Tenant}
-		b[k] = t
+	span := toMs - fromMs
+	var given [4]uint64
+	for slot := fromMs / s.widthMs; slot*s.widthMs < toMs; slot++ {
+		// Each bucket's part is the rounded share of the time up to its end, less what earlier
+		// buckets got: the parts add up to the whole exactly.
+		end := min((slot+1)*s.widthMs, toMs)
+		var part [4]uint64
+		for i, total := range d {
+			upTo := uint64(float64(total) * float64(end-fromMs) / float64(span))
+			if end == toMs {
+				upTo = total
+			}
+			part[i], given[i] = upTo-given[i], upTo
+		}
+		if slot <= oldest || part == [4]uint64{} {
+			continue
+		}
+		b := s.buckets[slot]
+		if b == nil {
+			b = map[string]*Bucket{}
+			s.buckets[slot] = b
+		}
+		k := key(cur.Protocol, cur.Tenant)
+		t := b[k]
+		if t == nil {
+			t = &Bucket{Start: time.UnixMilli(slot * s.widthMs).UTC(), Protocol: cur.Protocol, Tenant: cur.Tenant}
+			b[k] = t
+		}
+		t.Messages += part[0]
+		t.Bytes += part[1]
+		t.Refused += part[2]
+		t.Delayed += part[3]
 	}
-	t.Messages += d.Messages
-	t.Bytes += d.Bytes
-	t.Refused += d.Refused
-	t.Delayed += d.Delayed
 }
 
 // since lists the buckets starting at or after from, by time then protocol and tenant.

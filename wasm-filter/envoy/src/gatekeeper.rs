@@ -85,9 +85,9 @@ pub enum Admit {
     /// Admitted, with its in-flight slot and, if it was held first, for how long (ns).
     Forward(Option<InFlightSlot>, Option<u64>),
     Hold,
-    /// Refused: the reason, a detail reading "<limit> limit of tenant <t>: …", and when a retry
-    /// could succeed (ms).
-    Refuse(Reason, String, u32),
+    /// Refused: the reason, a detail reading "<limit> limit of tenant <t>: …", when a retry
+    /// could succeed (ms), and the override whose limit refused (None: the tenant's own).
+    Refuse(Reason, String, u32, Option<usize>),
 }
 
 /// Per connection: when its held message started waiting, and how much of its wait was then
@@ -96,13 +96,14 @@ pub enum Admit {
 pub struct Held {
     since: Option<u64>,
     paced: u64,
-    /// The limit the message was held for (kept after it ends, for the decision log).
-    reason: Option<Reason>,
+    /// The limit the message was held for, and the override it belongs to (None: the tenant's);
+    /// kept after the hold ends, for the decision log.
+    reason: Option<(Reason, Option<usize>)>,
 }
 
 impl Held {
-    /// The limit the last held message waited for.
-    pub fn reason(&self) -> Option<Reason> {
+    /// The limit the last held message waited for, and its override.
+    pub fn reason(&self) -> Option<(Reason, Option<usize>)> {
         self.reason
     }
 
@@ -119,9 +120,12 @@ impl Held {
 
 enum Check {
     Admit(Option<InFlightSlot>),
-    TooLarge(String),
+    /// Over maxMessageBytes: the detail, and the override whose bound it is (None: the tenant's).
+    TooLarge(String, Option<usize>),
     Exhausted {
         reason: Reason,
+        /// The override whose limit is exhausted (None: the tenant's own).
+        by: Option<usize>,
         retry_ns: Option<u64>,
         /// The part of the wait that is pacing, not queueing (see Gcra::paced_ns).
         paced_ns: u64,
@@ -142,7 +146,9 @@ fn rate_detail(tenant: &str, limit: &RateLimit, mps: Option<u64>, bps: Option<u6
 
 /// The rate limits a message must pass, most specific first: its override's, then its
 /// tenant's — each with its shared-data key and the configured messages/s and bytes/s.
-fn rate_buckets<'a>(ask: &Ask<'a>) -> impl Iterator<Item = (&'a RateLimit, &'a RateKey, Option<u64>, Option<u64>)> {
+fn rate_buckets<'a>(
+    ask: &Ask<'a>,
+) -> impl Iterator<Item = (&'a RateLimit, &'a RateKey, Option<u64>, Option<u64>, Option<usize>)> {
     let who = ask.who;
     let (tenant, plan) = (who.tenant(), who.plan());
     let over = ask.over.and_then(|i| {
@@ -158,6 +164,7 @@ fn rate_buckets<'a>(ask: &Ask<'a>) -> impl Iterator<Item = (&'a RateLimit, &'a R
             &k.rate,
             raw.limits.messages_per_second,
             raw.limits.bytes_per_second,
+            ask.over,
         )
     });
     let tenant_wide = tenant.zip(plan).filter(|(_, p)| !p.rate.is_unlimited()).map(|(t, p)| {
@@ -166,6 +173,7 @@ fn rate_buckets<'a>(ask: &Ask<'a>) -> impl Iterator<Item = (&'a RateLimit, &'a R
             &who.keys.rate,
             t.limits.messages_per_second,
             t.limits.bytes_per_second,
+            None,
         )
     });
     overridden.into_iter().chain(tenant_wide)
@@ -177,7 +185,7 @@ fn rate_buckets<'a>(ask: &Ask<'a>) -> impl Iterator<Item = (&'a RateLimit, &'a R
 pub fn reserve(ask: &Ask<'_>, messages: u64, bytes: u64, horizon_ns: u64) -> Option<u64> {
     let mut ready_at = ask.now;
     let mut taken: Vec<(&RateLimit, &RateKey)> = Vec::new();
-    for (limit, rate, _, _) in rate_buckets(ask) {
+    for (limit, rate, _, _, _) in rate_buckets(ask) {
         let ready = Cell::new(None);
         shared::update::<SHARED_RATE_WORDS>(&rate.key, |w| {
             let (next, at) = SharedRate::decode(w).reserve(limit, rate.scope, ask.now, messages, bytes, horizon_ns)?;
@@ -255,20 +263,23 @@ fn check(ask: &Ask<'_>) -> Check {
         ))
     });
 
-    let max = over
-        .and_then(|(o, _, _)| o.max_message_bytes)
-        .or(tenant.limits.max_message_bytes);
-    if let Some(max) = max.filter(|m| ask.check_size && ask.bytes > *m) {
-        return Check::TooLarge(format!(
-            "maxMessageBytes limit of tenant {name}: {} bytes is over {max}",
-            ask.bytes
-        ));
+    let by_override = over.and_then(|(o, _, _)| o.max_message_bytes).map(|m| (m, ask.over));
+    let max = by_override.or(tenant.limits.max_message_bytes.map(|m| (m, None)));
+    if let Some((max, by)) = max.filter(|(m, _)| ask.check_size && ask.bytes > *m) {
+        return Check::TooLarge(
+            format!(
+                "maxMessageBytes limit of tenant {name}: {} bytes is over {max}",
+                ask.bytes
+            ),
+            by,
+        );
     }
 
     let mut slot = None;
     if ask.awaits_reply {
-        let inflight_exhausted = |limit: u64| Check::Exhausted {
+        let inflight_exhausted = |limit: u64, by: Option<usize>| Check::Exhausted {
             reason: Reason::InFlight,
+            by,
             retry_ns: None,
             paced_ns: 0,
             detail: format!("inFlight limit of tenant {name}: {limit} requests awaiting a reply"),
@@ -282,7 +293,7 @@ fn check(ask: &Ask<'_>) -> Check {
             let Some((slots, limit)) = bound else { continue };
             if !take_slot(slots, limit) {
                 taken.release();
-                return inflight_exhausted(limit);
+                return inflight_exhausted(limit, if i == 1 { ask.over } else { None });
             }
             taken.taken[i] = Some((slots.clone(), limit));
         }
@@ -294,13 +305,14 @@ fn check(ask: &Ask<'_>) -> Check {
     if messages == 0 && bytes == 0 {
         return Check::Admit(slot);
     }
-    for (limit, rate, mps, bps) in rate_buckets(ask) {
+    for (limit, rate, mps, bps, by) in rate_buckets(ask) {
         if let Err(refusal) = spend_rate(limit, rate, ask.now, messages, bytes) {
             if let Some(s) = &slot {
                 s.release();
             }
             return Check::Exhausted {
                 reason: Reason::Rate,
+                by,
                 retry_ns: Some(refusal.wait_ns),
                 paced_ns: refusal.paced_ns,
                 detail: rate_detail(name, limit, mps, bps),
@@ -326,14 +338,14 @@ pub fn admit(ask: &Ask<'_>, held: &mut Held) -> Admit {
             m.accepted(ask.messages, ask.bytes);
             Admit::Forward(slot, delayed)
         }
-        Check::TooLarge(_) if tenant.dry_run => {
+        Check::TooLarge(..) if tenant.dry_run => {
             m.would_refuse(Reason::Size, ask.messages);
             m.accepted(ask.messages, ask.bytes);
             Admit::Forward(None, None)
         }
-        Check::TooLarge(detail) => {
+        Check::TooLarge(detail, by) => {
             m.refused(Reason::Size, ask.messages);
-            Admit::Refuse(Reason::Size, detail, 0)
+            Admit::Refuse(Reason::Size, detail, 0, by)
         }
         Check::Exhausted { reason, .. } if tenant.dry_run => {
             m.would_refuse(reason, ask.messages);
@@ -342,20 +354,22 @@ pub fn admit(ask: &Ask<'_>, held: &mut Held) -> Admit {
         }
         Check::Exhausted {
             reason,
+            by,
             detail,
             retry_ns,
             ..
         } if tenant.reject => {
             m.refused(reason, ask.messages);
-            Admit::Refuse(reason, detail, retry_ms(retry_ns))
+            Admit::Refuse(reason, detail, retry_ms(retry_ns), by)
         }
         Check::Exhausted {
             reason,
+            by,
             retry_ns,
             paced_ns,
             detail,
         } => {
-            held.reason = Some(reason);
+            held.reason = Some((reason, by));
             hold(ask, held, retry_ns, paced_ns, detail)
         }
     }
@@ -381,7 +395,7 @@ fn hold(ask: &Ask<'_>, held: &mut Held, retry_ns: Option<u64>, paced_ns: u64, de
                 who.metrics.refused(Reason::Queue, ask.messages);
                 let max = tenant.limits.queue_max_messages.unwrap_or_default();
                 let text = format!("queue limit of tenant {name}: {max} messages already held ({detail})");
-                return Admit::Refuse(Reason::Queue, text, retry_ms(retry_ns));
+                return Admit::Refuse(Reason::Queue, text, retry_ms(retry_ns), None);
             }
             who.metrics.queue_depth(1);
             held.since = Some(ask.now);
@@ -398,7 +412,7 @@ fn hold(ask: &Ask<'_>, held: &mut Held, retry_ns: Option<u64>, paced_ns: u64, de
         who.metrics.refused(Reason::Queue, ask.messages);
         let ms = max_wait_ms.unwrap_or_default();
         let text = format!("queue limit of tenant {name}: not admitted within maxWait {ms}ms ({detail})");
-        return Admit::Refuse(Reason::Queue, text, retry_ms(retry_ns));
+        return Admit::Refuse(Reason::Queue, text, retry_ms(retry_ns), None);
     }
     waiters::hold(ask.me, name, since, wake_at.min(deadline));
     Admit::Hold

@@ -54,6 +54,8 @@ struct Inspected {
     summary: ProduceSummary,
     over: Option<usize>,
     oversized: bool,
+    /// The largest record batch (what maxMessageBytes measures).
+    largest: usize,
 }
 
 /// A wait as throttle_time_ms, rounded up: a client that waits it finds the request admissible.
@@ -72,6 +74,9 @@ struct Conn {
     retries: Retries,
     /// The batches of the Produce being decided (kept to reuse its allocation).
     batches: Vec<Batch>,
+    /// The Produce's topics as (offset in the body, length, records), kept for the usage report
+    /// while reporting is on (reused, like `batches`).
+    topics: Vec<(usize, usize, u64)>,
     /// The SASL mechanism of the connection's SaslHandshake.
     mechanism: Mechanism,
     /// Who the client's SaslAuthenticate says it is, until the broker answers.
@@ -139,10 +144,19 @@ impl Conn {
         // record batch is over its topic's maxMessageBytes.
         let mut over = None;
         let mut oversized = false;
+        let mut largest = 0;
         let mut batches = std::mem::take(&mut self.batches);
         batches.clear();
+        let mut topics = std::mem::take(&mut self.topics);
+        topics.clear();
+        let reporting = reports::enabled();
+        let base = body.as_ptr() as usize;
         let summary = visit_produce(body, h.api_version, |p| {
             batches.push(Batch::of(p));
+            largest = largest.max(p.largest_batch);
+            if reporting {
+                topics.push((p.topic.as_ptr() as usize - base, p.topic.len(), p.records));
+            }
             let o = plan.override_for(Protocol::Kafka, p.topic);
             over = over.or(o);
             let max = o
@@ -153,13 +167,16 @@ impl Conn {
         let Ok(summary) = summary else {
             log::debug!("weighstation: produce v{} not inspected", h.api_version);
             self.batches = batches;
+            self.topics = topics;
             return Admission::Forward;
         };
         let inspected = Inspected {
             summary,
             over,
             oversized,
+            largest,
         };
+        self.topics = topics;
         let admission = self.decide(h, body, &batches, &inspected, now);
         self.batches = batches;
         admission
@@ -185,6 +202,7 @@ impl Conn {
             summary,
             over,
             oversized,
+            ..
         } = *produce;
         let awaits_reply = summary.acks != 0;
         if oversized {
@@ -193,7 +211,7 @@ impl Conn {
             } else {
                 who.metrics.refused(Reason::Size, summary.records);
                 let detail = format!("maxMessageBytes limit of tenant {}", tenant.name);
-                return self.refuse(h, body, over, now, Reason::Size, &detail, 0);
+                return self.refuse(h, body, produce, now, (Reason::Size, over), &detail, 0);
             }
         }
         self.retries.expire(now);
@@ -208,7 +226,7 @@ impl Conn {
                 wait / 1_000_000
             );
             self.retries.refused(batches);
-            return self.refuse(h, body, over, now, Reason::Rate, &detail, throttle_ms(wait));
+            return self.refuse(h, body, produce, now, (Reason::Rate, None), &detail, throttle_ms(wait));
         }
         let ask = Ask {
             who,
@@ -226,19 +244,20 @@ impl Conn {
         };
         match gatekeeper::admit(&ask, &mut self.held) {
             Admit::Forward(slot, delayed) => {
-                if let (Some(ns), Some(reason)) = (delayed, self.held.reason()) {
-                    let topic = first_topic(body, h.api_version);
+                if let (Some(ns), Some((reason, by))) = (delayed, self.held.reason()) {
                     let site = reports::Site {
-                        who,
-                        attribution: &self.who,
-                        over,
-                        subject: &topic,
+                        config: &who.config,
+                        tenant,
+                        over: by,
+                        identity: self.who.identity(),
                         now,
                     };
-                    reports::delayed(&site, reason, ns);
+                    reports::delayed(&site, reason, ns, || first_topic(body, h.api_version));
                 }
                 let usage = who.metrics.usage_slot();
-                let _ = visit_produce(body, h.api_version, |p| reports::kafka_topic(usage, p.topic, p.records));
+                for &(at, len, records) in &self.topics {
+                    reports::kafka_topic(usage, body.get(at..at + len).unwrap_or_default(), records);
+                }
                 self.retries.spent(batches);
                 if awaits_reply {
                     let delay_ms = delayed.map_or(0, |ns| i32::try_from(ns / 1_000_000).unwrap_or(i32::MAX));
@@ -257,7 +276,7 @@ impl Conn {
                 Admission::Forward
             }
             Admit::Hold => Admission::Hold,
-            Admit::Refuse(reason, detail, retry_ms) => {
+            Admit::Refuse(reason, detail, retry_ms, by) => {
                 let mut throttle = i32::try_from(retry_ms).unwrap_or(i32::MAX);
                 if reason == Reason::Rate && self.retries.retries_seen() {
                     let reserved = self
@@ -270,50 +289,54 @@ impl Conn {
                     }
                 }
                 self.retries.refused(batches);
-                self.refuse(h, body, over, now, reason, &detail, throttle)
+                self.refuse(h, body, produce, now, (reason, by), &detail, throttle)
             }
         }
     }
 
     /// A refused Produce: acks=0 has no response to carry the error, so it is dropped (and
     /// counted); otherwise the broker gets an ApiVersions in its place, whose answer is swapped.
+    /// `refused` is the reason and the override whose limit refused (None: the tenant's).
     #[allow(clippy::too_many_arguments)]
     fn refuse(
         &mut self,
         h: &RequestHeader<'_>,
         body: &[u8],
-        over: Option<usize>,
+        produce: &Inspected,
         now: u64,
-        reason: Reason,
+        refused: (Reason, Option<usize>),
         detail: &str,
         throttle_ms: i32,
     ) -> Admission {
         log::debug!("weighstation: kafka produce refused: {detail}");
-        let (mut topic, mut largest) = (Vec::new(), 0usize);
-        let awaits_reply = visit_produce(body, h.api_version, |p| {
-            if topic.is_empty() {
-                topic = p.topic.to_vec();
-            }
-            largest = largest.max(p.largest_batch);
-        })
-        .is_ok_and(|s| s.acks != 0);
-        if let Some(who) = self.who.current() {
-            let code = match (awaits_reply, reason) {
-                (false, _) => "dropped (acks=0: no response to carry an error)",
-                (true, Reason::Size) => "MESSAGE_TOO_LARGE (10)",
-                (true, _) => "THROTTLING_QUOTA_EXCEEDED (89)",
-            };
+        let (reason, by) = refused;
+        let awaits_reply = produce.summary.acks != 0;
+        if let Some((who, tenant)) = self.who.current().and_then(|w| Some((w, w.tenant()?))) {
             let site = reports::Site {
-                who,
-                attribution: &self.who,
-                over,
-                subject: &topic,
+                config: &who.config,
+                tenant,
+                over: by,
+                identity: self.who.identity(),
                 now,
             };
-            let retry_ms = u32::try_from(throttle_ms).unwrap_or(0);
-            reports::refused(&site, reason, detail, code, retry_ms, || {
-                observed(reason, largest as u64, retry_ms, detail)
-            });
+            let retry_after_ms = u32::try_from(throttle_ms).unwrap_or(0);
+            let told = reports::Told {
+                detail,
+                code: match (awaits_reply, reason) {
+                    (false, _) => "dropped (acks=0: no response to carry an error)",
+                    (true, Reason::Size) => "MESSAGE_TOO_LARGE (10)",
+                    (true, _) => "THROTTLING_QUOTA_EXCEEDED (89)",
+                },
+                retry_after_ms,
+            };
+            let largest = produce.largest as u64;
+            reports::refused(
+                &site,
+                reason,
+                &told,
+                || first_topic(body, h.api_version),
+                || observed(reason, largest, retry_after_ms, detail),
+            );
         }
         if !awaits_reply {
             return Admission::Replace(Vec::new());
@@ -539,6 +562,7 @@ pub fn connection(context_id: u32) -> Connection<State> {
                 refused: false,
                 retries: Retries::default(),
                 batches: Vec::new(),
+                topics: Vec::new(),
                 mechanism: Mechanism::default(),
                 claimed: None,
             },

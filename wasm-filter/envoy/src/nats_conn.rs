@@ -102,17 +102,21 @@ impl Gate for NatsGate<'_> {
             prepaid: Prepaid::default(),
         };
         let outcome = gatekeeper::admit(&ask, &mut conn.held);
-        let site = reports::Site {
-            who,
-            attribution: &conn.who,
-            over,
-            subject: p.subject,
+        let Some(tenant) = who.tenant() else {
+            return Verdict::Forward;
+        };
+        let site = |by: Option<usize>| reports::Site {
+            config: &who.config,
+            tenant,
+            over: by,
+            identity: conn.who.identity(),
             now: self.now,
         };
+        let subject = || p.subject.to_vec();
         match outcome {
             Admit::Forward(slot, delayed) => {
-                if let (Some(ns), Some(reason)) = (delayed, conn.held.reason()) {
-                    reports::delayed(&site, reason, ns);
+                if let (Some(ns), Some((reason, by))) = (delayed, conn.held.reason()) {
+                    reports::delayed(&site(by), reason, ns, subject);
                 }
                 reports::nats_subject(who.metrics.usage_slot(), p.subject);
                 if let (Some(slot), Some(reply)) = (slot, p.reply) {
@@ -127,18 +131,25 @@ impl Gate for NatsGate<'_> {
                 Verdict::Forward
             }
             Admit::Hold => Verdict::Hold,
-            Admit::Refuse(Reason::Size, detail, _) => {
+            Admit::Refuse(Reason::Size, detail, _, by) => {
                 log::info!("weighstation: nats {detail}: closing as nats-server would");
-                let bytes = ask.bytes;
-                let code = "-ERR 'Maximum Payload Violation', connection closed";
-                reports::refused(&site, Reason::Size, &detail, code, 0, || {
-                    observed(Reason::Size, bytes, 0, "")
+                let told = reports::Told {
+                    detail: &detail,
+                    code: "-ERR 'Maximum Payload Violation', connection closed",
+                    retry_after_ms: 0,
+                };
+                reports::refused(&site(by), Reason::Size, &told, subject, || {
+                    observed(Reason::Size, ask.bytes, 0, "")
                 });
                 Verdict::Close
             }
-            Admit::Refuse(reason, detail, retry_ms) => {
-                let code = "-ERR 'Permissions Violation'";
-                reports::refused(&site, reason, &detail, code, retry_ms, || {
+            Admit::Refuse(reason, detail, retry_ms, by) => {
+                let told = reports::Told {
+                    detail: &detail,
+                    code: "-ERR 'Permissions Violation'",
+                    retry_after_ms: retry_ms,
+                };
+                reports::refused(&site(by), reason, &told, subject, || {
                     observed(reason, 0, retry_ms, &detail)
                 });
                 let subject = String::from_utf8_lossy(p.subject);

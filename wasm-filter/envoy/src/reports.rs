@@ -1,27 +1,36 @@
 //! Usage and decisions, this worker's side (weighstation_core::report): every worker VM counts
 //! its tenants' traffic in a [`Tally`] and keeps the decisions its [`Sampler`] lets through, and
 //! posts both to the control plane about once a second from its ticking root context. Nothing
-//! here is a host call per message; a decision the sampler drops costs a lookup and a count.
+//! here is a host call per message; a decision the sampler drops costs a lookup and a count,
+//! and nothing about it is formatted.
 
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::Context;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::time::Duration;
-use weighstation_core::config::Protocol;
+use weighstation_core::config::{Config, Protocol, Tenant};
+use weighstation_core::identity::Identity;
 use weighstation_core::limits::Reason;
 use weighstation_core::report::{
-    configured, limit_name, Decision, Kind, Outcome, Report, Reports, Sampler, Tally, TenantUsage, REPORT_PATH,
-    REPORT_PERIOD_NS,
+    configured, limit_name, Decision, Kind, Outcome, Report, Reports, Sampler, Suppressed, Tally, TenantUsage,
+    REPORT_PATH, REPORT_PERIOD_NS,
 };
 
 use crate::state;
-use crate::tenancy::{Attributed, Attribution};
 
 /// Decisions kept while the control plane cannot be reached; older ones are dropped first.
 const MAX_PENDING_DECISIONS: usize = 2_000;
 
+/// Decisions in one report: the rest wait for the next, so a report stays small.
+const MAX_REPORT_DECISIONS: usize = 500;
+
 /// How long a report may take.
 const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One NATS message in this many has its subject counted (with this weight): the table is a
+/// few string compares, too much for every message.
+const SUBJECT_SAMPLE: u32 = 16;
 
 #[derive(Default)]
 struct Reporter {
@@ -29,11 +38,17 @@ struct Reporter {
     replica: String,
     /// The worker's token: when it first configured (ns), odd so never 0.
     worker: u64,
+    /// Reports made, and decisions recorded, by this worker: the control plane drops a report
+    /// or a decision it already has (one sent again after an answer was lost).
+    reports: u64,
+    decisions_made: u64,
     tally: Tally,
     sampler: Sampler,
-    decisions: Vec<Decision>,
-    /// Those of the report on its way: given back to `decisions` if it does not get through.
-    sending: Vec<Decision>,
+    decisions: VecDeque<Decision>,
+    /// Suppressed counts not yet delivered.
+    suppressed: Vec<Suppressed>,
+    /// Those of the report on its way: given back if it does not get through.
+    sending: (Vec<Decision>, Vec<Suppressed>),
     /// Decisions dropped for want of a report getting through.
     dropped: u64,
     last_report: u64,
@@ -46,6 +61,8 @@ struct Reporter {
 
 thread_local! {
     static REPORTER: RefCell<Reporter> = RefCell::new(Reporter::default());
+    /// Whether reports go anywhere: read on the data path without borrowing the reporter.
+    static ENABLED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// After a configuration is installed: where to report, for this replica. True if reporting.
@@ -53,6 +70,7 @@ pub fn configure(replica: String, now: u64) -> bool {
     let target = [Protocol::Nats, Protocol::Kafka]
         .into_iter()
         .find_map(|p| state::active(p).and_then(|c| c.reports.clone()));
+    ENABLED.with(|e| e.set(target.is_some()));
     REPORTER.with(|r| {
         let mut r = r.borrow_mut();
         if r.worker == 0 {
@@ -64,6 +82,11 @@ pub fn configure(replica: String, now: u64) -> bool {
         r.target = target;
         r.target.is_some()
     })
+}
+
+/// Whether this worker reports at all.
+pub fn enabled() -> bool {
+    ENABLED.with(Cell::get)
 }
 
 /// The slot of a tenant's usage (kept by its connections' metrics).
@@ -80,12 +103,11 @@ pub fn count(slot: usize, f: impl FnOnce(&mut TenantUsage)) {
     });
 }
 
-/// One NATS message in this many has its subject counted (with this weight): the table is a
-/// few string compares, too much for every message.
-const SUBJECT_SAMPLE: u32 = 16;
-
 /// An admitted NATS message's subject, sampled into its tenant's busiest subjects.
 pub fn nats_subject(slot: usize, subject: &[u8]) {
+    if !enabled() {
+        return;
+    }
     REPORTER.with(|r| {
         let mut r = r.borrow_mut();
         r.subject_tick = r.subject_tick.wrapping_add(1);
@@ -103,85 +125,98 @@ pub fn kafka_topic(slot: usize, topic: &[u8], records: u64) {
     count(slot, |u| u.subjects.add(topic, records));
 }
 
-/// Where a decision was made: the connection, what it sent, what it was told.
+/// Where a decision was made: the configuration and tenant in force, the override whose limit
+/// decided (None: the tenant's own), and who the client is.
 pub struct Site<'a> {
-    pub who: &'a Attributed,
-    pub attribution: &'a Attribution,
+    pub config: &'a Config,
+    pub tenant: &'a Tenant,
     pub over: Option<usize>,
-    pub subject: &'a [u8],
+    pub identity: &'a Identity,
     pub now: u64,
 }
 
-/// A refusal: kept as an event if the sampler lets it through. `observed` is only formatted then.
+/// What the client was told of a refusal.
+pub struct Told<'a> {
+    pub detail: &'a str,
+    pub code: &'a str,
+    pub retry_after_ms: u32,
+}
+
+/// A refusal: kept as an event if the sampler lets it through. The subject and what the limit
+/// observed are only read and formatted then.
 pub fn refused(
     site: &Site<'_>,
     reason: Reason,
-    detail: &str,
-    code: &str,
-    retry_after_ms: u32,
+    told: &Told<'_>,
+    subject: impl FnOnce() -> Vec<u8>,
     observed: impl FnOnce() -> String,
 ) {
-    let outcome = || Outcome::Refused {
-        code: code.to_owned(),
-        retry_after_ms,
+    if !keep(site, Kind::Refused(reason)) {
+        return;
+    }
+    let outcome = Outcome::Refused {
+        code: told.code.to_owned(),
+        retry_after_ms: told.retry_after_ms,
     };
-    record(site, Kind::Refused(reason), reason, detail, outcome, observed);
+    record(site, reason, told.detail.to_owned(), outcome, subject(), observed());
 }
 
 /// A message admitted after `held_ns` held for `reason`: a decision if it waited the threshold.
-pub fn delayed(site: &Site<'_>, reason: Reason, held_ns: u64) {
+pub fn delayed(site: &Site<'_>, reason: Reason, held_ns: u64, subject: impl FnOnce() -> Vec<u8>) {
     let threshold_ms = REPORTER.with(|r| r.borrow().target.as_ref().map_or(0, |t| t.delay_threshold_ms));
     let delayed_ms = held_ns / 1_000_000;
-    if threshold_ms == 0 || delayed_ms < threshold_ms {
+    if threshold_ms == 0 || delayed_ms < threshold_ms || !keep(site, Kind::Delayed) {
         return;
     }
     let detail = format!("held {delayed_ms} ms for its {} limit", limit_name(reason));
-    let outcome = || Outcome::Delayed { delayed_ms };
-    record(site, Kind::Delayed, reason, &detail, outcome, || {
-        format!("held {delayed_ms} ms")
-    });
+    let outcome = Outcome::Delayed { delayed_ms };
+    record(
+        site,
+        reason,
+        detail,
+        outcome,
+        subject(),
+        format!("held {delayed_ms} ms"),
+    );
 }
 
-fn record(
-    site: &Site<'_>,
-    kind: Kind,
-    reason: Reason,
-    detail: &str,
-    outcome: impl FnOnce() -> Outcome,
-    observed: impl FnOnce() -> String,
-) {
-    let Some(tenant) = site.who.tenant() else { return };
-    let protocol = site.who.config.protocol;
-    let kept = REPORTER.with(|r| {
-        let mut r = r.borrow_mut();
-        r.target.is_some() && r.sampler.keep(protocol, &tenant.name, kind, site.now)
-    });
-    if !kept {
-        return;
-    }
+fn keep(site: &Site<'_>, kind: Kind) -> bool {
+    enabled()
+        && REPORTER.with(|r| {
+            r.borrow_mut()
+                .sampler
+                .keep(site.config.protocol, &site.tenant.name, kind, site.now)
+        })
+}
+
+fn record(site: &Site<'_>, reason: Reason, detail: String, outcome: Outcome, subject: Vec<u8>, observed: String) {
+    let tenant = site.tenant;
     let over = site.over.and_then(|i| tenant.overrides.get(i)).map(|o| &o.limits);
-    let decision = Decision {
+    let mut decision = Decision {
+        worker_seq: 0,
         at_ms: site.now / 1_000_000,
-        protocol: protocol.as_str(),
+        protocol: site.config.protocol.as_str(),
         tenant: tenant.name.clone(),
         policy: tenant.policy.clone(),
-        version: site.who.config.version.clone(),
-        subject: String::from_utf8_lossy(site.subject).into_owned(),
+        version: site.config.version.clone(),
+        subject: String::from_utf8_lossy(&subject).into_owned(),
         peer: peer(),
-        client: site.attribution.client_label(),
+        client: site.identity.label(),
         limit: limit_name(reason),
         configured: configured(reason, &tenant.limits, over),
-        observed: observed(),
-        outcome: outcome(),
-        detail: detail.to_owned(),
+        observed,
+        outcome,
+        detail,
     };
     REPORTER.with(|r| {
         let mut r = r.borrow_mut();
+        r.decisions_made += 1;
+        decision.worker_seq = r.decisions_made;
         if r.decisions.len() >= MAX_PENDING_DECISIONS {
-            r.decisions.remove(0);
+            r.decisions.pop_front();
             r.dropped += 1;
         }
-        r.decisions.push(decision);
+        r.decisions.push_back(decision);
     });
 }
 
@@ -210,21 +245,25 @@ pub fn tick(root: &dyn Context, now: u64) {
             return None;
         }
         r.last_report = now;
-        let suppressed = r.sampler.take_suppressed(now);
+        r.reports += 1;
+        let mut suppressed = std::mem::take(&mut r.suppressed);
+        suppressed.extend(r.sampler.take_suppressed(now));
+        let n = r.decisions.len().min(MAX_REPORT_DECISIONS);
+        let decisions: Vec<Decision> = r.decisions.drain(..n).collect();
         let body = Report {
             replica: &r.replica,
             worker: r.worker,
-            started_ms: r.worker / 1_000_000,
+            seq: r.reports,
             at_ms: now / 1_000_000,
             tenants: r.tally.tenants(),
-            decisions: &r.decisions,
+            decisions: &decisions,
             suppressed: &suppressed,
             dropped: r.dropped,
         }
         .to_json();
-        // Counts are cumulative, so a lost report loses none; its decisions go back if it is lost.
-        // Subjects are per report period (a lost report loses that period's).
-        r.sending = std::mem::take(&mut r.decisions);
+        // Counts are cumulative, so a lost report loses none; its decisions and suppressed
+        // counts go back if it is lost. Subjects are per report period (a lost one loses them).
+        r.sending = (decisions, suppressed);
         r.tally.reported();
         Some((target, body))
     });
@@ -248,14 +287,18 @@ pub fn tick(root: &dyn Context, now: u64) {
 }
 
 impl Reporter {
-    /// The report on its way was lost: its decisions wait for the next, oldest dropped first.
+    /// The report on its way was lost: its decisions wait for the next (oldest dropped first,
+    /// beyond the bound), and so do its suppressed counts.
     fn not_sent(&mut self) {
-        let mut back = std::mem::take(&mut self.sending);
-        back.append(&mut self.decisions);
-        let excess = back.len().saturating_sub(MAX_PENDING_DECISIONS);
-        self.dropped += excess as u64;
-        back.drain(..excess);
-        self.decisions = back;
+        let (decisions, suppressed) = std::mem::take(&mut self.sending);
+        for d in decisions.into_iter().rev() {
+            self.decisions.push_front(d);
+        }
+        while self.decisions.len() > MAX_PENDING_DECISIONS {
+            self.decisions.pop_front();
+            self.dropped += 1;
+        }
+        self.suppressed.extend(suppressed);
     }
 }
 
@@ -275,7 +318,7 @@ pub fn answer(root: &dyn Context, token: u32) -> bool {
         REPORTER.with(|r| {
             let mut r = r.borrow_mut();
             if ok {
-                r.sending.clear();
+                r.sending = Default::default();
             } else {
                 r.not_sent();
             }

@@ -11,7 +11,7 @@ use weighstation_core::limits::Reason;
 
 use crate::keys::TenantKeys;
 use crate::metrics::TenantMetrics;
-use crate::{shared, state, trust};
+use crate::{clock, reports, shared, state, trust};
 
 /// The tenant a connection is attributed to, with what deciding for it needs.
 pub struct Attributed {
@@ -52,9 +52,9 @@ impl Attribution {
         }
     }
 
-    /// Who the client is, for a decision event (weighstation_core::identity::Identity::label).
-    pub fn client_label(&self) -> String {
-        self.identity.label()
+    /// Who the client is, as far as attribution knows (for a decision event).
+    pub fn identity(&self) -> &Identity {
+        &self.identity
     }
 
     pub fn current(&self) -> Option<&Attributed> {
@@ -127,11 +127,27 @@ impl Attribution {
         }
         if !shared::acquire(&keys.connections, limit) {
             metrics.refused(Reason::Connections, 1);
-            return Err(format!(
+            let detail = format!(
                 "maximum connections exceeded (connections limit of tenant {}: {})",
                 tenant.name,
                 limit.unwrap_or_default()
-            ));
+            );
+            let site = reports::Site {
+                config: &config,
+                tenant,
+                over: None,
+                identity: &self.identity,
+                now: clock::now_ns(),
+            };
+            let told = reports::Told {
+                detail: &detail,
+                code: "connection closed",
+                retry_after_ms: 0,
+            };
+            reports::refused(&site, Reason::Connections, &told, Vec::new, || {
+                "every connection taken".to_owned()
+            });
+            return Err(detail);
         }
         if check_limit
             && tenant.dry_run

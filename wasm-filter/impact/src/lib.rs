@@ -5,13 +5,10 @@
 
 use weighstation_core::impact::{replay, Trace};
 
-/// Memory for `len` bytes of input.
+/// Memory for `len` bytes of input: a boxed slice of exactly that length.
 #[no_mangle]
 pub extern "C" fn impact_alloc(len: u32) -> *mut u8 {
-    let mut buf = Vec::<u8>::with_capacity(len as usize);
-    let ptr = buf.as_mut_ptr();
-    std::mem::forget(buf);
-    ptr
+    Box::into_raw(vec![0u8; len as usize].into_boxed_slice()).cast::<u8>()
 }
 
 /// Gives back memory from `impact_alloc` or an answer.
@@ -20,7 +17,7 @@ pub extern "C" fn impact_alloc(len: u32) -> *mut u8 {
 /// `ptr` and `len` must be what `impact_alloc` or `impact_replay` returned, given back once.
 #[no_mangle]
 pub unsafe extern "C" fn impact_free(ptr: *mut u8, len: u32) {
-    drop(Vec::from_raw_parts(ptr, 0, len as usize));
+    drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len as usize)));
 }
 
 /// Replays the trace at `ptr`; returns the answer's pointer (high 32 bits) and length.
@@ -30,14 +27,13 @@ pub unsafe extern "C" fn impact_free(ptr: *mut u8, len: u32) {
 /// is freed here.
 #[no_mangle]
 pub unsafe extern "C" fn impact_replay(ptr: *mut u8, len: u32) -> u64 {
-    let input = Vec::from_raw_parts(ptr, len as usize, len as usize);
+    let input = Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len as usize));
     let answer = match serde_json::from_slice::<Trace>(&input) {
         Ok(trace) => serde_json::to_vec(&replay(&trace)),
         Err(e) => serde_json::to_vec(&serde_json::json!({ "error": e.to_string() })),
     }
     .unwrap_or_default();
-    let mut answer = answer.into_boxed_slice();
-    let (out, out_len) = (answer.as_mut_ptr(), answer.len());
-    std::mem::forget(answer);
+    let out_len = answer.len();
+    let out = Box::into_raw(answer.into_boxed_slice()).cast::<u8>();
     ((out as u64) << 32) | out_len as u64
 }

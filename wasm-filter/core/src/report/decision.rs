@@ -11,6 +11,9 @@ use crate::limits::Reason;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Decision {
+    /// The worker's decision number, from 1: the control plane keeps a decision once even if a
+    /// report carrying it is sent again.
+    pub worker_seq: u64,
     pub at_ms: u64,
     pub protocol: &'static str,
     pub tenant: String,
@@ -121,6 +124,7 @@ mod tests {
     #[test]
     fn an_event_is_flat_json() {
         let d = Decision {
+            worker_seq: 1,
             at_ms: 1,
             protocol: "nats",
             tenant: "acme".into(),

@@ -44,9 +44,9 @@ pub struct Report<'a> {
     /// Tells this worker's VM apart from the node's others (and from its predecessor after a
     /// restart, whose counters started again from zero).
     pub worker: u64,
-    /// Unix time the worker started counting, ms: a receiver that started before it counts the
-    /// worker's first report whole.
-    pub started_ms: u64,
+    /// The worker's report number, from 1: the first counts whole (the worker's counters
+    /// started with it); a number already seen is a report sent again.
+    pub seq: u64,
     /// Unix time of the report, ms.
     pub at_ms: u64,
     /// Counters since the worker started and gauges now, per protocol and tenant.
