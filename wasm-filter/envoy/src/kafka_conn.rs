@@ -245,14 +245,9 @@ impl Conn {
         match gatekeeper::admit(&ask, &mut self.held) {
             Admit::Forward(slot, delayed) => {
                 if let (Some(ns), Some((reason, by))) = (delayed, self.held.reason()) {
-                    let site = reports::Site {
-                        config: &who.config,
-                        tenant,
-                        over: by,
-                        identity: self.who.identity(),
-                        now,
-                    };
-                    reports::delayed(&site, reason, ns, || first_topic(body, h.api_version));
+                    if let Some(site) = self.who.site(by, now) {
+                        reports::delayed(&site, reason, ns, || first_topic(body, h.api_version));
+                    }
                 }
                 let usage = who.metrics.usage_slot();
                 for &(at, len, records) in &self.topics {
@@ -311,14 +306,7 @@ impl Conn {
         log::debug!("weighstation: kafka produce refused: {detail}");
         let (reason, by) = refused;
         let awaits_reply = produce.summary.acks != 0;
-        if let Some((who, tenant)) = self.who.current().and_then(|w| Some((w, w.tenant()?))) {
-            let site = reports::Site {
-                config: &who.config,
-                tenant,
-                over: by,
-                identity: self.who.identity(),
-                now,
-            };
+        if let Some(site) = self.who.site(by, now) {
             let retry_after_ms = u32::try_from(throttle_ms).unwrap_or(0);
             let told = reports::Told {
                 detail,

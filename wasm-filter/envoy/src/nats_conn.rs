@@ -102,21 +102,17 @@ impl Gate for NatsGate<'_> {
             prepaid: Prepaid::default(),
         };
         let outcome = gatekeeper::admit(&ask, &mut conn.held);
-        let Some(tenant) = who.tenant() else {
-            return Verdict::Forward;
-        };
-        let site = |by: Option<usize>| reports::Site {
-            config: &who.config,
-            tenant,
-            over: by,
-            identity: conn.who.identity(),
-            now: self.now,
+        let now = self.now;
+        let log = |by: Option<usize>, decision: &dyn Fn(&reports::Site<'_>)| {
+            if let Some(site) = conn.who.site(by, now) {
+                decision(&site);
+            }
         };
         let subject = || p.subject.to_vec();
         match outcome {
             Admit::Forward(slot, delayed) => {
                 if let (Some(ns), Some((reason, by))) = (delayed, conn.held.reason()) {
-                    reports::delayed(&site(by), reason, ns, subject);
+                    log(by, &|site| reports::delayed(site, reason, ns, subject));
                 }
                 reports::nats_subject(who.metrics.usage_slot(), p.subject);
                 if let (Some(slot), Some(reply)) = (slot, p.reply) {
@@ -138,8 +134,10 @@ impl Gate for NatsGate<'_> {
                     code: "-ERR 'Maximum Payload Violation', connection closed",
                     retry_after_ms: 0,
                 };
-                reports::refused(&site(by), Reason::Size, &told, subject, || {
-                    observed(Reason::Size, ask.bytes, 0, "")
+                log(by, &|site| {
+                    reports::refused(site, Reason::Size, &told, subject, || {
+                        observed(Reason::Size, ask.bytes, 0, "")
+                    })
                 });
                 Verdict::Close
             }
@@ -149,8 +147,8 @@ impl Gate for NatsGate<'_> {
                     code: "-ERR 'Permissions Violation'",
                     retry_after_ms: retry_ms,
                 };
-                reports::refused(&site(by), reason, &told, subject, || {
-                    observed(reason, 0, retry_ms, &detail)
+                log(by, &|site| {
+                    reports::refused(site, reason, &told, subject, || observed(reason, 0, retry_ms, &detail))
                 });
                 let subject = String::from_utf8_lossy(p.subject);
                 Verdict::Refuse(format!("Permissions Violation for Publish to \"{subject}\" ({detail})"))

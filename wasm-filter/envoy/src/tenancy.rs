@@ -52,9 +52,17 @@ impl Attribution {
         }
     }
 
-    /// Who the client is, as far as attribution knows (for a decision event).
-    pub fn identity(&self) -> &Identity {
-        &self.identity
+    /// Where a decision about this connection's tenant is made, for the decision log: the
+    /// limit of override `by` (None: the tenant's own) decided at `now`.
+    pub fn site(&self, by: Option<usize>, now: u64) -> Option<reports::Site<'_>> {
+        let who = self.current()?;
+        Some(reports::Site {
+            config: &who.config,
+            tenant: who.tenant()?,
+            over: by,
+            identity: &self.identity,
+            now,
+        })
     }
 
     pub fn current(&self) -> Option<&Attributed> {
