@@ -171,7 +171,13 @@ func TestUsageShowsATenantAgainstItsLimit(t *testing.T) {
 
 func readUsage(t *testing.T) []usage.TenantNow {
 	t.Helper()
-	resp, err := http.Get("http://" + addr(ports.ControlPlane) + "/usage")
+	return readUsageOf(t, ports.ControlPlane)
+}
+
+// readUsageOf reads /usage from the control plane of a stack (its HTTP port serves it).
+func readUsageOf(t *testing.T, cpPort int) []usage.TenantNow {
+	t.Helper()
+	resp, err := http.Get("http://" + addr(cpPort) + "/usage")
 	if err != nil {
 		t.Fatal(err)
 	}

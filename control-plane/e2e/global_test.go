@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weighstation/weighstation/control-plane/internal/localstack"
+	"github.com/weighstation/weighstation/control-plane/internal/usage"
 )
 
 // Global limits across three gateway replicas, with the quota service and Redis of the local
@@ -97,6 +98,18 @@ func TestGlobalLimitAcrossThreeReplicas(t *testing.T) {
 			t.Errorf("replica %d holds a share of %.3f, want %.1f (its connections' part)", i, shares[i], want)
 		}
 	}
+	// /usage sums the three replicas' reports: spread at its global limit, refused the rest.
+	var seen usage.TenantNow
+	eventually(t, 5*time.Second, "/usage sums spread over the three replicas", func() bool {
+		for _, u := range readUsageOf(t, gs.ports.ControlPlane) {
+			if u.Tenant == "spread" && u.Protocol == "nats" {
+				seen = u
+			}
+		}
+		return seen.Replicas == replicas && math.Abs(seen.MessagesPerSecond-limit)/limit < 0.15 && seen.Connections == 10
+	})
+	t.Logf("/usage: spread %.0f msg/s over %d replicas, %d connections, refused %.0f/s, load %.2f",
+		seen.MessagesPerSecond, seen.Replicas, seen.Connections, seen.RefusedPerSecond["rate"], seen.Load)
 
 	// The store goes away: every replica falls back to limit ÷ 3 within 2 s.
 	killed := time.Now()
