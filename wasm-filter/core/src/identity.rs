@@ -89,7 +89,8 @@ impl Identity {
             (Some(Authenticated::Nats(c)), _, _) => match (&c.user, &c.nkey) {
                 (Some(u), _) => format!("user {u}"),
                 (None, Some(k)) => format!("nkey {k}"),
-                (None, None) => "authenticated".to_owned(),
+                // nats-server took it as its no_auth_user.
+                (None, None) => "no credentials".to_owned(),
             },
             (Some(Authenticated::Kafka(p)), _, _) => format!("principal {}", p.name),
             (None, Some(c), _) => format!("certificate {}", c.subject),
@@ -150,6 +151,11 @@ mod tests {
         )));
         assert_eq!(id.label(), "user acme");
         assert_eq!(Identity::default().label(), "anonymous");
+        let nothing = Identity {
+            authenticated: Some(Authenticated::Nats(NatsCredentials::default())),
+            ..Identity::default()
+        };
+        assert_eq!(nothing.label(), "no credentials");
     }
 
     #[test]
