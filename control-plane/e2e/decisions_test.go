@@ -246,12 +246,16 @@ func TestTopShowsTheTenantAtItsLimitFirst(t *testing.T) {
 				break
 			}
 		}
-		return len(first) > 0 && first[0] == "decision-log" && strings.Contains(strings.Join(first, " "), "top.hot")
+		if len(first) < 3 || first[0] != "decision-log" || !strings.Contains(strings.Join(first, " "), "top.hot") {
+			return false
+		}
+		// The first second of the load may fall partly into a report's window: wait for a full one.
+		load, err := strconv.Atoi(strings.TrimSuffix(first[2], "%"))
+		return err == nil && load >= 90
 	})
 	t.Logf("weighstation top:\n%s", strings.TrimRight(screen, "\n"))
-	load := strings.TrimSuffix(first[2], "%")
-	if !strings.Contains(screen, "iso-a") || len(load) < 2 || load[0] != '9' && load[0] != '1' {
-		t.Errorf("first row %v: want decision-log near 100%% of its limit, and iso-a listed", first)
+	if !strings.Contains(screen, "iso-a") {
+		t.Errorf("iso-a is not listed:\n%s", screen)
 	}
 	if !strings.Contains(strings.Join(first, " "), "rate ") {
 		t.Errorf("first row %v shows no rate refusals", first)
