@@ -3,17 +3,21 @@ package usage
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
+
+	collogs "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// OTLP sends decisions to an OpenTelemetry collector as log records (OTLP/HTTP, JSON encoding,
-// POST …/v1/logs), batched once a second. A collector that is down loses the batches it missed
+// OTLP sends decisions to an OpenTelemetry collector as log records (OTLP/HTTP, JSON encoding
+// of the official protobuf types, POST …/v1/logs), batched once a second. A collector that is down loses the batches it missed
 // (counted); the decision log itself is unaffected.
 type OTLP struct {
 	Endpoint string // e.g. http://otel-collector:4318/v1/logs
@@ -85,7 +89,7 @@ func (o *OTLP) Run(ctx context.Context) {
 }
 
 func (o *OTLP) send(ctx context.Context, batch []Decision) error {
-	body, err := json.Marshal(LogsRequest(batch))
+	body, err := protojson.Marshal(LogsRequest(batch))
 	if err != nil {
 		return err
 	}
@@ -107,96 +111,56 @@ func (o *OTLP) send(ctx context.Context, batch []Decision) error {
 	return nil
 }
 
-// The OTLP JSON shapes (opentelemetry-proto logs/v1, JSON mapping: camelCase fields, 64-bit
-// integers as strings, enums as numbers).
-type otlpValue struct {
-	StringValue *string `json:"stringValue,omitempty"`
-	IntValue    *string `json:"intValue,omitempty"`
+// OpenTelemetry severity numbers: a refusal is a WARN, a delay an INFO.
+func severity(d Decision) (logspb.SeverityNumber, string) {
+	if d.Decision == "delayed" {
+		return logspb.SeverityNumber_SEVERITY_NUMBER_INFO, "INFO"
+	}
+	return logspb.SeverityNumber_SEVERITY_NUMBER_WARN, "WARN"
 }
 
-type otlpAttribute struct {
-	Key   string    `json:"key"`
-	Value otlpValue `json:"value"`
+func attr(key string, v *commonpb.AnyValue) *commonpb.KeyValue {
+	return &commonpb.KeyValue{Key: key, Value: v}
 }
 
-type otlpRecord struct {
-	TimeUnixNano         string          `json:"timeUnixNano"`
-	ObservedTimeUnixNano string          `json:"observedTimeUnixNano"`
-	SeverityNumber       int             `json:"severityNumber"`
-	SeverityText         string          `json:"severityText"`
-	Body                 otlpValue       `json:"body"`
-	Attributes           []otlpAttribute `json:"attributes"`
-	EventName            string          `json:"eventName"`
+func str(s string) *commonpb.AnyValue {
+	return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: s}}
 }
 
-type otlpScope struct {
-	Name string `json:"name"`
+func integer(n int64) *commonpb.AnyValue {
+	return &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: n}}
 }
-
-type otlpScopeLogs struct {
-	Scope      otlpScope    `json:"scope"`
-	LogRecords []otlpRecord `json:"logRecords"`
-}
-
-type otlpResourceLogs struct {
-	Resource struct {
-		Attributes []otlpAttribute `json:"attributes"`
-	} `json:"resource"`
-	ScopeLogs []otlpScopeLogs `json:"scopeLogs"`
-}
-
-// OTLPLogs is an ExportLogsServiceRequest.
-type OTLPLogs struct {
-	ResourceLogs []otlpResourceLogs `json:"resourceLogs"`
-}
-
-func str(s string) otlpValue { return otlpValue{StringValue: &s} }
-
-func integer(n int64) otlpValue {
-	s := strconv.FormatInt(n, 10)
-	return otlpValue{IntValue: &s}
-}
-
-// OpenTelemetry severity numbers: a refusal is a WARN (13), a delay an INFO (9).
-const (
-	severityInfo = 9
-	severityWarn = 13
-)
 
 // LogsRequest renders decisions as one ExportLogsServiceRequest: the body is the text the
 // client received, the attributes every field of the decision under `weighstation.`.
-func LogsRequest(ds []Decision) OTLPLogs {
-	var scope otlpScopeLogs
-	scope.Scope.Name = "weighstation.decisions"
-	observed := strconv.FormatInt(time.Now().UnixNano(), 10)
+func LogsRequest(ds []Decision) *collogs.ExportLogsServiceRequest {
+	observed := uint64(time.Now().UnixNano())
+	scope := &logspb.ScopeLogs{Scope: &commonpb.InstrumentationScope{Name: "weighstation.decisions"}}
 	for _, d := range ds {
-		sev, text := severityWarn, "WARN"
-		if d.Decision == "delayed" {
-			sev, text = severityInfo, "INFO"
-		}
-		attrs := []otlpAttribute{
-			{"weighstation.decision", str(d.Decision)},
-			{"weighstation.tenant", str(d.Tenant)},
-			{"weighstation.protocol", str(d.Protocol)},
-			{"weighstation.policy", str(d.Policy)},
-			{"weighstation.policy_version", str(d.Version)},
-			{"weighstation.subject", str(d.Subject)},
-			{"weighstation.limit", str(d.Limit)},
-			{"weighstation.limit.configured", str(d.Configured)},
-			{"weighstation.limit.observed", str(d.Observed)},
-			{"weighstation.replica", str(d.Replica)},
-			{"client.address", str(d.Peer)},
-			{"weighstation.client", str(d.Client)},
+		attrs := []*commonpb.KeyValue{
+			attr("weighstation.decision", str(d.Decision)),
+			attr("weighstation.tenant", str(d.Tenant)),
+			attr("weighstation.protocol", str(d.Protocol)),
+			attr("weighstation.policy", str(d.Policy)),
+			attr("weighstation.policy_version", str(d.Version)),
+			attr("weighstation.subject", str(d.Subject)),
+			attr("weighstation.limit", str(d.Limit)),
+			attr("weighstation.limit.configured", str(d.Configured)),
+			attr("weighstation.limit.observed", str(d.Observed)),
+			attr("weighstation.replica", str(d.Replica)),
+			attr("client.address", str(d.Peer)),
+			attr("weighstation.client", str(d.Client)),
 		}
 		if d.Code != "" {
-			attrs = append(attrs, otlpAttribute{"weighstation.code", str(d.Code)},
-				otlpAttribute{"weighstation.retry_after_ms", integer(int64(d.RetryAfterMs))})
+			attrs = append(attrs, attr("weighstation.code", str(d.Code)),
+				attr("weighstation.retry_after_ms", integer(int64(d.RetryAfterMs))))
 		}
 		if d.Decision == "delayed" {
-			attrs = append(attrs, otlpAttribute{"weighstation.delayed_ms", integer(int64(d.DelayedMs))})
+			attrs = append(attrs, attr("weighstation.delayed_ms", integer(int64(d.DelayedMs))))
 		}
-		scope.LogRecords = append(scope.LogRecords, otlpRecord{
-			TimeUnixNano:         strconv.FormatInt(d.AtMs*1_000_000, 10),
+		sev, text := severity(d)
+		scope.LogRecords = append(scope.LogRecords, &logspb.LogRecord{
+			TimeUnixNano:         uint64(d.AtMs) * 1_000_000,
 			ObservedTimeUnixNano: observed,
 			SeverityNumber:       sev,
 			SeverityText:         text,
@@ -205,7 +169,9 @@ func LogsRequest(ds []Decision) OTLPLogs {
 			EventName:            "weighstation.decision",
 		})
 	}
-	rl := otlpResourceLogs{ScopeLogs: []otlpScopeLogs{scope}}
-	rl.Resource.Attributes = []otlpAttribute{{"service.name", str("weighstation-control-plane")}}
-	return OTLPLogs{ResourceLogs: []otlpResourceLogs{rl}}
+	return &collogs.ExportLogsServiceRequest{ResourceLogs: []*logspb.ResourceLogs{{
+		Resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{
+			attr("service.name", str("weighstation-control-plane"))}},
+		ScopeLogs: []*logspb.ScopeLogs{scope},
+	}}}
 }

@@ -1,7 +1,6 @@
 package usage
 
 import (
-	"encoding/json"
 	"testing"
 
 	collogs "go.opentelemetry.io/proto/otlp/collector/logs/v1"
@@ -18,7 +17,7 @@ func TestDecisionsAreOTLPLogRecords(t *testing.T) {
 			Code: "-ERR 'Permissions Violation'", RetryAfterMs: 50, Detail: "rate limit of tenant acme: 20 messages/s"},
 		{AtMs: 1795621805200, Protocol: "kafka", Tenant: "acme", Limit: "rate", Decision: "delayed", DelayedMs: 180, Detail: "held 180 ms"},
 	}
-	body, err := json.Marshal(LogsRequest(ds))
+	body, err := protojson.Marshal(LogsRequest(ds))
 	if err != nil {
 		t.Fatal(err)
 	}
