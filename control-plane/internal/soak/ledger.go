@@ -65,6 +65,12 @@ type Row struct {
 	Duplicates, DeliveredDespiteError int
 	// RefusedOutsideFaults are refusals whose message was sent outside every fault window.
 	RefusedOutsideFaults int
+	// SlowestAck is the longest a message waited for its acknowledgement: how close a flow came
+	// to its client's timeout (a Kafka record's delivery timeout).
+	SlowestAck time.Duration
+	// UnaccountedSent spans the send times of the unaccounted messages (zero if none): when to
+	// look in the logs.
+	UnaccountedSent Window
 }
 
 // Account classifies every message of the flow.
@@ -74,6 +80,9 @@ func Account(f Flow) Row {
 		present := 0
 		if i < len(f.Present) {
 			present = f.Present[i]
+		}
+		if m.Acked && m.Done.Sub(m.Sent) > r.SlowestAck {
+			r.SlowestAck = m.Done.Sub(m.Sent)
 		}
 		if present > 1 {
 			r.Duplicates += present - 1
@@ -108,6 +117,12 @@ func Account(f Flow) Row {
 			r.FailedInFault++
 		default:
 			r.Unaccounted++
+			if r.UnaccountedSent.Start.IsZero() || m.Sent.Before(r.UnaccountedSent.Start) {
+				r.UnaccountedSent.Start = m.Sent
+			}
+			if m.Sent.After(r.UnaccountedSent.End) {
+				r.UnaccountedSent.End = m.Sent
+			}
 			if m.Acked {
 				r.AckedMissing++
 			} else {
@@ -133,6 +148,7 @@ func Total(rows []Row) Row {
 		t.Duplicates += r.Duplicates
 		t.DeliveredDespiteError += r.DeliveredDespiteError
 		t.RefusedOutsideFaults += r.RefusedOutsideFaults
+		t.SlowestAck = max(t.SlowestAck, r.SlowestAck)
 	}
 	return t
 }

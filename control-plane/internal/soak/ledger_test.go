@@ -77,3 +77,16 @@ func TestTotalSumsRows(t *testing.T) {
 		t.Errorf("%+v", got)
 	}
 }
+
+func TestAccountSpansTheUnaccountedSendTimes(t *testing.T) {
+	msgs := []Message{
+		{Sent: at(1), Done: at(1.1), Acked: true},
+		{Sent: at(40), Done: at(100), Failed: true},
+		{Sent: at(2), Done: at(62), Failed: true},
+		{Sent: at(50), Done: at(51), Refused: true},
+	}
+	r := Account(Flow{Messages: msgs, Present: []int{1, 0, 0, 0}})
+	if r.Unaccounted != 2 || !r.UnaccountedSent.Start.Equal(at(2)) || !r.UnaccountedSent.End.Equal(at(40)) {
+		t.Fatalf("unaccounted %d sent %v to %v, want 2 sent at 2 s to 40 s", r.Unaccounted, r.UnaccountedSent.Start, r.UnaccountedSent.End)
+	}
+}

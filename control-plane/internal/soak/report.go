@@ -52,10 +52,10 @@ func (r *Result) Markdown() string {
 	}
 	b.WriteString("\n\n## Ledger\n\n")
 	b.WriteString("Every message sent is delivered (found at its destination), refused (the client saw the refusal), or failed while a component on its path was down (the client saw the error or the disconnect); anything else is unaccounted.\n\n")
-	b.WriteString("| tenant | kind | sent | delivered | refused | failed in a fault | unaccounted | duplicates | delivered despite an error | refused outside faults |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| tenant | kind | sent | delivered | refused | failed in a fault | unaccounted | duplicates | delivered despite an error | refused outside faults | slowest acknowledgement |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, row := range append(append([]Row(nil), r.Rows...), r.Total) {
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d |\n", row.Tenant, row.Kind, row.Sent, row.Delivered, row.Refused,
-			row.FailedInFault, row.Unaccounted, row.Duplicates, row.DeliveredDespiteError, row.RefusedOutsideFaults)
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", row.Tenant, row.Kind, row.Sent, row.Delivered, row.Refused,
+			row.FailedInFault, row.Unaccounted, row.Duplicates, row.DeliveredDespiteError, row.RefusedOutsideFaults, row.SlowestAck.Round(10*time.Millisecond))
 	}
 	b.WriteString("\nRead back:")
 	for _, k := range slices.Sorted(maps.Keys(r.ReadBack)) {

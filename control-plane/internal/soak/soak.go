@@ -36,6 +36,7 @@ const bufferLimitKiB = 32
 
 // Result is a soak's account.
 type Result struct {
+	Start     time.Time // when the load started
 	Duration  time.Duration
 	Rows      []Row
 	Total     Row
@@ -206,7 +207,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	smp.sample()
 	_ = scraper.Scrape()
 
-	res := &Result{Duration: cfg.Duration, ReadBack: map[string]int{}, ClientErrors: map[string]map[string]int{}}
+	res := &Result{Start: start, Duration: cfg.Duration, ReadBack: map[string]int{}, ClientErrors: map[string]map[string]int{}}
 	readCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if n, err := side.readStream(readCtx); err != nil {
@@ -366,8 +367,11 @@ func (r *Result) checkLedger() {
 	if r.Total.Unaccounted != 0 {
 		for _, row := range r.Rows {
 			if row.Unaccounted != 0 {
-				r.Failures = append(r.Failures, fmt.Sprintf("%s %s: %d of %d messages unaccounted (%d acknowledged but missing, %d refused but delivered, %d failed outside any fault)",
-					row.Tenant, row.Kind, row.Unaccounted, row.Sent, row.AckedMissing, row.RefusedDelivered, row.FailedNoFault))
+				span := row.UnaccountedSent
+				r.Failures = append(r.Failures, fmt.Sprintf("%s %s: %d of %d messages unaccounted (%d acknowledged but missing, %d refused but delivered, %d failed outside any fault), sent from %s to %s after the load started (%s to %s)",
+					row.Tenant, row.Kind, row.Unaccounted, row.Sent, row.AckedMissing, row.RefusedDelivered, row.FailedNoFault,
+					span.Start.Sub(r.Start).Round(100*time.Millisecond), span.End.Sub(r.Start).Round(100*time.Millisecond),
+					span.Start.Format("15:04:05.000"), span.End.Format("15:04:05.000")))
 			}
 		}
 	}
