@@ -10,7 +10,7 @@ IMPACT_WASM := wasm-filter/target/wasm32-wasip1/release/weighstation_impact.wasm
 GO_SOURCES := $(shell find control-plane -name '*.go' -o -name go.mod -o -name go.sum)
 RUST_SOURCES := $(shell find wasm-filter/core/src wasm-filter/envoy/src wasm-filter/impact/src -name '*.rs') $(wildcard wasm-filter/*/Cargo.toml wasm-filter/Cargo.*)
 
-.PHONY: run test tools wasm control-plane validate test-unit test-rust test-go test-integration test-soak test-impact-long soak lint fuzz clean
+.PHONY: run test tools wasm control-plane validate test-unit test-rust test-go test-integration test-soak test-impact-long soak lint fuzz clean otelcol
 
 run: tools wasm control-plane
 	$(BIN)/weighstation-localstack -root $(ROOT)
@@ -38,17 +38,25 @@ $(BIN)/weighstation-localstack: $(GO_SOURCES)
 $(BIN)/weighstation-soak: $(GO_SOURCES)
 	cd control-plane && go build -o $(BIN)/weighstation-soak ./cmd/soak
 
+# A real OpenTelemetry Collector (otlp receiver, file exporter) for the e2e test of the control
+# plane's OTLP log export. tools/otelcol is its own Go module: its dependencies stay out of control-plane.
+OTELCOL_SOURCES := $(wildcard tools/otelcol/*.go tools/otelcol/go.mod tools/otelcol/go.sum)
+otelcol: $(BIN)/otelcol
+$(BIN)/otelcol: $(OTELCOL_SOURCES)
+	cd tools/otelcol && go build -o $(BIN)/otelcol .
+
 validate: control-plane
 	$(BIN)/weighstation validate $${POLICY_DIR:-policies}
 
 # The fuzz targets are checked (on stable) too: a core API change that breaks them fails here,
 # not at the next `make fuzz`.
 lint: lint-load-tests
-	@test -z "$$(gofmt -l control-plane)" || { gofmt -l control-plane; echo "gofmt: files above need formatting"; exit 1; }
+	@test -z "$$(gofmt -l control-plane tools)" || { gofmt -l control-plane tools; echo "gofmt: files above need formatting"; exit 1; }
 	cd wasm-filter && cargo fmt --check
 	cd wasm-filter && cargo clippy --locked --target wasm32-wasip1 -p weighstation-filter -p weighstation-core -p weighstation-impact -- -D warnings
 	cd wasm-filter/fuzz && CARGO_TARGET_DIR=$(TOOLS)/fuzz-check cargo check --locked --bins --quiet
 	cd control-plane && go vet ./...
+	cd tools/otelcol && go vet .
 
 test-unit: test-rust test-go
 
@@ -59,7 +67,7 @@ test-go:
 	cd control-plane && go test -count=1 ./internal/... ./cmd/...
 
 # Drives the real Envoy, nats-server and Kafka started on free loopback ports.
-test-integration: wasm control-plane
+test-integration: wasm control-plane $(BIN)/otelcol
 	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 20m -v ./e2e/ 2>&1 | tee $(TOOLS)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 # The impact check's long form: a 10-minute trace recorded through the gateway, replayed by

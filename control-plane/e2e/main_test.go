@@ -68,6 +68,7 @@ func run(m *testing.M) int {
 		ExtraNATSUsers:      testTenants,
 		ExtraKafkaSASLUsers: []string{"spoof-victim"},
 		Supervise:           true,
+		WithCollector:       true,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the stack:", err)

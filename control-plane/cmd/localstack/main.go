@@ -65,6 +65,9 @@ func run(root, wasm string) error {
 		// A process that dies is started again, as its Kubernetes Deployment would: kill the
 		// control plane (or nats-server, Kafka, an Envoy) to see what the gateway does meanwhile.
 		Supervise: true,
+		// OTEL_COLLECTOR=1 adds an OpenTelemetry Collector (make otelcol) that receives the
+		// decision log as OTLP log records and writes them to run/otelcol/logs.jsonl.
+		WithCollector: os.Getenv("OTEL_COLLECTOR") == "1",
 	}
 	fmt.Printf("starting nats-server, kafka, the control plane and %d envoy…\n", replicas)
 	s, err := localstack.Start(ctx, cfg)
@@ -120,6 +123,9 @@ again after a second. Ctrl-C stops everything.
   and the tenant's LimitPolicy  scope: global
 
 `, replicas, ports.Quota, ports.Redis, ports.Quota)
+	}
+	if cfg.WithCollector {
+		fmt.Printf("  OpenTelemetry Collector (OTLP/HTTP)  http://%s/v1/logs   decisions written to %s\n\n", a(ports.OTLP), s.CollectorOutput())
 	}
 	if ports.NATSPlain != 0 {
 		fmt.Printf("  NATS through Envoy without the filter (benchmark baseline): nats://%s\n\n", a(ports.NATSPlain))

@@ -217,6 +217,9 @@ func (s *Stack) startControlPlane() error {
 	if p.NATSPlain != 0 {
 		args = append(args, "--nats-plain-listen", addr(p.NATSPlain))
 	}
+	if s.cfg.WithCollector {
+		args = append(args, "--otlp-logs-endpoint", s.collectorEndpoint())
+	}
 	p2, err := s.startProcess("control-plane", nil, s.tool("weighstation"), append(args,
 		"--xds-listen", addr(p.XDS), "--http-listen", addr(p.ControlPlane),
 		"--nats-listen", addr(p.NATS), "--nats-upstream", addr(p.NATSUpstream),

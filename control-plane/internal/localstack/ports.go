@@ -32,6 +32,7 @@ type Ports struct {
 	KafkaSASLSSLUp  int // Kafka's SASL_SSL listener, which admits only the gateway's client certificate
 	Redis           int // the quota store (with the quota service, for global limits)
 	Quota           int // the quota service (weighstation quota)
+	OTLP            int // the OpenTelemetry Collector's OTLP/HTTP receiver (Config.WithCollector)
 }
 
 // PortEnv names the environment variable that overrides each port, with its default (contract §1).
@@ -61,6 +62,7 @@ var PortEnv = []struct {
 	{"KAFKA_SASL_SSL_UPSTREAM_PORT", 19097, false, func(p *Ports) *int { return &p.KafkaSASLSSLUp }},
 	{"REDIS_PORT", 16379, false, func(p *Ports) *int { return &p.Redis }},
 	{"QUOTA_PORT", 18090, false, func(p *Ports) *int { return &p.Quota }},
+	{"OTLP_PORT", 14318, false, func(p *Ports) *int { return &p.OTLP }},
 	{"NATS_PLAIN_PORT", 0, true, func(p *Ports) *int { return &p.NATSPlain }},
 }
 

@@ -55,6 +55,9 @@ type Config struct {
 	// Supervise starts a process that exits on its own again (after a second), as Kubernetes
 	// would, instead of leaving the stack without it: `make run` and the fault tests.
 	Supervise bool
+	// WithCollector starts an OpenTelemetry Collector (.tools/bin/otelcol) and has the control
+	// plane send it the decision log as OTLP log records (--otlp-logs-endpoint).
+	WithCollector bool
 	// NATSOperatorMode runs nats-server with decentralized JWT authentication (an operator and
 	// one account, NATSAccount) instead of its configured users.
 	NATSOperatorMode bool
@@ -69,7 +72,7 @@ type Stack struct {
 	tls      *tlsMaterial
 	operator *natsOperator
 
-	NATSServer, Kafka, ControlPlane, Envoy, Redis, Quota *process
+	NATSServer, Kafka, ControlPlane, Envoy, Redis, Quota, Collector *process
 	// Envoys are the gateway replicas; Envoy is the first.
 	Envoys []*process
 }
@@ -102,6 +105,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		{"kafka", s.startKafka},
 		{"redis", s.StartRedis},
 		{"quota service", s.startQuota},
+		{"otelcol", s.startCollector},
 		{"control plane", s.startControlPlane},
 		{"envoy", s.startEnvoys},
 	}
@@ -110,6 +114,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 			continue
 		}
 		if (st.name == "redis" || st.name == "quota service") && !cfg.quota() {
+			continue
+		}
+		if st.name == "otelcol" && !cfg.WithCollector {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
