@@ -216,10 +216,11 @@ pub fn reserve(ask: &Ask<'_>, messages: u64, bytes: u64, horizon_ns: u64) -> Opt
 
 /// Spends a message's rate from this worker's lease, or renews the lease from the shared
 /// bucket with one compare-and-swap (weighstation_core::leases::RateLease).
-fn spend_rate(limit: &RateLimit, rate: &RateKey, now: u64, messages: u64, bytes: u64) -> Result<(), Refusal> {
+/// Whether the message was charged (false: shared data failed open, nothing was taken).
+fn spend_rate(limit: &RateLimit, rate: &RateKey, now: u64, messages: u64, bytes: u64) -> Result<bool, Refusal> {
     let mut lease = rate.lease.borrow_mut();
     if lease.spend(limit, now, messages, bytes) {
-        return Ok(());
+        return Ok(true);
     }
     let outcome = Cell::new(None);
     let marked = Cell::new(false);
@@ -241,11 +242,11 @@ fn spend_rate(limit: &RateLimit, rate: &RateKey, now: u64, messages: u64, bytes:
     match outcome.get() {
         Some(Ok(grant)) if stored => {
             lease.renewed(grant, now, messages, bytes);
-            Ok(())
+            Ok(true)
         }
         Some(Err(refusal)) if !stored || marked.get() => Err(refusal),
         // Shared data failed open (see shared::update): so does the limit.
-        _ => Ok(()),
+        _ => Ok(false),
     }
 }
 
@@ -305,10 +306,17 @@ fn check(ask: &Ask<'_>) -> Check {
     if messages == 0 && bytes == 0 {
         return Check::Admit(slot);
     }
-    for (limit, rate, mps, bps, by) in rate_buckets(ask) {
-        if let Err(refusal) = spend_rate(limit, rate, ask.now, messages, bytes) {
+    let mut spent: [Option<(&RateLimit, &RateKey)>; 2] = [None, None];
+    for (i, (limit, rate, mps, bps, by)) in rate_buckets(ask).enumerate() {
+        let charged = spend_rate(limit, rate, ask.now, messages, bytes);
+        if let Err(refusal) = charged {
             if let Some(s) = &slot {
                 s.release();
+            }
+            // Refused by the tenant's rate after its override's admitted it: the override's
+            // bucket must not pay for a message that was not sent.
+            for (limit, rate) in spent.into_iter().flatten() {
+                rate.lease.borrow_mut().unspend(limit, messages, bytes);
             }
             return Check::Exhausted {
                 reason: Reason::Rate,
@@ -317,6 +325,9 @@ fn check(ask: &Ask<'_>) -> Check {
                 paced_ns: refusal.paced_ns,
                 detail: rate_detail(name, limit, mps, bps),
             };
+        }
+        if let (Ok(true), Some(cell)) = (charged, spent.get_mut(i)) {
+            *cell = Some((limit, rate));
         }
     }
     Check::Admit(slot)

@@ -58,6 +58,9 @@ struct Inspected {
     largest: usize,
 }
 
+/// The longest throttle_time_ms a refusal tells: as far ahead as rate is set aside for a retry.
+const MAX_THROTTLE_MS: i32 = (HORIZON_NS / 1_000_000) as i32;
+
 /// A wait as throttle_time_ms, rounded up: a client that waits it finds the request admissible.
 fn throttle_ms(ns: u64) -> i32 {
     i32::try_from(ns.div_ceil(1_000_000)).unwrap_or(i32::MAX)
@@ -304,6 +307,11 @@ impl Conn {
         throttle_ms: i32,
     ) -> Admission {
         log::debug!("weighstation: kafka produce refused: {detail}");
+        // A longer wait is told in steps: a client muted for it would not see a policy that
+        // lets it through sooner (an override removed, a rate raised) until its throttle ends.
+        let throttle_ms = throttle_ms.min(MAX_THROTTLE_MS);
+        let throttle_ns = u64::try_from(throttle_ms).unwrap_or(0).saturating_mul(1_000_000);
+        self.retries.told(now.saturating_add(throttle_ns));
         let (reason, by) = refused;
         let awaits_reply = produce.summary.acks != 0;
         if let Some(site) = self.who.site(by, now) {

@@ -24,8 +24,8 @@ use super::PartitionBatch;
 /// throttle_time_ms, which Java and franz-go, the clients that retry, honour in full (KIP-219).
 pub const HORIZON_NS: u64 = 10_000_000_000;
 
-/// How long a reservation waits for its retry after it is ready: past the client's longest
-/// backoff, it is given back.
+/// How long a reservation waits for its retry after it is ready — or after the connection's
+/// latest throttle ends, if later: past the client's longest backoff, it is given back.
 pub const CLAIM_WINDOW_NS: u64 = 3_000_000_000;
 
 /// A retry may come this much before its reservation is ready (throttle_time_ms is rounded to
@@ -97,6 +97,9 @@ pub struct Retries {
     refused: Vec<u64>,
     next_refused: usize,
     retries_seen: bool,
+    /// When the latest throttle_time_ms told on this connection ends. A client mutes the whole
+    /// connection until then (KIP-219), so no batch on it can come back sooner.
+    muted_until: u64,
 }
 
 impl Retries {
@@ -160,12 +163,21 @@ impl Retries {
         }
     }
 
+    /// A refusal told the client to wait until `until` (now + throttle_time_ms).
+    pub fn told(&mut self, until: u64) {
+        self.muted_until = self.muted_until.max(until);
+    }
+
     /// Forgets reservations whose retry did not come within the claim window (the client gave
-    /// the batch up). Their rate is not given back: its time has passed, and giving it now
-    /// would admit more than the rate.
+    /// the batch up). The window runs from the later of the reservation's time and the end of
+    /// the connection's latest throttle: a producer pipelining five requests is told five
+    /// waits and mutes the connection for the longest, so its first batch's reservation must
+    /// outlast the others' throttle. Their rate is not given back: its time has passed, and
+    /// giving it now would admit more than the rate.
     pub fn expire(&mut self, now: u64) {
+        let muted_until = self.muted_until;
         self.reserved
-            .retain(|r| r.ready_at.saturating_add(CLAIM_WINDOW_NS) >= now);
+            .retain(|r| r.ready_at.max(muted_until).saturating_add(CLAIM_WINDOW_NS) >= now);
     }
 }
 
@@ -244,5 +256,27 @@ mod tests {
         r.expire(CLAIM_WINDOW_NS + 1);
         assert_eq!(r.claim(&many[..1]), Claim::default(), "given up after it");
         assert!(r.unreserved(&[batch(b"t", 0, 999)]).is_some());
+    }
+
+    #[test]
+    fn a_reservation_outlasts_the_connections_longest_throttle() {
+        // Five pipelined requests refused at once: the first batch's rate is ready in 1 s, the
+        // last's in 6 s, and the client, muted for the longest throttle, sends them all again
+        // after 6 s and a backoff.
+        let mut r = Retries::default();
+        let first = [batch(b"t", 0, 1)];
+        let last = [batch(b"t", 0, 5)];
+        r.reserve(&first, 1000 * MS);
+        r.told(1000 * MS);
+        r.reserve(&last, 6000 * MS);
+        r.told(6000 * MS);
+        r.expire(6500 * MS);
+        assert_eq!(r.claim(&first).messages, 10, "the first batch is still the client's");
+        r.expire(6000 * MS + CLAIM_WINDOW_NS + 1);
+        assert_eq!(
+            r.claim(&first),
+            Claim::default(),
+            "given up a claim window after the throttle"
+        );
     }
 }

@@ -321,6 +321,21 @@ impl RateLease {
         true
     }
 
+    /// Gives `messages` and `bytes` just spent (from the lease or with its renewal) back to the
+    /// lease: the message was refused by another of its limits after all. The units stay this
+    /// worker's to spend while the lease lasts; the shared bucket keeps them charged, so nothing
+    /// beyond the rate is ever admitted.
+    pub fn unspend(&mut self, limit: &RateLimit, messages: u64, bytes: u64) {
+        let cost = [messages, bytes];
+        let limited = buckets(limit).map(|g| g.is_some());
+        for d in 0..2 {
+            if limited[d] {
+                self.units[d] = self.units[d].saturating_add(cost[d]);
+            }
+            self.used[d] = self.used[d].saturating_sub(cost[d]);
+        }
+    }
+
     /// The work of one compare-and-swap on the shared state: gives this lease back and takes
     /// the message's cost and a new block, and counts what the lease admitted. Pure; apply the
     /// grant with [`RateLease::renewed`] once the new state is stored.

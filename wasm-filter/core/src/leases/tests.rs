@@ -14,6 +14,9 @@ const SECOND: u64 = 1_000_000_000;
 enum Step {
     /// A worker is asked to admit a message of `bytes` after `gap_ns`.
     Message { worker: usize, gap_ns: u64, bytes: u64 },
+    /// The same, but another of the message's limits refuses it once this one admitted it: the
+    /// lease gets the cost back (RateLease::unspend), and the message is not sent.
+    Withdrawn { worker: usize, gap_ns: u64, bytes: u64 },
     /// A worker gives its lease back (a reload left it unused).
     Surrender { worker: usize },
     /// A worker's VM is replaced: its lease is lost without a word.
@@ -25,7 +28,8 @@ enum Step {
 fn step(workers: usize) -> impl Strategy<Value = Step> {
     let gap = prop_oneof![20 => 0u64..1_000, 10 => Just(0), 1 => 0u64..100_000];
     prop_oneof![
-        40 => (0..workers, gap, 1u64..400).prop_map(|(worker, gap_ns, bytes)| Step::Message { worker, gap_ns, bytes }),
+        40 => (0..workers, gap.clone(), 1u64..400).prop_map(|(worker, gap_ns, bytes)| Step::Message { worker, gap_ns, bytes }),
+        8 => (0..workers, gap, 1u64..400).prop_map(|(worker, gap_ns, bytes)| Step::Withdrawn { worker, gap_ns, bytes }),
         1 => (0..workers).prop_map(|worker| Step::Surrender { worker }),
         1 => (0..workers).prop_map(|worker| Step::Lost { worker }),
     ]
@@ -73,18 +77,26 @@ impl Replica {
         let mut admitted = Vec::new();
         for s in steps {
             match *s {
-                Step::Message { worker, gap_ns, bytes } => {
+                Step::Message { worker, gap_ns, bytes } | Step::Withdrawn { worker, gap_ns, bytes } => {
                     *now += gap_ns;
                     let now = *now;
+                    let withdrawn = matches!(s, Step::Withdrawn { .. });
                     let lease = &mut leases[worker];
+                    let mut admit = |lease: &mut RateLease| {
+                        if withdrawn {
+                            lease.unspend(limit, 1, bytes);
+                        } else {
+                            admitted.push((now, bytes));
+                        }
+                    };
                     if lease.spend(limit, now, 1, bytes) {
-                        admitted.push((now, bytes));
+                        admit(lease);
                     } else {
                         match lease.renew(limit, scope, *shared, now, 1, bytes) {
                             Ok((next, grant)) => {
                                 *shared = next;
                                 lease.renewed(grant, now, 1, bytes);
-                                admitted.push((now, bytes));
+                                admit(lease);
                             }
                             Err(_) => {
                                 if let Some(next) = SharedRate::saturated(*shared, now) {
@@ -140,6 +152,7 @@ proptest! {
         // rate (workers get blocks to hold) and others more.
         let steps: Vec<Step> = steps.into_iter().map(|s| match s {
             Step::Message { worker, gap_ns, bytes } => Step::Message { worker: worker % workers, gap_ns: gap_ns * gap_scale_ns, bytes },
+            Step::Withdrawn { worker, gap_ns, bytes } => Step::Withdrawn { worker: worker % workers, gap_ns: gap_ns * gap_scale_ns, bytes },
             Step::Surrender { worker } => Step::Surrender { worker: worker % workers },
             Step::Lost { worker } => Step::Lost { worker: worker % workers },
         }).collect();
@@ -208,6 +221,23 @@ fn a_lost_lease_lapses_within_two_epochs() {
         after_lapse.is_ok(),
         "a full burst is available again once the lost lease lapsed: {after_lapse:?}"
     );
+}
+
+#[test]
+fn a_withdrawn_message_leaves_its_cost_to_the_next() {
+    let l = limit(10, 1, 1 << 40, 1 << 40);
+    let mut lease = RateLease::default();
+    let (shared, grant) = lease
+        .renew(&l, Scope::PerGateway, [0; SHARED_RATE_WORDS], T0, 1, 1)
+        .unwrap_or_else(|r| panic!("refused {r:?}"));
+    lease.renewed(grant, T0, 1, 1);
+    assert!(
+        lease.renew(&l, Scope::PerGateway, shared, T0, 1, 1).is_err(),
+        "the one-message burst is spent"
+    );
+    lease.unspend(&l, 1, 1);
+    assert!(lease.spend(&l, T0, 1, 1), "given back, the next message spends it");
+    assert!(!lease.spend(&l, T0, 1, 1), "once");
 }
 
 #[test]
