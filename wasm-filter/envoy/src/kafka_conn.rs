@@ -385,9 +385,12 @@ impl Conn {
 
     fn release(&mut self, slot: Option<InFlightSlot>) {
         if let Some(slot) = slot {
+            let who = self.who.current();
+            if let Some(who) = who {
+                who.metrics.in_flight_released();
+            }
             slot.release();
-            if let Some(who) = self.who.current() {
-                who.metrics.in_flight(-1);
+            if let Some(who) = who {
                 waiters::capacity_freed(who.name());
             }
         }

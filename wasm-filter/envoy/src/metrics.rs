@@ -150,6 +150,16 @@ impl TenantMetrics {
         reports::count(self.usage, |u| u.in_flight += delta);
     }
 
+    /// A request's in-flight slot is about to go back: the gauge drops now, not at the end of
+    /// the callback, so that no other worker can take the freed slot and show its +1 first —
+    /// the sum would read one over the limit.
+    pub fn in_flight_released(&self) {
+        if let Some(id) = self.in_flight {
+            let _ = hostcalls::increment_metric(id, -1);
+        }
+        reports::count(self.usage, |u| u.in_flight -= 1);
+    }
+
     pub fn queue_depth(&self, delta: i64) {
         gauge_add(self.queue_depth, delta);
         reports::count(self.usage, |u| u.held += delta);

@@ -36,9 +36,12 @@ struct Conn {
 impl Conn {
     fn release_pending(&mut self, reply: &[u8]) {
         if let Some(p) = self.pending.remove(reply) {
+            let who = self.who.current();
+            if let Some(who) = who {
+                who.metrics.in_flight_released();
+            }
             p.slot.release();
-            if let Some(who) = self.who.current() {
-                who.metrics.in_flight(-1);
+            if let Some(who) = who {
                 waiters::capacity_freed(who.name());
             }
         }
