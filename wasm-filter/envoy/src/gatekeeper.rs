@@ -30,6 +30,19 @@ impl InFlightSlot {
             shared::give_back(&slots.key, surplus);
         }
     }
+
+    /// A forwarded request is done (answered, timed out or its connection closed): the gauge
+    /// drops before the slot goes back (see TenantMetrics::in_flight_released), then the
+    /// tenant's waiters on this worker may take it.
+    pub fn finished(&self, who: Option<&Attributed>) {
+        if let Some(who) = who {
+            who.metrics.in_flight_released();
+        }
+        self.release();
+        if let Some(who) = who {
+            waiters::capacity_freed(who.name());
+        }
+    }
 }
 
 /// Takes one of `limit` in-flight slots: this worker's idle one, or one from the shared count

@@ -385,14 +385,7 @@ impl Conn {
 
     fn release(&mut self, slot: Option<InFlightSlot>) {
         if let Some(slot) = slot {
-            let who = self.who.current();
-            if let Some(who) = who {
-                who.metrics.in_flight_released();
-            }
-            slot.release();
-            if let Some(who) = who {
-                waiters::capacity_freed(who.name());
-            }
+            slot.finished(self.who.current());
         }
     }
 }

@@ -36,14 +36,7 @@ struct Conn {
 impl Conn {
     fn release_pending(&mut self, reply: &[u8]) {
         if let Some(p) = self.pending.remove(reply) {
-            let who = self.who.current();
-            if let Some(who) = who {
-                who.metrics.in_flight_released();
-            }
-            p.slot.release();
-            if let Some(who) = who {
-                waiters::capacity_freed(who.name());
-            }
+            p.slot.finished(self.who.current());
         }
     }
 
