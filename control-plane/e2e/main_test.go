@@ -52,6 +52,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if err := writeUnderLimitPolicies(policyDir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	ports, err = localstack.FreePorts()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -66,7 +70,7 @@ func run(m *testing.M) int {
 		EnvoyConcurrency:    2,
 		WithKafka:           true,
 		ExtraNATSUsers:      testTenants,
-		ExtraKafkaSASLUsers: []string{"spoof-victim"},
+		ExtraKafkaSASLUsers: append([]string{"spoof-victim"}, underLimitTenants()...),
 		Supervise:           true,
 		WithCollector:       true,
 	})
