@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/weighstation/weighstation/control-plane/internal/localstack"
 )
 
 func addr(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
@@ -25,9 +26,11 @@ func gatewayNATS(t *testing.T, user, pass string, opts ...nats.Option) *nats.Con
 	return connectNATS(t, ports.NATS, user, pass, opts...)
 }
 
-func directNATS(t *testing.T, user, pass string) *nats.Conn {
+// directNATS connects to nats-server itself as the baseline user: tenants' users are
+// proxy_required, so a test reads what the gateway let through as a user of no tenant.
+func directNATS(t *testing.T) *nats.Conn {
 	t.Helper()
-	return connectNATS(t, ports.NATSUpstream, user, pass)
+	return connectNATS(t, ports.NATSUpstream, localstack.BaselineNATSUser, localstack.BaselineNATSUser+"-secret")
 }
 
 func connectNATS(t *testing.T, port int, user, pass string, opts ...nats.Option) *nats.Conn {
@@ -217,7 +220,7 @@ func activeVersion(t *testing.T) string {
 // subscriber to receive them all.
 func publishAndReceive(t *testing.T, nc *nats.Conn, subject string, n int) {
 	t.Helper()
-	sub := directNATS(t, "acme", "acme-secret")
+	sub := directNATS(t)
 	got, err := sub.SubscribeSync(subject)
 	if err != nil {
 		t.Fatal(err)

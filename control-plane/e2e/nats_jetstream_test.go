@@ -16,7 +16,7 @@ import (
 func TestNATSJetStreamPublishRefusalIsAnErrorNotATimeout(t *testing.T) {
 	subject := uniqueSubject("jsrefuse")
 	stream := strings.ReplaceAll(subject, ".", "_")
-	admin, err := directNATS(t, "acme", "acme-secret").JetStream()
+	admin, err := directNATS(t).JetStream()
 	if err != nil {
 		t.Fatal(err)
 	}

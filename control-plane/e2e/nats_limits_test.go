@@ -77,7 +77,7 @@ type collector struct {
 
 func collect(t *testing.T, subject string) *collector {
 	t.Helper()
-	return collectOn(t, directNATS(t, "acme", "acme-secret"), subject)
+	return collectOn(t, directNATS(t), subject)
 }
 
 // collectOn counts what a subscriber on nc receives of subject.
@@ -336,7 +336,7 @@ func TestNATSQueueBoundsHeldMessages(t *testing.T) {
 func TestNATSQueueMaxWaitRefusesHeldRequests(t *testing.T) {
 	const maxWait, tick = 200 * time.Millisecond, 5 * time.Millisecond
 	subject := uniqueSubject("svc.slow")
-	responder := directNATS(t, "acme", "acme-secret")
+	responder := directNATS(t)
 	if _, err := responder.Subscribe(subject, func(m *nats.Msg) {
 		go func() {
 			time.Sleep(2 * time.Second)
@@ -421,7 +421,7 @@ func TestNATSRateDryRunForwardsEverything(t *testing.T) {
 func slowResponder(t *testing.T, subject string) *int64 {
 	t.Helper()
 	var inProgress, most int64
-	nc := directNATS(t, "acme", "acme-secret")
+	nc := directNATS(t)
 	if _, err := nc.Subscribe(subject, func(m *nats.Msg) {
 		go func() {
 			n := atomic.AddInt64(&inProgress, 1)
@@ -516,7 +516,7 @@ func TestNATSRefusedReplyFailsItsRequesterFast(t *testing.T) {
 	if err := responder.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	requester := directNATS(t, "acme", "acme-secret")
+	requester := directNATS(t)
 	// All at once, so the replies outrun the responder's 10-message burst however slow the
 	// machine is.
 	const sent = 40

@@ -15,7 +15,7 @@ var natsLabels = func(tenant string) map[string]string {
 // A message published through the gateway reaches a subscriber connected straight to
 // nats-server, and is counted for the publishing tenant.
 func TestNATSPublishThroughGatewayReachesDirectSubscriber(t *testing.T) {
-	sub := directNATS(t, "acme", "acme-secret")
+	sub := directNATS(t)
 	s, err := sub.SubscribeSync("spine.hello")
 	if err != nil {
 		t.Fatal(err)

@@ -216,7 +216,7 @@ func TestReloadKeepsInFlightCounts(t *testing.T) {
 	})
 	subject := uniqueSubject("svc.held")
 	requests := make(chan *nats.Msg, 10)
-	responder := directNATS(t, "acme", "acme-secret")
+	responder := directNATS(t)
 	if _, err := responder.ChanSubscribe(subject, requests); err != nil {
 		t.Fatal(err)
 	}

@@ -180,7 +180,7 @@ func TestServerCertificateRotationUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	sub := directNATS(t, "acme", "acme-secret")
+	sub := directNATS(t)
 	got, err := sub.SubscribeSync("rotation.orders")
 	if err != nil {
 		t.Fatal(err)

@@ -86,17 +86,17 @@ func run(root, wasm string) error {
 	fmt.Printf(`
 weighstation is up (logs in %s)
 
-  NATS  (through the gateway)   nats://%s     users acme/acme-secret, globex/globex-secret, anon
-        nkey users (only through the gateway: proxy_required)   nats --server nats://%[2]s --nkey %s/acme.nk pub orders.new hi
+  NATS  (through the gateway)   nats://%s     users acme/acme-secret, globex/globex-secret, anon (no credentials)
+        nkey users too; every tenant's user only through the gateway (proxy_required)   nats --server nats://%[2]s --nkey %s/acme.nk pub orders.new hi
   Kafka (through the gateway)   %s
   Kafka (gateway fronting a self-advertising broker, addresses rewritten)   %s
   Kafka SASL (through the gateway; SASL_PLAINTEXT: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER)   %s
         users acme-svc/acme-svc-secret, globex-svc/globex-svc-secret, e.g.
-        kcat -b %[6]s -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=SCRAM-SHA-512 -X sasl.username=acme-svc -X sasl.password=acme-svc-secret -P -t orders
+        kcat -b %[6]s -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=PLAIN -X sasl.username=acme-svc -X sasl.password=acme-svc-secret -P -t orders
   Envoy admin                   http://%s      metrics: /stats/prometheus
   Control plane status          http://%s/status   (also /healthz /readyz /metrics)
   xDS (gRPC ADS)                %s
-  upstream nats-server          nats://%s
+  upstream nats-server          nats://%s   (directly only as baseline/baseline-secret, a user of no tenant)
   upstream Kafka                %s (controller %d, direct %s)
 
 Watching %s: edit a policy and it is in force within 2 s. A process that exits is started
@@ -109,10 +109,10 @@ again after a second. Ctrl-C stops everything.
         nats --server tls://%[2]s --tlsca %[1]s/ca.crt --tlsfirst --nkey %[3]s/acme.nk pub orders.new hi
         (nats.go: nats.Secure(...) and nats.TLSHandshakeFirst(); a client certificate %[1]s/<tenant>.crt identifies too)
   Kafka SASL_SSL       %[4]s
-        kcat -b %[4]s -X security.protocol=SASL_SSL -X ssl.ca.location=%[1]s/ca.crt -X sasl.mechanisms=SCRAM-SHA-512 -X sasl.username=acme-svc -X sasl.password=acme-svc-secret -P -t orders
+        kcat -b %[4]s -X security.protocol=SASL_SSL -X ssl.ca.location=%[1]s/ca.crt -X sasl.mechanisms=PLAIN -X sasl.username=acme-svc -X sasl.password=acme-svc-secret -P -t orders
   Kafka SSL (mTLS)     %[5]s
         kcat -b %[5]s -X security.protocol=SSL -X ssl.ca.location=%[1]s/ca.crt -X ssl.certificate.location=%[1]s/acme.crt -X ssl.key.location=%[1]s/acme.key -P -t orders
-  Behind these the gateway reaches the broker over TLS with its own client certificate, which the broker's TLS listeners require.
+  Behind these and the SASL listener the gateway reaches the broker over TLS with its own client certificate, which the broker's SASL and TLS listeners require.
 
 `, tls, r(ports.NATSTLS), s.NkeyDir(), r(ports.KafkaSASLSSL), r(ports.KafkaTLS))
 	if replicas > 1 {

@@ -14,9 +14,16 @@ import (
 // natsConfig: the upstream nats-server with the users of contract §1 (or, in operator mode,
 // an operator and one account whose users bring user JWTs). Its max_payload is above
 // any tenant's limit so the gateway, not the server, is where size limits are decided; `anon`
-// is also the user of connections that send no credentials. The gateway is a trusted proxy;
-// the nkey users are proxy_required (reachable only through it). The password users are not,
-// so benchmarks and tests can reach nats-server directly for their baselines.
+// is also the user of connections that send no credentials. The gateway is a trusted proxy, and
+// every user a tenant may be known by (the password users, anon, the nkey users) is
+// proxy_required: nats-server admits them only through the gateway, so no tenant goes around
+// its limits. Benchmarks and tests reach nats-server directly as BaselineNATSUser, which
+// belongs to no tenant.
+// BaselineNATSUser is the NATS user that reaches nats-server directly (its password is
+// "<user>-secret"): benchmark baselines and tests that read what the gateway let through. No
+// policy may name it.
+const BaselineNATSUser = "baseline"
+
 var natsConfig = template.Must(template.New("nats").Parse(`listen: "127.0.0.1:{{.Port}}"
 max_payload: 8MB
 max_pending: 64MB
@@ -32,12 +39,13 @@ resolver_preload: {
 no_auth_user: anon
 authorization {
   users = [
-    {user: acme, password: acme-secret}
-    {user: globex, password: globex-secret}
-    {user: anon, password: ""}
+    {user: acme, password: acme-secret, proxy_required: true}
+    {user: globex, password: globex-secret, proxy_required: true}
+    {user: anon, password: "", proxy_required: true}
 {{- range .ExtraUsers}}
-    {user: {{.}}, password: {{.}}-secret}
+    {user: {{.}}, password: {{.}}-secret, proxy_required: true}
 {{- end}}
+    {user: {{.Baseline}}, password: {{.Baseline}}-secret}
 {{- range .NkeyUsers}}
     {nkey: {{.}}, proxy_required: true}
 {{- end}}
@@ -67,6 +75,7 @@ func (s *Stack) startNATS() error {
 	data := map[string]any{
 		"Port": s.cfg.Ports.NATSUpstream, "Dir": s.cfg.WorkDir, "ExtraUsers": s.cfg.ExtraNATSUsers,
 		"NkeyUsers": s.security.nkeyUsers, "ProxyKey": s.security.proxyPublic, "TLSDir": "", "Operator": nil,
+		"Baseline": BaselineNATSUser,
 	}
 	if o := s.operator; o != nil {
 		data["Operator"] = map[string]string{"OperatorJWT": o.operatorJWT, "SystemPub": o.systemPub, "SystemJWT": o.systemJWT,
@@ -94,18 +103,19 @@ func (s *Stack) startNATS() error {
 // the gateway's listener, so every client that bootstraps through Envoy comes back through
 // Envoy. Its DIRECT listener advertises itself, as the brokers of an existing cluster do: direct
 // clients (benchmark baselines) use it, and the gateway fronts it with address rewriting. Its
-// SASL listener (SASL_PLAINTEXT: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with Kafka's unsecured
-// JWT validator, fit for a local broker only) is fronted the same way; every SASL user
-// <name> has the password <name>-secret. Its SSL and SASLSSL listeners (SSL, SASL_SSL with the
-// same mechanisms) require a client certificate from the broker CA, which only the gateway
-// holds: behind them the gateway originates TLS, and no client goes around it.
+// SASL and SASLSSL listeners (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with Kafka's unsecured JWT
+// validator, fit for a local broker only; every SASL user <name> has the password
+// <name>-secret) and its SSL listener are SASL_SSL and SSL requiring a client certificate from
+// the broker CA, which only the gateway holds: behind them the gateway originates TLS, so no
+// client reaches them around it with a tenant's credentials. The gateway's SASL listener meets
+// clients in SASL_PLAINTEXT, its SASL_SSL and mTLS listeners in TLS.
 var kafkaConfig = template.Must(template.New("kafka").Parse(`process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{{.Controller}}
 listeners=PLAINTEXT://127.0.0.1:{{.Broker}},CONTROLLER://127.0.0.1:{{.Controller}},DIRECT://127.0.0.1:{{.Direct}},SASL://127.0.0.1:{{.SASL}},SSL://127.0.0.1:{{.SSL}},SASLSSL://127.0.0.1:{{.SASLSSL}}
 advertised.listeners=PLAINTEXT://127.0.0.1:{{.Advertised}},DIRECT://127.0.0.1:{{.Direct}},SASL://127.0.0.1:{{.SASL}},SSL://127.0.0.1:{{.SSL}},SASLSSL://127.0.0.1:{{.SASLSSL}}
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,DIRECT:PLAINTEXT,SASL:SASL_PLAINTEXT,SSL:SSL,SASLSSL:SASL_SSL
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,DIRECT:PLAINTEXT,SASL:SASL_SSL,SSL:SSL,SASLSSL:SASL_SSL
 {{- range $l := .SASLListeners}}
 listener.name.{{$l}}.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
 listener.name.{{$l}}.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required{{range $.SASLUsers}} user_{{.}}="{{.}}-secret"{{end}};
@@ -117,6 +127,7 @@ ssl.keystore.type=PEM
 ssl.keystore.location={{.TLSDir}}/broker.pem
 ssl.truststore.type=PEM
 ssl.truststore.location={{.TLSDir}}/broker-ca.crt
+listener.name.sasl.ssl.client.auth=required
 listener.name.ssl.ssl.client.auth=required
 listener.name.saslssl.ssl.client.auth=required
 inter.broker.listener.name=PLAINTEXT
@@ -210,9 +221,12 @@ func (s *Stack) startControlPlane() error {
 	}
 	if s.cfg.WithKafka {
 		args = append(args, "--kafka-broker", addr(p.KafkaDirect)+"="+addr(p.KafkaBroker),
-			"--kafka-broker", addr(p.KafkaSASLUp)+"="+addr(p.KafkaSASL),
+			"--kafka-broker", addr(p.KafkaSASLUp)+"="+addr(p.KafkaSASL)+",upstream-tls",
 			"--kafka-broker", addr(p.KafkaSSLUp)+"="+addr(p.KafkaTLS)+",mtls,upstream-tls",
 			"--kafka-broker", addr(p.KafkaSASLSSLUp)+"="+addr(p.KafkaSASLSSL)+",tls,upstream-tls")
+		for _, r := range s.cfg.ExtraKafkaBrokers {
+			args = append(args, "--kafka-broker", r.Upstream+"="+addr(r.Listen))
+		}
 	}
 	if p.NATSPlain != 0 {
 		args = append(args, "--nats-plain-listen", addr(p.NATSPlain))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/weighstation/weighstation/control-plane/internal/localstack"
 )
 
 // NATS message kinds: a core publish to a subscriber, a request to a responder, a JetStream
@@ -50,56 +51,24 @@ func parseSubject(s string) (tenant, kind string, seq int, ok bool) {
 
 var violation = regexp.MustCompile(`Permissions Violation for Publish to "([^"]+)"`)
 
-// connWindows records when a connection was away: from its disconnect to its reconnect.
-type connWindows struct {
-	name    string
-	mu      sync.Mutex
-	since   time.Time
-	windows []Window
+// reconnecting: every soak connection reconnects for as long as it takes, at once, as services
+// do. A disconnect excuses nothing by itself (only the injected faults do; ledger.go).
+func reconnecting() []nats.Option {
+	return []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
 }
 
-func (c *connWindows) options() []nats.Option {
-	return []nats.Option{
-		nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
-		nats.DisconnectErrHandler(func(*nats.Conn, error) {
-			c.mu.Lock()
-			c.since = time.Now()
-			c.mu.Unlock()
-		}),
-		nats.ReconnectHandler(func(*nats.Conn) {
-			c.mu.Lock()
-			c.windows = append(c.windows, Window{Start: c.since, End: time.Now(), What: c.name + " reconnecting"})
-			c.since = time.Time{}
-			c.mu.Unlock()
-		}),
-	}
-}
-
-// closed returns the windows, one still open ending now.
-func (c *connWindows) closed() []Window {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	w := append([]Window(nil), c.windows...)
-	if !c.since.IsZero() {
-		w = append(w, Window{Start: c.since, End: time.Now(), What: c.name + " disconnected"})
-	}
-	return w
-}
-
-// natsSide is the far side of the NATS flows, connected to nats-server directly: a subscriber
+// natsSide is the far side of the NATS flows, connected to nats-server directly (as the
+// baseline user: tenants reach nats-server only through the gateway): a subscriber
 // to the core publishes, a responder to the requests, and the JetStream stream.
 type natsSide struct {
 	sub, resp *nats.Conn
-	windows   []*connWindows
 	present   *presence
 }
 
 func startNATSSide(serverURL string, present *presence) (*natsSide, error) {
 	side := &natsSide{present: present}
 	connect := func(name string) (*nats.Conn, error) {
-		w := &connWindows{name: name}
-		side.windows = append(side.windows, w)
-		return nats.Connect(serverURL, append(w.options(), nats.UserInfo(TenantFree, TenantFree+"-secret"), nats.Name(name))...)
+		return nats.Connect(serverURL, append(reconnecting(), nats.UserInfo(localstack.BaselineNATSUser, localstack.BaselineNATSUser+"-secret"), nats.Name(name))...)
 	}
 	var err error
 	if side.sub, err = connect("soak subscriber"); err != nil {
@@ -181,7 +150,6 @@ type natsClient struct {
 	tenant          string
 	conn            *nats.Conn
 	js              nats.JetStreamContext
-	windows         *connWindows
 	pub, req, jsPub *recorder
 	refusals        int64 // Permissions Violations seen, for the comparison with the metric
 	refusalsMu      sync.Mutex
@@ -191,9 +159,9 @@ type natsClient struct {
 var NATSRates = map[string]float64{KindPub: 40, KindRequest: 10, KindJS: 10}
 
 func startNATSClient(gatewayURL, tenant string) (*natsClient, error) {
-	c := &natsClient{tenant: tenant, windows: &connWindows{name: tenant + " (gateway)"},
-		pub: newRecorder(tenant, KindPub), req: newRecorder(tenant, KindRequest), jsPub: newRecorder(tenant, KindJS)}
-	opts := append(c.windows.options(), nats.UserInfo(tenant, tenant+"-secret"), nats.Name("soak "+tenant),
+	c := &natsClient{tenant: tenant,
+		pub: newRecorder(tenant, KindPub, natsErrKind), req: newRecorder(tenant, KindRequest, natsErrKind), jsPub: newRecorder(tenant, KindJS, natsErrKind)}
+	opts := append(reconnecting(), nats.UserInfo(tenant, tenant+"-secret"), nats.Name("soak "+tenant),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.onError(err) }))
 	var err error
 	if c.conn, err = nats.Connect(gatewayURL, opts...); err != nil {

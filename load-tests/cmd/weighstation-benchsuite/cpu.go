@@ -95,7 +95,11 @@ func (s *suite) cpuWorkloads() []cpuWorkload {
 			send: func(ctx context.Context, target string, messages int) (float64, error) {
 				addr := map[string]string{"gateway": s.stack.addr("NATS_PORT"), "tcp-proxy": s.stack.addr("NATS_PLAIN_PORT"),
 					"direct": s.stack.addr("NATS_UPSTREAM_PORT"), "gateway-tls": s.stack.addr("NATS_TLS_PORT")}[target]
-				return s.natsBench(ctx, addr, size, messages, target == "gateway-tls")
+				as := acme
+				if target == "direct" {
+					as = baseline
+				}
+				return s.natsBench(ctx, addr, as, size, messages, target == "gateway-tls")
 			},
 		}
 	}
@@ -190,9 +194,10 @@ func processCPU(pid int) (float64, error) {
 
 var natsBenchRate = regexp.MustCompile(`stats: ([\d,]+) msgs/sec`)
 
-// natsBench publishes as acme (limits enforced, never reached) with natscli's `nats bench pub`,
-// over TLS (handshake first, trusting the stack's CA) when asked.
-func (s *suite) natsBench(ctx context.Context, addr string, size, messages int, overTLS bool) (float64, error) {
+// natsBench publishes as a tenant (acme: limits enforced, never reached; baseline on nats-server
+// itself) with natscli's `nats bench pub`, over TLS (handshake first, trusting the stack's CA)
+// when asked.
+func (s *suite) natsBench(ctx context.Context, addr string, as tenant, size, messages int, overTLS bool) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	server := []string{"--server", "nats://" + addr}
@@ -200,7 +205,7 @@ func (s *suite) natsBench(ctx context.Context, addr string, size, messages int, 
 		server = []string{"--server", "tls://" + addr, "--tlsfirst", "--tlsca", s.stack.caFile()}
 	}
 	args := append([]string{"bench", "pub", "weighstation.cpu", "--msgs", strconv.Itoa(messages), "--size", strconv.Itoa(size),
-		"--no-progress", "--user", acme.natsUser, "--password", acme.natsPassword}, server...)
+		"--no-progress", "--user", as.natsUser, "--password", as.natsPassword}, server...)
 	cmd := exec.CommandContext(ctx, filepath.Join(s.root, ".tools", "bin", "nats"), args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

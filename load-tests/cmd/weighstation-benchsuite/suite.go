@@ -54,6 +54,9 @@ var (
 	acme      = tenant{"acme", "unlimited", "acme", "acme-secret", "acme-bench"}
 	globex    = tenant{"globex", "delay", "globex", "globex-secret", "globex-bench"}
 	anonymous = tenant{"anonymous", "reject", "anon", "", "bench-anonymous"}
+	// baseline is who the direct measurements connect to the brokers as: an identity that
+	// belongs to no tenant (the brokers admit tenants only through the gateway).
+	baseline = tenant{"", "", "baseline", "baseline-secret", "baseline-bench"}
 )
 
 type suite struct {
@@ -160,7 +163,7 @@ func (s *suite) gateway() scenario.Endpoint {
 
 // direct is the brokers themselves; Kafka through its listener that advertises itself.
 func (s *suite) direct() scenario.Endpoint {
-	return scenario.Endpoint{Name: "direct", NATS: s.stack.addr("NATS_UPSTREAM_PORT"), Kafka: s.stack.addr("KAFKA_DIRECT_PORT"), PinKafka: true}
+	return scenario.Endpoint{Name: "direct", NATS: s.stack.addr("NATS_UPSTREAM_PORT"), Kafka: s.stack.addr("KAFKA_DIRECT_PORT"), PinKafka: true, Direct: true}
 }
 
 // tcpProxy is Envoy's NATS listener without the filter: what the filter itself costs is the
@@ -173,6 +176,7 @@ func config(t tenant, runID, topic string) scenario.Config {
 	return scenario.Config{
 		Connections: 4, Size: 128, Timeout: 10 * time.Second, RunID: runID,
 		NATSUser: t.natsUser, NATSPassword: t.natsPassword,
+		DirectNATSUser: baseline.natsUser, DirectNATSPassword: baseline.natsPassword,
 		KafkaClientID: t.kafkaClientID, KafkaTopic: topic,
 	}
 }

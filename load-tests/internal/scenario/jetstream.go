@@ -32,7 +32,7 @@ type jetStreamPublish struct {
 }
 
 func openJetStream(cfg Config, ep Endpoint, c engine.Completer) (Target, error) {
-	pool, err := openPool(cfg, ep.NATS, "jetstream")
+	pool, err := openPool(cfg, ep, "jetstream")
 	if err != nil {
 		return nil, err
 	}

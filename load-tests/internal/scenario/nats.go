@@ -8,9 +8,10 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// natsConn connects to ep's NATS address with the run's credentials. Refusals the server or
+// natsConn connects to a NATS address with the run's credentials, or the direct ones when the
+// address is nats-server itself. Refusals the server or
 // gateway reports asynchronously (-ERR 'Permissions Violation …') are counted in refused.
-func natsConn(cfg Config, addr, role string, refused *atomic.Int64) (*nats.Conn, error) {
+func natsConn(cfg Config, addr string, direct bool, role string, refused *atomic.Int64) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name("weighstation-bench-" + role),
 		nats.Timeout(5 * time.Second),
@@ -22,8 +23,12 @@ func natsConn(cfg Config, addr, role string, refused *atomic.Int64) (*nats.Conn,
 			}
 		}),
 	}
-	if cfg.NATSUser != "" {
-		opts = append(opts, nats.UserInfo(cfg.NATSUser, cfg.NATSPassword))
+	user, password := cfg.NATSUser, cfg.NATSPassword
+	if direct {
+		user, password = cfg.DirectNATSUser, cfg.DirectNATSPassword
+	}
+	if user != "" {
+		opts = append(opts, nats.UserInfo(user, password))
 	}
 	nc, err := nats.Connect("nats://"+addr, opts...)
 	if err != nil {
@@ -38,10 +43,10 @@ type natsPool struct {
 	refused atomic.Int64
 }
 
-func openPool(cfg Config, addr, role string) (*natsPool, error) {
+func openPool(cfg Config, ep Endpoint, role string) (*natsPool, error) {
 	p := &natsPool{}
 	for i := range cfg.Connections {
-		nc, err := natsConn(cfg, addr, fmt.Sprintf("%s-%d", role, i), &p.refused)
+		nc, err := natsConn(cfg, ep.NATS, ep.Direct, fmt.Sprintf("%s-%d", role, i), &p.refused)
 		if err != nil {
 			p.close()
 			return nil, err

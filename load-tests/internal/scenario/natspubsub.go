@@ -21,7 +21,7 @@ type natsPubSub struct {
 }
 
 func openNATSPubSub(cfg Config, ep Endpoint, c engine.Completer) (Target, error) {
-	pool, err := openPool(cfg, ep.NATS, "pub")
+	pool, err := openPool(cfg, ep, "pub")
 	if err != nil {
 		return nil, err
 	}
@@ -30,11 +30,11 @@ func openNATSPubSub(cfg Config, ep Endpoint, c engine.Completer) (Target, error)
 	for i := range pool.conns {
 		t.subject = append(t.subject, prefix+"."+strconv.Itoa(i))
 	}
-	subAddr := ep.NATS
+	subAddr, direct := ep.NATS, ep.Direct
 	if cfg.SubscribeVia != "" {
-		subAddr = cfg.SubscribeVia
+		subAddr, direct = cfg.SubscribeVia, true
 	}
-	if t.sub, err = natsConn(cfg, subAddr, "sub", &pool.refused); err != nil {
+	if t.sub, err = natsConn(cfg, subAddr, direct, "sub", &pool.refused); err != nil {
 		pool.close()
 		return nil, err
 	}

@@ -21,12 +21,12 @@ type natsRequest struct {
 }
 
 func openNATSRequest(cfg Config, ep Endpoint, c engine.Completer) (Target, error) {
-	pool, err := openPool(cfg, ep.NATS, "requester")
+	pool, err := openPool(cfg, ep, "requester")
 	if err != nil {
 		return nil, err
 	}
 	t := &natsRequest{natsPool: pool, c: c, subject: subjectPrefix(cfg, ep) + ".request", size: cfg.Size, timeout: cfg.Timeout}
-	if t.responder, err = natsConn(cfg, ep.NATS, "responder", &pool.refused); err != nil {
+	if t.responder, err = natsConn(cfg, ep.NATS, ep.Direct, "responder", &pool.refused); err != nil {
 		pool.close()
 		return nil, err
 	}

@@ -21,8 +21,12 @@ type Config struct {
 	RunID       string        // keeps this run's subjects apart from any other's
 
 	NATSUser, NATSPassword string
-	// SubscribeVia, if set, is the NATS address the pub/sub subscriber uses instead of the
-	// endpoint's: subscribing on the broker itself measures what the gateway let through.
+	// DirectNATSUser and DirectNATSPassword are who connects to nats-server itself (a Direct
+	// endpoint, SubscribeVia): an identity that belongs to no tenant, since the brokers behind
+	// the gateway admit tenants' identities only through it.
+	DirectNATSUser, DirectNATSPassword string
+	// SubscribeVia, if set, is the NATS address of nats-server itself, which the pub/sub
+	// subscriber uses instead of the endpoint's: it measures what the gateway let through.
 	SubscribeVia string
 
 	KafkaClientID string // selects the tenant at the gateway by prefix
@@ -39,6 +43,8 @@ type Endpoint struct {
 	// The local broker advertises the gateway, so a direct client must ignore that (this is
 	// sound for a single-broker cluster only).
 	PinKafka bool
+	// Direct: the endpoint is the brokers themselves, reached as Config.DirectNATSUser.
+	Direct bool
 }
 
 // Target is an engine target with connections to close.

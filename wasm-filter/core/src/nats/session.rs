@@ -197,20 +197,9 @@ struct ClientSide<'a, G> {
     gate: &'a mut G,
 }
 
-impl<G: Gate> ClientHandler for ClientSide<'_, G> {
-    fn connect(&mut self, json: &[u8]) -> Admission {
-        if !matches!(self.state.authentication, Authentication::BeforeConnect) {
-            return Admission::Forward; // nats-server judges a second CONNECT
-        }
-        if self.state.tls_first_required {
-            self.state.authentication = Authentication::Refused;
-            self.state.pongs.push_back(PongOwner::Fatal(TLS_FIRST_REQUIRED));
-            return Admission::Replace(b"PING\r\n".to_vec());
-        }
-        let connect = super::parse_connect(json);
-        self.state.headers = connect.headers;
-        self.state.authentication = Authentication::Awaiting(connect.credentials());
-        self.state.pongs.push_back(PongOwner::Verdict);
+impl<G: Gate> ClientSide<'_, G> {
+    /// `CONNECT json` signed as the gateway's trusted proxy (when it is one), and a PING.
+    fn signed_connect(&self, json: &[u8]) -> Vec<u8> {
         let signature = self
             .state
             .server_info
@@ -223,7 +212,28 @@ impl<G: Gate> ClientHandler for ClientSide<'_, G> {
             None => with.extend_from_slice(json),
         }
         with.extend_from_slice(b"\r\nPING\r\n");
-        Admission::Replace(with)
+        with
+    }
+}
+
+impl<G: Gate> ClientHandler for ClientSide<'_, G> {
+    fn connect(&mut self, json: &[u8]) -> Admission {
+        if !matches!(self.state.authentication, Authentication::BeforeConnect) {
+            return Admission::Forward; // nats-server judges a second CONNECT
+        }
+        if self.state.tls_first_required {
+            // Nothing of the client's CONNECT goes upstream: a CONNECT without credentials (the
+            // server's no-credentials user, through its trusted proxy) and a PING, whose PONG
+            // carries the error to the client in order.
+            self.state.authentication = Authentication::Refused;
+            self.state.pongs.push_back(PongOwner::Fatal(TLS_FIRST_REQUIRED));
+            return Admission::Replace(self.signed_connect(b"{}"));
+        }
+        let connect = super::parse_connect(json);
+        self.state.headers = connect.headers;
+        self.state.authentication = Authentication::Awaiting(connect.credentials());
+        self.state.pongs.push_back(PongOwner::Verdict);
+        Admission::Replace(self.signed_connect(json))
     }
 
     fn ping(&mut self) {
