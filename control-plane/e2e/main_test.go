@@ -23,10 +23,14 @@ var testTenants = []string{
 }
 
 var (
-	stack     *localstack.Stack
-	ports     localstack.Ports
-	policyDir string
-	root      string
+	// inFlightRelay sits between the gateway's kafkaRelayed listener and the broker: it
+	// counts what the broker was sent (relay_test.go).
+	inFlightRelay *produceRelay
+	kafkaRelayed  int
+	stack         *localstack.Stack
+	ports         localstack.Ports
+	policyDir     string
+	root          string
 )
 
 func TestMain(m *testing.M) {
@@ -52,12 +56,23 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := writeUnderLimitPolicies(policyDir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	for _, write := range []func(string) error{writeUnderLimitPolicies, writeInFlightStressPolicies} {
+		if err := write(policyDir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	ports, err = localstack.FreePorts()
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if inFlightRelay, err = startProduceRelay(fmt.Sprintf("127.0.0.1:%d", ports.KafkaDirect)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer inFlightRelay.close()
+	if kafkaRelayed, err = localstack.FreePort(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -69,8 +84,9 @@ func run(m *testing.M) int {
 		Ports:               ports,
 		EnvoyConcurrency:    2,
 		WithKafka:           true,
-		ExtraNATSUsers:      testTenants,
+		ExtraNATSUsers:      append(testTenants, inFlightStressNATSUsers()...),
 		ExtraKafkaSASLUsers: append([]string{"spoof-victim"}, underLimitTenants()...),
+		ExtraKafkaBrokers:   []localstack.KafkaRoute{{Upstream: inFlightRelay.addr(), Listen: kafkaRelayed}},
 		Supervise:           true,
 		WithCollector:       true,
 	})

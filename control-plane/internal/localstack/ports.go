@@ -24,7 +24,7 @@ type Ports struct {
 	KafkaDirect     int // Kafka's second listener, advertising itself (direct clients, benchmarks)
 	KafkaBroker     int // Envoy listener fronting KafkaDirect: broker addresses are rewritten
 	KafkaSASL       int // Envoy listener fronting KafkaSASLUp: clients authenticate with SASL
-	KafkaSASLUp     int // Kafka's SASL_PLAINTEXT listener (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER), advertising itself
+	KafkaSASLUp     int // Kafka's SASL listener (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER) in SASL_SSL, admitting only the gateway's client certificate; advertising itself
 	NATSTLS         int // Envoy's TLS-first NATS listener
 	KafkaTLS        int // Envoy listener (mTLS: client certificate required) fronting KafkaSSLUp
 	KafkaSASLSSL    int // Envoy listener (TLS) fronting KafkaSASLSSLUp: SASL_SSL for clients
@@ -119,6 +119,16 @@ func PortsFromEnv() (Ports, error) {
 
 // FreePorts picks a free loopback port for each role (for tests).
 func FreePorts() (Ports, error) { return FreePortsFor(1) }
+
+// FreePort picks one more free loopback port.
+func FreePort() (int, error) {
+	run, err := consecutive(1)
+	if err != nil {
+		return 0, err
+	}
+	defer run[0].Close()
+	return run[0].Addr().(*net.TCPAddr).Port, nil
+}
 
 // FreePortsFor picks free loopback ports for a stack of `replicas` Envoys: each gateway
 // listener and the admin get that many consecutive ports.

@@ -42,6 +42,10 @@ type Config struct {
 	// ExtraKafkaSASLUsers are added to the Kafka SASL listener beside the local ones (PLAIN and
 	// SCRAM-SHA-256/512), each with the password "<user>-secret".
 	ExtraKafkaSASLUsers []string
+	// ExtraKafkaBrokers are more plaintext Kafka broker listeners of the gateway: each fronts
+	// Upstream (a broker listener, or a test's relay in front of one) on the loopback port
+	// Listen, with address rewriting (--kafka-broker).
+	ExtraKafkaBrokers []KafkaRoute
 	// ExtraNkeyUsers are public keys of NATS nkey users added beside the local ones, each
 	// proxy_required (reachable only through the gateway).
 	ExtraNkeyUsers []string
@@ -61,6 +65,12 @@ type Config struct {
 	// NATSOperatorMode runs nats-server with decentralized JWT authentication (an operator and
 	// one account, NATSAccount) instead of its configured users.
 	NATSOperatorMode bool
+}
+
+// KafkaRoute is one gateway listener for one broker address.
+type KafkaRoute struct {
+	Upstream string // host:port
+	Listen   int    // loopback port
 }
 
 // Stack is a running local stack. Its processes are exported for tests that stall or stop one.
@@ -232,6 +242,9 @@ func (s *Stack) startEnvoy(replica int) error {
 	listeners := []int{p.NATS}
 	if s.cfg.WithKafka {
 		listeners = append(listeners, p.Kafka, p.KafkaBroker, p.KafkaSASL, p.KafkaTLS, p.KafkaSASLSSL)
+		for _, r := range s.cfg.ExtraKafkaBrokers {
+			listeners = append(listeners, r.Listen)
+		}
 	}
 	listeners = append(listeners, p.NATSTLS)
 	for _, port := range listeners {

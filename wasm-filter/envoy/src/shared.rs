@@ -9,6 +9,11 @@ use crate::metrics;
 
 const CAS_ATTEMPTS: usize = 32;
 
+/// The CAS of a write that may create its key (see [`update`]). Envoy numbers versions from 1 up,
+/// skipping 0 when it wraps, so an existing key carries this one only after 2³² − 1 writes and
+/// for one write.
+const ABSENT_CAS: u32 = u32::MAX;
+
 fn decode<const N: usize>(bytes: Option<Vec<u8>>) -> [u64; N] {
     let mut out = [0u64; N];
     if let Some(b) = bytes {
@@ -42,7 +47,13 @@ pub fn update<const N: usize>(key: &str, f: impl Fn([u64; N]) -> Option<[u64; N]
         let Some(next) = f(current) else {
             return (current, false);
         };
-        match hostcalls::set_shared_data(key, Some(&encode(next)), cas) {
+        // Envoy checks the CAS only of a key that exists, and a get that found none gives no
+        // CAS to pass: a write with none would create the key or overwrite one another worker
+        // created meanwhile, losing its change (two workers' first in-flight increments of a
+        // tenant became one: 6 requests at a responder against an inFlight of 5). A CAS that no
+        // existing key carries makes the write create-if-absent: it creates the key, or fails
+        // with a mismatch and is tried again on the value the other worker stored.
+        match hostcalls::set_shared_data(key, Some(&encode(next)), cas.or(Some(ABSENT_CAS))) {
             Ok(()) => {
                 if created {
                     metrics::shared_data_key_created();
