@@ -77,6 +77,15 @@ install_redis() {
   ln -sf "$(command -v redis-server)" "$TOOLS/bin/redis-server"
 }
 
+# tmux, for the e2e test that drives `weighstation top` in a terminal as a person would.
+install_tmux() {
+  command -v tmux >/dev/null 2>&1 && return
+  [ "$(id -u)" = 0 ] || { say "tmux is missing: apt-get install tmux (as root)"; exit 1; }
+  say "tmux (Debian package)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null
+}
+
 install_rust_target() {
   stamp_ok rust-wasm32-wasip1 "1" && return
   say "rust target wasm32-wasip1 (rustup)"
@@ -179,7 +188,7 @@ install_cargo_fuzz() {
   stamp_set cargo-fuzz "$CARGO_FUZZ_VERSION"
 }
 
-for tool in "${@:-envoy nats-server kafka confluent-kafka natscli redis rust-target}"; do
+for tool in "${@:-envoy nats-server kafka confluent-kafka natscli redis tmux rust-target}"; do
   for t in $tool; do
     case "$t" in
       envoy) install_envoy ;;
@@ -188,6 +197,7 @@ for tool in "${@:-envoy nats-server kafka confluent-kafka natscli redis rust-tar
       confluent-kafka) install_confluent_kafka ;;
       natscli) install_natscli ;;
       redis) install_redis ;;
+      tmux) install_tmux ;;
       rust-target) install_rust_target ;;
       cargo-fuzz) install_cargo_fuzz ;;
       helm) install_helm ;;

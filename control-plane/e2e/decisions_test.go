@@ -205,7 +205,7 @@ func tmux(t *testing.T, socket string, args ...string) string {
 // row, at about 100% of it with its refusals by reason; Ctrl-C ends it.
 func TestTopShowsTheTenantAtItsLimitFirst(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed")
+		t.Fatal("tmux is not installed (scripts/install-tools.sh installs it)")
 	}
 	socket := "weighstation-top-" + strings.ReplaceAll(uniqueSubject("t"), ".", "-")
 	bin := filepath.Join(root, ".tools/bin/weighstation")

@@ -33,7 +33,7 @@ func TestGlobalLimitAcrossThreeReplicas(t *testing.T) {
 		"calm":   "scope: global\n  onLimit: reject\n  limits:\n    rate: { messagesPerSecond: 1000 }\n",
 		"local":  "onLimit: reject\n  limits:\n    rate: { messagesPerSecond: 200 }\n",
 	})
-	sub := connectNATS(t, gs.ports.NATSUpstream, "acme", "acme-secret")
+	sub := connectNATS(t, gs.ports.NATSUpstream, localstack.BaselineNATSUser, localstack.BaselineNATSUser+"-secret")
 	spread := collectOn(t, sub, "global.spread")
 	calm := collectOn(t, sub, "global.calm")
 	local := collectOn(t, sub, "global.local")
@@ -144,11 +144,26 @@ func TestGlobalLimitAcrossThreeReplicas(t *testing.T) {
 	}
 	took = eventually(t, 10*time.Second, "replicas return to shares", func() bool { return gs.fallbacks(t) == 0 })
 	t.Logf("store back: replicas on shares again after %s", took.Round(10*time.Millisecond))
+	eventually(t, 3*time.Second, "/status reports the quota service reachable again", func() bool {
+		st, err := gs.stack.ControlPlaneStatus()
+		return err == nil && st.Quota != nil && st.Quota.Reachable
+	})
+	// As on shares before: settled within a few reports, then the global limit exactly, split
+	// by connections.
 	time.Sleep(3 * time.Second)
 	shares = gs.shares(t, "spread")
-	t.Logf("shares after the store's return %v", shares)
-	if math.Abs(shares[2]-0.7) > 0.05 {
-		t.Errorf("after the store's return replica 2 holds %.3f, want 0.7", shares[2])
+	from = time.Now()
+	time.Sleep(6 * time.Second)
+	to = time.Now()
+	rate = float64(spread.deliveredBetween(from, to)) / to.Sub(from).Seconds()
+	t.Logf("after the store's return: spread delivered %.1f msg/s (limit %.0f): %+.2f%%; shares %v", rate, limit, (rate-limit)/limit*100, shares)
+	if math.Abs(rate-limit)/limit > 0.05 {
+		t.Errorf("after the store's return, spread delivered %.1f msg/s: outside ±5%% of %.0f", rate, limit)
+	}
+	for i, want := range []float64{0.1, 0.2, 0.7} {
+		if math.Abs(shares[i]-want) > 0.05 {
+			t.Errorf("after the store's return replica %d holds %.3f, want %.1f", i, shares[i], want)
+		}
 	}
 
 	stop()

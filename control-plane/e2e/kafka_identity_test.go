@@ -5,12 +5,15 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func scramJAAS(user, pass string) map[string]string {
@@ -117,19 +120,15 @@ func kafkaRequest(apiKey, version int16, corr int32, body []byte) []byte {
 	return append(append(f, clientID...), body...)
 }
 
-// saslAuthenticate sends SaslAuthenticate v0 with these bytes and returns the broker's error
-// code and its auth bytes.
-func saslAuthenticate(c net.Conn, r *bufio.Reader, corr int32, auth []byte) (int16, []byte, error) {
+// saslAuthenticate sends SaslAuthenticate v0 with these bytes, then (pipelined, before the
+// answer) the frame then, if any, and returns the broker's error code and its auth bytes.
+func saslAuthenticate(c net.Conn, r *bufio.Reader, corr int32, auth, then []byte) (int16, []byte, error) {
 	body := binary.BigEndian.AppendUint32(nil, uint32(len(auth)))
-	if _, err := c.Write(kafkaRequest(36, 0, corr, append(body, auth...))); err != nil {
+	if _, err := c.Write(append(kafkaRequest(36, 0, corr, append(body, auth...)), then...)); err != nil {
 		return 0, nil, err
 	}
-	var size uint32
-	if err := binary.Read(r, binary.BigEndian, &size); err != nil {
-		return 0, nil, err
-	}
-	resp := make([]byte, size)
-	if _, err := io.ReadFull(r, resp); err != nil {
+	resp, err := readKafkaFrame(r)
+	if err != nil {
 		return 0, nil, err
 	}
 	// correlation id, error_code, error_message (string), auth_bytes (bytes)
@@ -139,52 +138,110 @@ func saslAuthenticate(c net.Conn, r *bufio.Reader, corr int32, auth []byte) (int
 	return code, rest[4:], nil
 }
 
+func readKafkaFrame(r *bufio.Reader) ([]byte, error) {
+	var size uint32
+	if err := binary.Read(r, binary.BigEndian, &size); err != nil {
+		return nil, err
+	}
+	frame := make([]byte, size)
+	_, err := io.ReadFull(r, frame)
+	return frame, err
+}
+
+// spoofedValue marks the records a spoofer tries to produce.
+const spoofedValue = "spoofed"
+
+// spoofProduce is a Produce request (v3, acks=all) of one record, spoofedValue, to partition 0
+// of topic: what a spoofer pipelines behind its authentication, hoping it is forwarded before
+// the broker's verdict.
+func spoofProduce(corr int32, topic string) []byte {
+	record := []byte{0}                      // attributes
+	record = binary.AppendVarint(record, 0)  // timestamp delta
+	record = binary.AppendVarint(record, 0)  // offset delta
+	record = binary.AppendVarint(record, -1) // no key
+	record = binary.AppendVarint(record, int64(len(spoofedValue)))
+	record = append(record, spoofedValue...)
+	record = binary.AppendVarint(record, 0) // no headers
+	batch := kmsg.RecordBatch{Magic: 2, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: 1,
+		FirstTimestamp: time.Now().UnixMilli(), MaxTimestamp: time.Now().UnixMilli(),
+		Records: append(binary.AppendVarint(nil, int64(len(record))), record...)}
+	raw := batch.AppendTo(nil)
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 3, -1, 5000
+	part := kmsg.NewProduceRequestTopicPartition()
+	part.Records = raw
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic, rt.Partitions = topic, []kmsg.ProduceRequestTopicPartition{part}
+	req.Topics = []kmsg.ProduceRequestTopic{rt}
+	return kafkaRequest(0, 3, corr, req.AppendTo(nil))
+}
+
 // spoofKafkaOnce authenticates as user with a wrong password over the SASL listener (PLAIN or
-// SCRAM-SHA-512, speaking the protocol itself, as an attacker would) and returns the broker's
-// error code: non-zero when it refused.
-func spoofKafkaOnce(user, mechanism string) (int16, error) {
+// SCRAM-SHA-512, speaking the protocol itself, as an attacker would), pipelining a Produce to
+// topic behind its last SaslAuthenticate. It returns the broker's error code (non-zero when it
+// refused) and whether the Produce was answered without error (it must never be).
+func spoofKafkaOnce(user, mechanism, topic string) (int16, bool, error) {
+	return pipelinedAuthProduce(user, "wrong", mechanism, topic)
+}
+
+// pipelinedAuthProduce is spoofKafkaOnce with a password of the caller's choice.
+func pipelinedAuthProduce(user, password, mechanism, topic string) (int16, bool, error) {
 	c, err := net.DialTimeout("tcp", addr(ports.KafkaSASL), time.Second)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
 	r := bufio.NewReader(c)
 	handshake := binary.BigEndian.AppendUint16(nil, uint16(len(mechanism)))
 	if _, err := c.Write(kafkaRequest(17, 1, 1, append(handshake, mechanism...))); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	var size uint32
-	if err := binary.Read(r, binary.BigEndian, &size); err != nil {
-		return 0, err
+	if _, err := readKafkaFrame(r); err != nil {
+		return 0, false, err
 	}
-	if _, err := r.Discard(int(size)); err != nil {
-		return 0, err
-	}
+	var code int16
 	if mechanism == "PLAIN" {
-		code, _, err := saslAuthenticate(c, r, 2, []byte("\x00"+user+"\x00wrong"))
-		return code, err
-	}
-	code, serverFirst, err := saslAuthenticate(c, r, 2, []byte("n,,n="+user+",r=spoofnonce"))
-	if err != nil || code != 0 {
-		return code, err
-	}
-	nonce := ""
-	for _, attr := range strings.Split(string(serverFirst), ",") {
-		if v, ok := strings.CutPrefix(attr, "r="); ok {
-			nonce = v
+		code, _, err = saslAuthenticate(c, r, 2, []byte("\x00"+user+"\x00"+password), spoofProduce(3, topic))
+	} else {
+		var serverFirst []byte
+		code, serverFirst, err = saslAuthenticate(c, r, 2, []byte("n,,n="+user+",r=spoofnonce"), nil)
+		if err != nil || code != 0 {
+			return code, false, err
 		}
+		nonce := ""
+		for _, attr := range strings.Split(string(serverFirst), ",") {
+			if v, ok := strings.CutPrefix(attr, "r="); ok {
+				nonce = v
+			}
+		}
+		proof := base64.StdEncoding.EncodeToString(make([]byte, 64))
+		code, _, err = saslAuthenticate(c, r, 3, []byte("c=biws,r="+nonce+",p="+proof), spoofProduce(4, topic))
 	}
-	proof := base64.StdEncoding.EncodeToString(make([]byte, 64))
-	code, _, err = saslAuthenticate(c, r, 3, []byte("c=biws,r="+nonce+",p="+proof))
-	return code, err
+	if err != nil {
+		return code, false, err
+	}
+	// The broker closes a connection whose authentication failed: the Produce gets no answer.
+	resp, err := readKafkaFrame(r)
+	if err != nil {
+		return code, false, nil
+	}
+	parsed := kmsg.NewPtrProduceResponse()
+	parsed.Version = 3
+	if perr := parsed.ReadFrom(resp[4:]); perr == nil && len(parsed.Topics) > 0 && len(parsed.Topics[0].Partitions) > 0 {
+		return code, parsed.Topics[0].Partitions[0].ErrorCode == 0, nil
+	}
+	return code, false, nil
 }
 
 // spoofKafka claims user with a wrong password, over PLAIN and SCRAM-SHA-512 in turn, as fast
-// as the broker answers, until stop closes; done closes when it has stopped. It returns how
-// many times the broker refused it.
-func spoofKafka(user string, stop <-chan struct{}) (refused *atomic.Int64, done <-chan struct{}) {
-	refused = new(atomic.Int64)
+// as the broker answers, each time pipelining a Produce to topic behind it, until stop closes;
+// done closes when it has stopped. It counts the broker's refusals and the Produce requests
+// answered without error.
+func spoofKafka(user, topic string, stop <-chan struct{}) (refused, produced *atomic.Int64, done <-chan struct{}) {
+	refused, produced = new(atomic.Int64), new(atomic.Int64)
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
@@ -194,12 +251,16 @@ func spoofKafka(user string, stop <-chan struct{}) (refused *atomic.Int64, done 
 				return
 			default:
 			}
-			if code, err := spoofKafkaOnce(user, []string{"PLAIN", "SCRAM-SHA-512"}[i%2]); err == nil && code != 0 {
+			code, ok, err := spoofKafkaOnce(user, []string{"PLAIN", "SCRAM-SHA-512"}[i%2], topic)
+			if err == nil && code != 0 {
 				refused.Add(1)
+			}
+			if ok {
+				produced.Add(1)
 			}
 		}
 	}()
-	return refused, finished
+	return refused, produced, finished
 }
 
 // A client that claims a tenant's SASL principal with a wrong secret charges no one: the broker
@@ -215,13 +276,31 @@ func TestKafkaSpooferWithAWrongSecretChargesNoTenant(t *testing.T) {
 	accepted0 := metric(t, "weighstation_messages_accepted", labels)
 	refused0 := metricTotal(t, "weighstation_messages_refused", labels)
 	stop := make(chan struct{})
-	refused, done := spoofKafka(tenant, stop)
+	refused, produced, done := spoofKafka(tenant, "spoof-victim-orders", stop)
 	conns := samplePeak(t, "weighstation_connections_active", "kafka", tenant)
 	run := javaProducerWith(t, addr(ports.KafkaSASL), creds, "spoof-victim-orders", "victim", 200, 4*time.Second, 100)
 	peak := conns.stop(t)
 	close(stop)
 	<-done
-	t.Logf("victim: sent %d acked %d failed %d (%s); spoofer: refused %d times", run.sent, run.acked, run.failed, run.errors, refused.Load())
+	t.Logf("victim: sent %d acked %d failed %d (%s); spoofer: refused %d times, its pipelined Produce answered %d times",
+		run.sent, run.acked, run.failed, run.errors, refused.Load(), produced.Load())
+	if produced.Load() != 0 {
+		t.Errorf("%d of the spoofer's Produce requests were answered without error", produced.Load())
+	}
+	spoofed := 0
+	for _, r := range topicRecords(t, "spoof-victim-orders") {
+		if r == spoofedValue {
+			spoofed++
+		}
+	}
+	if spoofed != 0 {
+		t.Errorf("the topic holds %d of the spoofer's records", spoofed)
+	}
+	// The spoofer's pipelined Produce is one the broker takes: with the right password it is
+	// answered without error (so its never being answered above was the broker's refusal).
+	if code, ok, err := pipelinedAuthProduce(tenant, tenant+"-secret", "PLAIN", "spoof-victim-orders"); err != nil || code != 0 || !ok {
+		t.Errorf("the right password with a pipelined Produce: code %d, produced %v, %v", code, ok, err)
+	}
 	if run.failed != 0 || run.acked != run.sent {
 		t.Errorf("the real tenant lost records: sent %d, acked %d, failed %d (%s)", run.sent, run.acked, run.failed, run.errors)
 	}

@@ -45,6 +45,10 @@ func main() {
 	fmt.Printf("soak %s: sent %d, delivered %d, refused %d, failed in a fault %d, unaccounted %d, duplicates %d\n",
 		*duration, t.Sent, t.Delivered, t.Refused, t.FailedInFault, t.Unaccounted, t.Duplicates)
 	for _, d := range res.Drifts {
+		if d.Samples == 0 {
+			// A run shorter than a process's warm-up has nothing after it to summarise.
+			continue
+		}
 		fmt.Printf("  %s: median %.1f, worst drift %.1f%%, last minute − first %+.1f%%, over %d samples\n", d.Name, d.Median, 100*d.Worst, 100*d.Trend, d.Samples)
 	}
 	fmt.Printf("report: %s\nplot:   %s\n", res.ReportPath, res.PlotPath)

@@ -22,7 +22,7 @@ func bootstrapCmd(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.ListenPortOffset, "listen-port-offset", 0, "ask the control plane for every listener moved up by this many ports (several Envoys on one host)")
 	output := fs.String("output", "", "write the bootstrap to this file instead of stdout (for images without a shell)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseFailed(err)
 	}
 	out, err := bootstrap.Render(o)
 	if err != nil {

@@ -34,7 +34,7 @@ func decisionsCmd(args []string, stdout, stderr io.Writer) int {
 	since := fs.Duration("since", 15*time.Minute, "only decisions made this recently")
 	follow := fs.Bool("follow", false, "keep printing decisions as they are made (until interrupted)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseFailed(err)
 	}
 	switch *reason {
 	case "", "size", "rate", "inflight", "queue", "connections", "delayed":

@@ -32,7 +32,7 @@ func impactCmd(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the result as JSON instead of a table")
 	simulator := fs.String("simulator", "", "the replay module (default: weighstation_impact.wasm beside this binary)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseFailed(err)
 	}
 	if *policies == "" {
 		fmt.Fprintln(stderr, "weighstation impact: --policies DIR is required")

@@ -4,6 +4,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 )
@@ -44,11 +46,24 @@ func main() {
 		code = usageCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "impact":
 		code = impactCmd(os.Args[2:], os.Stdout, os.Stderr)
-	case "-h", "--help", "help":
+	case "-h", "-help", "--help", "help":
 		fmt.Print(commands)
 	default:
 		fmt.Fprintf(os.Stderr, "weighstation: unknown command %q\n%s", os.Args[1], commands)
 		code = 2
 	}
 	os.Exit(code)
+}
+
+// parseFailed is a command's exit code when its flags did not parse: 0 when help was asked for
+// (the flag package printed it), 2 for a usage error (the flag package printed the error).
+func parseFailed(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}
+
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help"
 }

@@ -24,7 +24,7 @@ func quotaCmd(args []string) int {
 	listen := fs.String("listen", "127.0.0.1:8090", "address to serve "+quota.SharesPath+" and /healthz on")
 	redisAddr := fs.String("redis", "127.0.0.1:6379", "Redis or Valkey address (password from REDIS_PASSWORD)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseFailed(err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	rdb := redis.NewClient(&redis.Options{Addr: *redisAddr, Password: os.Getenv("REDIS_PASSWORD"), DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})

@@ -67,7 +67,7 @@ func serve(args []string) int {
 	debounce := fs.Duration("debounce", 200*time.Millisecond, "quiet time after a policy file change before reloading")
 	poll := fs.Duration("poll", 5*time.Second, "re-read interval backing up the file watcher")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseFailed(err)
 	}
 	g.BufferLimitBytes = uint32(*bufferLimit)
 	opsAddress := *httpListen

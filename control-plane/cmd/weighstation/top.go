@@ -27,7 +27,7 @@ func topCmd(args []string, stdout, stderr io.Writer) int {
 	interval := fs.Duration("interval", time.Second, "refresh period")
 	once := fs.Bool("once", false, "print the table once and exit")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseFailed(err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -16,6 +16,9 @@ import (
 func usageCmd(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "export" {
 		fmt.Fprintln(stderr, "usage: weighstation usage export [--since 24h] [--resolution 1m|1s] [--format csv|json|parquet] [--output FILE]")
+		if len(args) == 1 && isHelp(args[0]) {
+			return 0
+		}
 		return 2
 	}
 	fs := flag.NewFlagSet("usage export", flag.ContinueOnError)
@@ -26,7 +29,7 @@ func usageCmd(args []string, stdout, stderr io.Writer) int {
 	output := fs.String("output", "", "write to this file instead of stdout")
 	resolution := fs.String("resolution", "1m", "1m (per minute, for chargeback) or 1s (per second, for weighstation impact)")
 	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+		return parseFailed(err)
 	}
 	q := url.Values{"since": {since.String()}, "format": {*format}, "resolution": {*resolution}}
 	resp, err := http.Get(strings.TrimRight(*cp, "/") + "/usage/history?" + q.Encode())

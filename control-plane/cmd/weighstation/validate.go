@@ -13,7 +13,10 @@ import (
 func validate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+	if err := fs.Parse(args); err != nil {
+		return parseFailed(err)
+	}
+	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "usage: weighstation validate DIR")
 		return 2
 	}

@@ -32,8 +32,11 @@ type process struct {
 	cmd      *exec.Cmd
 	stopping atomic.Bool
 	restarts atomic.Int64
-	done     chan struct{}
-	err      error
+	// held, while set, keeps the supervisor from starting the process again until it closes
+	// (an outage a test needs to last while it checks).
+	held chan struct{}
+	done chan struct{}
+	err  error
 }
 
 // startProcess starts one of the stack's processes, supervised if the stack is.
@@ -84,6 +87,11 @@ func (p *process) wait(cmd *exec.Cmd, logFile *os.File) {
 		logFile.Close()
 		time.Sleep(restartDelay)
 		p.mu.Lock()
+		for held := p.held; held != nil; held = p.held {
+			p.mu.Unlock()
+			<-held
+			p.mu.Lock()
+		}
 		if p.stopping.Load() {
 			p.mu.Unlock()
 			p.err = err
@@ -101,6 +109,28 @@ func (p *process) wait(cmd *exec.Cmd, logFile *os.File) {
 		p.restarts.Add(1)
 		p.mu.Unlock()
 	}
+}
+
+// KillAndHold kills the process (SIGKILL) and keeps the supervisor from starting it again until
+// release is called; release starts it (after restartDelay) as a crash would.
+func (p *process) KillAndHold() (release func(), err error) {
+	held := make(chan struct{})
+	p.mu.Lock()
+	p.held = held
+	pid := p.cmd.Process.Pid
+	p.mu.Unlock()
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			p.held = nil
+			p.mu.Unlock()
+			close(held)
+		})
+	}, nil
 }
 
 // Restarts is how many times the supervisor started the process again.

@@ -66,6 +66,7 @@ type faults struct {
 	mu      sync.Mutex
 	step    PolicyStep
 	flips   int
+	steps   []StepAt
 	windows []Window
 	events  []Event
 	errs    []error
@@ -77,6 +78,7 @@ func (f *faults) flip() error {
 	defer f.mu.Unlock()
 	f.step = f.step.Next()
 	f.flips++
+	f.steps = append(f.steps, StepAt{At: time.Now(), Step: f.step})
 	return writeFile(filepath.Join(f.policyDir, "soak.yaml"), PolicyYAML(f.step))
 }
 
@@ -223,12 +225,13 @@ func (f *faults) killAndWait(p supervised, port int, timeout time.Duration) (Win
 	return w, err
 }
 
-func (f *faults) results() ([]Window, []Event, []error, int) {
+func (f *faults) results() ([]Window, []Event, []error, []StepAt) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	events := append([]Event(nil), f.events...)
 	sort.Slice(events, func(i, j int) bool { return events[i].At < events[j].At })
-	return append([]Window(nil), f.windows...), events, append([]error(nil), f.errs...), f.flips
+	steps := append([]StepAt{{At: f.start, Step: StepBase}}, f.steps...)
+	return append([]Window(nil), f.windows...), events, append([]error(nil), f.errs...), steps
 }
 
 func waitFor(timeout time.Duration, cond func() bool) error {

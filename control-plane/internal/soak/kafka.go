@@ -54,7 +54,7 @@ func startKafkaProducer(gateway, tenant, kind string) (*kafkaProducer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kafkaProducer{tenant: tenant, kind: kind, client: cl, rec: newRecorder(tenant, kind)}, nil
+	return &kafkaProducer{tenant: tenant, kind: kind, client: cl, rec: newRecorder(tenant, kind, kafkaErrKind)}, nil
 }
 
 // warm creates the topic (auto-created by the first produce) before the soak's clock starts.

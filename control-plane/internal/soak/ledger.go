@@ -1,11 +1,13 @@
 // Package soak runs the local stack under fixed-rate mixed load for a while, injects faults on a
 // schedule (policy flips, the control plane, nats-server, Kafka and Envoy killed or drained,
 // hostile clients), then accounts for every message sent: each is delivered, refused with an
-// error its client saw, or failed with an error its client saw while a component was down.
-// Anything else is unaccounted, and a soak with unaccounted messages fails.
+// error its client saw, or failed with an error of a kind an injected fault produces, seen
+// while that fault lasted (plus a stated grace). Anything else is unaccounted — a disconnect
+// no fault explains included — and a soak with unaccounted messages fails.
 package soak
 
 import (
+	"slices"
 	"time"
 )
 
@@ -18,15 +20,22 @@ type Message struct {
 	// Refused: the client saw the gateway refuse this message (a Permissions Violation naming
 	// its subject, THROTTLING_QUOTA_EXCEEDED or MESSAGE_TOO_LARGE).
 	Refused bool
-	// Failed: the client saw another error for it (a timeout, a closed connection).
+	// Failed: the client saw another error for it (a timeout, a closed connection), of kind
+	// Err (see errkinds.go).
 	Failed bool
+	Err    string
 }
 
-// Window is a span in which a component on a flow's path was down or restarting.
+// Window is a span in which an injected fault had a component on a flow's path down or
+// restarting (End includes the recovery grace), and the error kinds it produces on that flow:
+// a failure is excused only by a window of its kind.
 type Window struct {
 	Start, End time.Time
 	What       string
+	Kinds      []string
 }
+
+func (w Window) produces(kind string) bool { return slices.Contains(w.Kinds, kind) }
 
 func (w Window) overlaps(from, to time.Time) bool {
 	return !to.Before(w.Start) && !from.After(w.End)
@@ -41,7 +50,7 @@ type Flow struct {
 	// Present counts the copies of each message found at its destination (the subscriber, the
 	// responder, the JetStream stream, the Kafka topic).
 	Present []int
-	// Faults are the windows in which this flow's client saw a component go away.
+	// Faults are the injected faults on this flow's path.
 	Faults []Window
 	// Unacknowledged is how long a message without an answer (a core NATS publish) may be on
 	// its way: it was lost to a fault if a fault window overlaps [Sent, Sent+Unacknowledged].
@@ -55,7 +64,7 @@ type Row struct {
 	Sent          int
 	Delivered     int // found at its destination (acknowledged, where the protocol acknowledges)
 	Refused       int // refused, the client told, and not delivered
-	FailedInFault int // an error the client saw while a component on its path was down
+	FailedInFault int // an error of a kind a fault on its path produces, seen while it lasted
 	Unaccounted   int
 	// Of the unaccounted, for the reader: acknowledged but not found (a loss), refused but
 	// delivered anyway, failed with no fault to explain it.
@@ -87,17 +96,7 @@ func Account(f Flow) Row {
 		if present > 1 {
 			r.Duplicates += present - 1
 		}
-		end := m.Done
-		if end.IsZero() {
-			end = m.Sent.Add(f.Unacknowledged)
-		}
-		inFault := false
-		for _, w := range f.Faults {
-			if w.overlaps(m.Sent, end) {
-				inFault = true
-				break
-			}
-		}
+		inFault := f.excused(m)
 		switch {
 		case m.Refused && present > 0:
 			r.Unaccounted++
@@ -112,8 +111,7 @@ func Account(f Flow) Row {
 			if m.Failed {
 				r.DeliveredDespiteError++
 			}
-		case inFault && (m.Failed || m.Done.IsZero()):
-			// A core NATS publish has no answer: the client saw the fault as a disconnect.
+		case inFault:
 			r.FailedInFault++
 		default:
 			r.Unaccounted++
@@ -131,6 +129,29 @@ func Account(f Flow) Row {
 		}
 	}
 	return r
+}
+
+// excused says whether a fault on the flow's path explains a message that was neither refused
+// nor delivered: its error is of a kind the fault produces, seen while the fault lasted — a
+// timeout, whose cause is anywhere in [sent, seen], while it overlapped the fault — or, for a
+// core publish that has no answer, it was on its way (Unacknowledged) while the fault lasted.
+func (f Flow) excused(m Message) bool {
+	for _, w := range f.Faults {
+		switch {
+		case !m.Failed && m.Done.IsZero():
+			if w.produces(ErrLost) && w.overlaps(m.Sent, m.Sent.Add(f.Unacknowledged)) {
+				return true
+			}
+		case !m.Failed:
+		case m.Err == ErrTimeout:
+			if w.produces(m.Err) && w.overlaps(m.Sent, m.Done) {
+				return true
+			}
+		case w.produces(m.Err) && w.overlaps(m.Done, m.Done):
+			return true
+		}
+	}
+	return false
 }
 
 // Total sums rows.

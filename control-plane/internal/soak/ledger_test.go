@@ -11,7 +11,7 @@ var t0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 
 func TestAccountClassifiesEachMessage(t *testing.T) {
-	fault := Window{Start: at(10), End: at(20), What: "nats-server killed"}
+	fault := Window{Start: at(10), End: at(20), What: "nats-server killed", Kinds: []string{ErrDisconnected, ErrTimeout, ErrLost}}
 	cases := []struct {
 		name    string
 		m       Message
@@ -22,12 +22,15 @@ func TestAccountClassifiesEachMessage(t *testing.T) {
 		{"core publish received", Message{Sent: at(1)}, 1, func(r Row) int { return r.Delivered }},
 		{"refused", Message{Sent: at(1), Done: at(1.1), Refused: true}, 0, func(r Row) int { return r.Refused }},
 		{"refused but delivered", Message{Sent: at(1), Done: at(1.1), Refused: true}, 1, func(r Row) int { return r.RefusedDelivered }},
-		{"error during a fault", Message{Sent: at(9), Done: at(12), Failed: true}, 0, func(r Row) int { return r.FailedInFault }},
+		{"disconnected during the fault", Message{Sent: at(9), Done: at(12), Failed: true, Err: ErrDisconnected}, 0, func(r Row) int { return r.FailedInFault }},
+		{"timed out, sent before the fault", Message{Sent: at(6), Done: at(11), Failed: true, Err: ErrTimeout}, 0, func(r Row) int { return r.FailedInFault }},
 		{"core publish lost in a fault", Message{Sent: at(9.5)}, 0, func(r Row) int { return r.FailedInFault }},
 		{"core publish lost outside faults", Message{Sent: at(3)}, 0, func(r Row) int { return r.FailedNoFault }},
-		{"error outside faults", Message{Sent: at(30), Done: at(31), Failed: true}, 0, func(r Row) int { return r.FailedNoFault }},
+		{"error outside faults", Message{Sent: at(30), Done: at(31), Failed: true, Err: ErrDisconnected}, 0, func(r Row) int { return r.FailedNoFault }},
+		{"an error kind the fault does not produce", Message{Sent: at(12), Done: at(13), Failed: true, Err: ErrOther}, 0, func(r Row) int { return r.FailedNoFault }},
+		{"seen after the fault, sent during it", Message{Sent: at(19), Done: at(79), Failed: true, Err: ErrDisconnected}, 0, func(r Row) int { return r.FailedNoFault }},
 		{"acknowledged and lost", Message{Sent: at(12), Done: at(13), Acked: true}, 0, func(r Row) int { return r.AckedMissing }},
-		{"error yet delivered", Message{Sent: at(12), Done: at(13), Failed: true}, 1, func(r Row) int { return r.DeliveredDespiteError }},
+		{"error yet delivered", Message{Sent: at(12), Done: at(13), Failed: true, Err: ErrTimeout}, 1, func(r Row) int { return r.DeliveredDespiteError }},
 		{"delivered twice", Message{Sent: at(12), Done: at(13), Acked: true}, 2, func(r Row) int { return r.Duplicates }},
 	}
 	for _, c := range cases {
@@ -48,11 +51,12 @@ func TestAccountConservesMessages(t *testing.T) {
 		f := Flow{Unacknowledged: 2 * time.Second}
 		for i := 0; i < rng.Intn(4); i++ {
 			s := rng.Float64() * 100
-			f.Faults = append(f.Faults, Window{Start: at(s), End: at(s + rng.Float64()*10)})
+			f.Faults = append(f.Faults, Window{Start: at(s), End: at(s + rng.Float64()*10), Kinds: []string{ErrDisconnected, ErrLost}})
 		}
 		for i := 0; i < n; i++ {
 			s := rng.Float64() * 100
-			m := Message{Sent: at(s), Acked: rng.Intn(2) == 0, Refused: rng.Intn(5) == 0, Failed: rng.Intn(5) == 0}
+			m := Message{Sent: at(s), Acked: rng.Intn(2) == 0, Refused: rng.Intn(5) == 0, Failed: rng.Intn(5) == 0,
+				Err: []string{ErrDisconnected, ErrTimeout, ErrOther}[rng.Intn(3)]}
 			if rng.Intn(4) > 0 {
 				m.Done = at(s + rng.Float64())
 			}

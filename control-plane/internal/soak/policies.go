@@ -49,15 +49,23 @@ const (
 	dryRate    = 20
 )
 
+// scale is what a step multiplies every rate by.
+func (s PolicyStep) scale() float64 {
+	switch s {
+	case StepRatesHalved:
+		return 0.5
+	case StepRatesDoubled:
+		return 2
+	}
+	return 1
+}
+
+// queueMax is the delay and reject tenants' queue.maxMessages.
+const queueMax = 50
+
 // PolicyYAML is the soak's policy file at a step of the cycle.
 func PolicyYAML(step PolicyStep) string {
-	scale := 1.0
-	switch step {
-	case StepRatesHalved:
-		scale = 0.5
-	case StepRatesDoubled:
-		scale = 2
-	}
+	scale := step.scale()
 	delayMode, rejectMode := "delay", "reject"
 	if step == StepRatesDoubled {
 		delayMode, rejectMode = "reject", "delay"
@@ -83,7 +91,7 @@ spec:
 	rate := func(r float64, burst int) string {
 		return fmt.Sprintf("    rate: { messagesPerSecond: %g, burstMessages: %d }\n", r*scale, burst)
 	}
-	queue := "    queue: { maxMessages: 50, maxWait: 2s }\n"
+	queue := fmt.Sprintf("    queue: { maxMessages: %d, maxWait: 2s }\n", queueMax)
 	doc(TenantDelay, "enforce", delayMode, "    maxMessageBytes: 64KiB\n"+rate(delayRate, 40)+"    inFlight: 100\n"+queue, "")
 	override := ""
 	if step == StepOverride {
@@ -102,4 +110,4 @@ spec:
 
 // QueueBound is the most messages the soak's tenants may hold at once: the delay and reject
 // tenants' queues (50 each, one per protocol; the reject tenant holds when swapped to delay).
-const QueueBound = 2 * 2 * 50
+const QueueBound = 2 * 2 * queueMax

@@ -11,12 +11,15 @@ import (
 // recorder keeps what a client learned about each message of one flow, by sequence number.
 type recorder struct {
 	tenant, kind string
+	errKind      func(error) string // natsErrKind or kafkaErrKind
 	mu           sync.Mutex
 	msgs         []Message
 	errs         map[string]int // the errors its client saw, by kind (digits elided)
 }
 
-func newRecorder(tenant, kind string) *recorder { return &recorder{tenant: tenant, kind: kind} }
+func newRecorder(tenant, kind string, errKind func(error) string) *recorder {
+	return &recorder{tenant: tenant, kind: kind, errKind: errKind}
+}
 
 // next records a message about to be sent at its intended time and returns its sequence number.
 func (r *recorder) next(intended time.Time) int {
@@ -41,7 +44,7 @@ func (r *recorder) answered(seq int, err error) {
 	r.update(seq, func(m *Message) {
 		m.Done = now
 		if err != nil {
-			m.Failed = true
+			m.Failed, m.Err = true, r.errKind(err)
 			if r.errs == nil {
 				r.errs = map[string]int{}
 			}

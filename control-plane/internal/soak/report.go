@@ -101,6 +101,10 @@ func (r *Result) Markdown() string {
 	}
 	b.WriteString(". Plot: resources.svg.\n\n| resource | samples judged | median | min | max | worst drift from the median | last minute − first minute |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, d := range r.Drifts {
+		if d.Samples == 0 {
+			fmt.Fprintf(&b, "| %s | 0 (none after warm-up) | | | | | |\n", d.Name)
+			continue
+		}
 		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.1f | %.1f%% | %+.1f%% |\n", d.Name, d.Samples, d.Median, d.Min, d.Max, 100*d.Worst, 100*d.Trend)
 	}
 	held := 0.0

@@ -225,31 +225,27 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.ReadBack["Kafka topics (with the warm-up records)"] = n
 	}
 
-	windows, events, faultErrs, flips := flt.results()
-	res.Events, res.Flips = events, flips
+	windows, events, faultErrs, steps := flt.results()
+	res.Events, res.Flips = events, len(steps)-1
 	for _, e := range faultErrs {
 		res.Failures = append(res.Failures, "fault schedule: "+e.Error())
-	}
-	var sideWindows []Window
-	for _, w := range side.windows {
-		sideWindows = append(sideWindows, w.closed()...)
 	}
 	onPath := func(protocol string) []Window {
 		var out []Window
 		for _, w := range windows {
-			if w.What == faultEnvoy || (protocol == "nats" && w.What == faultNATS) || (protocol == "kafka" && w.What == faultKafka) {
+			if kinds := faultKinds[w.What][protocol]; kinds != nil {
+				w.Kinds = kinds
 				out = append(out, w)
 			}
 		}
 		return out
 	}
 	for _, c := range natsClients {
-		faults := append(append(onPath("nats"), c.windows.closed()...), sideWindows...)
 		for _, r := range []*recorder{c.pub, c.req, c.jsPub} {
 			msgs := r.snapshot()
 			res.ClientErrors[r.tenant+" "+r.kind] = r.errors()
 			res.Rows = append(res.Rows, Account(Flow{Tenant: r.tenant, Kind: r.kind, Messages: msgs,
-				Present: present.of(r.tenant, r.kind, len(msgs)), Faults: faults, Unacknowledged: unacknowledged}))
+				Present: present.of(r.tenant, r.kind, len(msgs)), Faults: onPath("nats"), Unacknowledged: unacknowledged}))
 		}
 	}
 	for _, p := range producers {
@@ -260,6 +256,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Total = Total(res.Rows)
 	res.checkLedger()
+	res.checkDelayRefusals(natsClients, producers, steps, start.Add(cfg.Duration), onPath)
 
 	// What the gateway counted during the soak (the warm-up before it is not the soak's).
 	counted := func(name, protocol, tenant string) float64 {
@@ -361,6 +358,35 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// checkDelayRefusals bounds the delay tenant's refusals by its policy steps (DelayRefusals).
+func (r *Result) checkDelayRefusals(nats []*natsClient, kafka []*kafkaProducer, steps []StepAt, end time.Time, onPath func(string) []Window) {
+	refusedSent := map[string][]time.Time{}
+	collect := func(protocol string, rec *recorder) {
+		for _, m := range rec.snapshot() {
+			if m.Refused {
+				refusedSent[protocol] = append(refusedSent[protocol], m.Sent)
+			}
+		}
+	}
+	for _, c := range nats {
+		if c.tenant == TenantDelay {
+			for _, rec := range []*recorder{c.pub, c.req, c.jsPub} {
+				collect("nats", rec)
+			}
+		}
+	}
+	for _, p := range kafka {
+		if p.tenant == TenantDelay {
+			collect("kafka", p.rec)
+		}
+	}
+	for _, protocol := range []string{"nats", "kafka"} {
+		if why := DelayRefusals(protocol, refusedSent[protocol], steps, end, onPath(protocol)); why != "" {
+			r.Failures = append(r.Failures, TenantDelay+" over "+why)
+		}
+	}
 }
 
 func (r *Result) checkLedger() {
