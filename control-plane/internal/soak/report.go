@@ -51,7 +51,7 @@ func (r *Result) Markdown() string {
 		fmt.Fprintf(&b, " %s %d;", n, r.Restarts[n])
 	}
 	b.WriteString("\n\n## Ledger\n\n")
-	b.WriteString("Every message sent is delivered (found at its destination), refused (the client saw the refusal), or failed while a component on its path was down (the client saw the error or the disconnect); anything else is unaccounted.\n\n")
+	fmt.Fprintf(&b, "Every message sent is delivered (found at its destination), refused (the client saw the refusal), or failed in a fault: an error of a kind an injected fault on its path produces, seen from the fault to %s after the component was back (docs/reliability.md). Anything else is unaccounted, a disconnect no fault explains included. The delay tenant's refusals are bounded by the policy steps that put it over its rate.\n\n", recoveryGrace)
 	b.WriteString("| tenant | kind | sent | delivered | refused | failed in a fault | unaccounted | duplicates | delivered despite an error | refused outside faults | slowest acknowledgement |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, row := range append(append([]Row(nil), r.Rows...), r.Total) {
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", row.Tenant, row.Kind, row.Sent, row.Delivered, row.Refused,
