@@ -43,7 +43,7 @@ func TestCaptureSaramaSeeds(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			rec, proxy := recordingProxy(t, addr(ports.KafkaDirect))
-			cfg := kafkaConfig("acme-seed-" + c.name)
+			cfg := asBaseline(kafkaConfig("acme-seed-" + c.name))
 			c.setup(cfg)
 			cfg.Producer.Return.Successes = cfg.Producer.RequiredAcks != sarama.NoResponse
 			// One broker connection through the recorder: ApiVersions, Metadata and a Produce.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weighstation/weighstation/control-plane/internal/localstack"
 )
 
 // controlPlaneUp reports whether the control plane answers /healthz.
@@ -225,8 +226,8 @@ func TestKafkaBrokerRestartLosesNothing(t *testing.T) {
 // and a further half second brings no more (or 15 s have passed), and returns how many it read.
 func countRecords(t *testing.T, topic string, want int) int {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr(ports.KafkaDirect)), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(append(localstack.DirectKafka(addr(ports.KafkaDirect)), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -48,11 +49,13 @@ func unsecuredJWT(sub string) string {
 	return enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(fmt.Sprintf(`{"sub":%q,"iat":%d,"exp":%d}`, sub, now, now+3600))) + "."
 }
 
-// kafkaCredential is how a client authenticates to Kafka: a SASL mechanism or a certificate.
+// kafkaCredential is how a client is known to Kafka: a SASL mechanism, a certificate, or a
+// claimed client.id.
 type kafkaCredential struct {
-	name string
-	sasl sasl.Mechanism
-	cert string // run/tls/<cert>.crt
+	name     string
+	sasl     sasl.Mechanism
+	cert     string // run/tls/<cert>.crt
+	clientID string
 }
 
 func shippedKafkaCredentials() []kafkaCredential {
@@ -64,13 +67,15 @@ func shippedKafkaCredentials() []kafkaCredential {
 			kafkaCredential{name: u + " SCRAM-SHA-512", sasl: scram.Auth{User: u, Pass: u + "-secret"}.AsSha512Mechanism()},
 			kafkaCredential{name: u + " OAUTHBEARER", sasl: oauth.Auth{Token: unsecuredJWT(u)}.AsMechanism()})
 	}
-	return append(creds, kafkaCredential{name: "acme certificate", cert: "acme"}, kafkaCredential{name: "globex certificate", cert: "globex"})
+	return append(creds, kafkaCredential{name: "acme certificate", cert: "acme"}, kafkaCredential{name: "globex certificate", cert: "globex"},
+		kafkaCredential{name: "acme client.id", clientID: "acme-hidden-path"}, kafkaCredential{name: "globex client.id", clientID: "globex-hidden-path"})
 }
 
 // kafkaPing connects with cred (over TLS trusting ca, if set) and asks for metadata.
 func kafkaPing(t *testing.T, address string, cred kafkaCredential, ca string) error {
 	t.Helper()
-	opts := []kgo.Opt{kgo.SeedBrokers(address), kgo.ClientID("hidden-path"), kgo.RequestRetries(0),
+	clientID := cmp.Or(cred.clientID, "hidden-path")
+	opts := []kgo.Opt{kgo.SeedBrokers(address), kgo.ClientID(clientID), kgo.RequestRetries(0),
 		kgo.DialTimeout(2 * time.Second), kgo.RequestTimeoutOverhead(2 * time.Second)}
 	if cred.sasl != nil {
 		opts = append(opts, kgo.SASL(cred.sasl))
@@ -100,7 +105,8 @@ func kafkaPing(t *testing.T, address string, cred kafkaCredential, ca string) er
 // every broker listener is dialled with every shipped credential and refuses it, while the same
 // credential works through the gateway (so each refusal is the broker's, not a bad credential).
 // Kafka's TLS listeners are dialled trusting their CA, so a refusal is the missing gateway
-// client certificate. client.id is a claim, not a credential (docs/security.md).
+// client certificate. A client.id is a claim, not a credential, but it names a tenant too: no
+// listener admits a client that has nothing else.
 func TestNoTenantCredentialReachesABrokerDirectly(t *testing.T) {
 	for _, c := range shippedNATSCredentials {
 		t.Run("nats/"+c.name, func(t *testing.T) {
@@ -124,7 +130,7 @@ func TestNoTenantCredentialReachesABrokerDirectly(t *testing.T) {
 		port int
 		ca   string // the CA its certificate chains to, if it is TLS
 	}{
-		{"PLAINTEXT (the gateway's upstream)", ports.KafkaUpstream, ""},
+		{"GATEWAY (the gateway's upstream)", ports.KafkaUpstream, "broker-ca.crt"},
 		{"DIRECT", ports.KafkaDirect, ""},
 		{"CONTROLLER", ports.KafkaController, ""},
 		{"SASL", ports.KafkaSASLUp, "broker-ca.crt"},
@@ -134,8 +140,11 @@ func TestNoTenantCredentialReachesABrokerDirectly(t *testing.T) {
 	for _, cred := range shippedKafkaCredentials() {
 		t.Run("kafka/"+cred.name, func(t *testing.T) {
 			via, ca := ports.KafkaSASL, ""
-			if cred.cert != "" {
+			switch {
+			case cred.cert != "":
 				via, ca = ports.KafkaTLS, "ca.crt"
+			case cred.clientID != "":
+				via = ports.Kafka
 			}
 			if err := kafkaPing(t, addr(via), cred, ca); err != nil {
 				t.Fatalf("through the gateway: %v", err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/weighstation/weighstation/control-plane/internal/localstack"
 )
 
 func kafkaConfig(clientID string) *sarama.Config {
@@ -17,6 +18,15 @@ func kafkaConfig(clientID string) *sarama.Config {
 	c.Producer.Retry.Max = 0
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
 	c.Metadata.Retry.Backoff = 200 * time.Millisecond
+	return c
+}
+
+// asBaseline makes a sarama configuration authenticate as the baseline user, the only one the
+// broker's DIRECT listener (and the gateway's rewriting listener in front of it) admits.
+func asBaseline(c *sarama.Config) *sarama.Config {
+	c.Net.SASL.Enable = true
+	c.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+	c.Net.SASL.User, c.Net.SASL.Password = localstack.BaselineKafkaUser, localstack.BaselineKafkaUser+"-secret"
 	return c
 }
 
@@ -100,7 +110,7 @@ func requireBrokersAt(t *testing.T, brokers []*sarama.Broker, want string) {
 // gateway listener: every broker and coordinator address a client learns is the gateway's, and
 // producing and consuming work through it.
 func TestKafkaBrokerAddressesAreRewrittenToTheGateway(t *testing.T) {
-	direct, err := sarama.NewClient([]string{addr(ports.KafkaDirect)}, kafkaConfig("acme-direct"))
+	direct, err := sarama.NewClient([]string{addr(ports.KafkaDirect)}, asBaseline(kafkaConfig("direct")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +118,7 @@ func TestKafkaBrokerAddressesAreRewrittenToTheGateway(t *testing.T) {
 	// The broker itself advertises its own listener: what the gateway has to rewrite.
 	requireBrokersAt(t, direct.Brokers(), addr(ports.KafkaDirect))
 
-	cfg := kafkaConfig("acme-rewrite")
+	cfg := asBaseline(kafkaConfig("rewrite"))
 	client, err := sarama.NewClient([]string{addr(ports.KafkaBroker)}, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+	"github.com/weighstation/weighstation/control-plane/internal/localstack"
 )
 
 // storedBatch is one record batch as the broker stored it: its records, and when the broker
@@ -96,7 +97,7 @@ func TestKafkaWindowBoundWithLibrdkafkaDefaultBatching(t *testing.T) {
 	const tenant, rate, burst = "window-bound", 2000.0, 2000
 	topic := strings.ReplaceAll(uniqueSubject("window-bound"), ".", "-")
 	// Fetch by topic name: versions up to Kafka 3.0's (Fetch v12; v13 names topics by id).
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr(ports.KafkaDirect)), kgo.MaxVersions(kversion.V3_0_0()))
+	cl, err := kgo.NewClient(append(localstack.DirectKafka(addr(ports.KafkaDirect)), kgo.MaxVersions(kversion.V3_0_0()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

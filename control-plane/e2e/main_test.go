@@ -6,7 +6,10 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -67,7 +70,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if inFlightRelay, err = startProduceRelay(fmt.Sprintf("127.0.0.1:%d", ports.KafkaDirect)); err != nil {
+	if inFlightRelay, err = startProduceRelay(dialBrokerAsTheGateway); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -103,6 +106,24 @@ func run(m *testing.M) int {
 		os.RemoveAll(work)
 	}
 	return code
+}
+
+// dialBrokerAsTheGateway opens a TLS connection to the broker's GATEWAY listener with the
+// gateway's client certificate, as Envoy reaches it.
+func dialBrokerAsTheGateway() (net.Conn, error) {
+	dir := stack.TLSDir()
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "gateway-client.crt"), filepath.Join(dir, "gateway-client.key"))
+	if err != nil {
+		return nil, err
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, "broker-ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	return tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", ports.KafkaUpstream),
+		&tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12})
 }
 
 // dumpLogs prints the tail of each process log so a CI failure explains itself.

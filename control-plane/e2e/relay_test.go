@@ -9,24 +9,24 @@ import (
 	"sync/atomic"
 )
 
-// produceRelay is a TCP relay between the gateway and a Kafka broker listener that counts the
+// produceRelay is a relay between the gateway and a Kafka broker listener that counts the
 // Produce requests (acks ≠ 0) the broker was sent and has not answered yet: in-flight as the
 // broker sees it, measured outside the filter. The gateway fronts it as one more broker
-// listener (localstack.Config.ExtraKafkaBrokers).
+// listener (localstack.Config.ExtraKafkaBrokers); it reaches the broker as the gateway does.
 type produceRelay struct {
 	ln          net.Listener
-	upstream    string
+	dial        func() (net.Conn, error)
 	outstanding atomic.Int64
 	peak        atomic.Int64
 	produces    atomic.Int64
 }
 
-func startProduceRelay(upstream string) (*produceRelay, error) {
+func startProduceRelay(dial func() (net.Conn, error)) (*produceRelay, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	r := &produceRelay{ln: ln, upstream: upstream}
+	r := &produceRelay{ln: ln, dial: dial}
 	go r.serve()
 	return r, nil
 }
@@ -53,7 +53,7 @@ func (r *produceRelay) serve() {
 
 func (r *produceRelay) relay(client net.Conn) {
 	defer client.Close()
-	broker, err := net.Dial("tcp", r.upstream)
+	broker, err := r.dial()
 	if err != nil {
 		return
 	}

@@ -21,8 +21,12 @@ import (
 // belongs to no tenant.
 // BaselineNATSUser is the NATS user that reaches nats-server directly (its password is
 // "<user>-secret"): benchmark baselines and tests that read what the gateway let through. No
-// policy may name it.
-const BaselineNATSUser = "baseline"
+// policy may name it. BaselineKafkaUser is its Kafka counterpart, the only user of the broker's
+// DIRECT listener (SASL PLAIN).
+const (
+	BaselineNATSUser  = "baseline"
+	BaselineKafkaUser = "baseline"
+)
 
 var natsConfig = template.Must(template.New("nats").Parse(`listen: "127.0.0.1:{{.Port}}"
 max_payload: 8MB
@@ -99,23 +103,28 @@ func (s *Stack) startNATS() error {
 	return waitTCP(p, addr(s.cfg.Ports.NATSUpstream), startTimeout)
 }
 
-// kafkaConfig: one KRaft node acting as broker and controller. Its PLAINTEXT listener advertises
-// the gateway's listener, so every client that bootstraps through Envoy comes back through
-// Envoy. Its DIRECT listener advertises itself, as the brokers of an existing cluster do: direct
-// clients (benchmark baselines) use it, and the gateway fronts it with address rewriting. Its
-// SASL and SASLSSL listeners (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with Kafka's unsecured JWT
-// validator, fit for a local broker only; every SASL user <name> has the password
-// <name>-secret) and its SSL listener are SASL_SSL and SSL requiring a client certificate from
-// the broker CA, which only the gateway holds: behind them the gateway originates TLS, so no
-// client reaches them around it with a tenant's credentials. The gateway's SASL listener meets
-// clients in SASL_PLAINTEXT, its SASL_SSL and mTLS listeners in TLS.
+// kafkaConfig: one KRaft node acting as broker and controller. No listener admits a tenant's
+// client around the gateway:
+//   - GATEWAY, behind the gateway's plaintext listener, advertises that listener, so every client
+//     that bootstraps through Envoy comes back through Envoy;
+//   - SASL and SASLSSL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with Kafka's unsecured JWT
+//     validator, fit for a local broker only; every SASL user <name> has the password
+//     <name>-secret) and SSL advertise themselves and are fronted by the gateway with address
+//     rewriting;
+//   - these four are SSL or SASL_SSL and require a client certificate from the broker CA, which
+//     only the gateway holds: behind them the gateway originates TLS (its SASL listener meets
+//     clients in SASL_PLAINTEXT, its SASL_SSL and mTLS listeners in TLS);
+//   - DIRECT advertises itself, as the brokers of an existing cluster do, for direct clients
+//     (benchmark baselines, tests that read what the gateway let through) and the gateway's
+//     rewriting listener in front of it: SASL_PLAINTEXT PLAIN, its one user BaselineKafkaUser,
+//     a principal of no tenant (also the broker's own, between its listeners).
 var kafkaConfig = template.Must(template.New("kafka").Parse(`process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{{.Controller}}
-listeners=PLAINTEXT://127.0.0.1:{{.Broker}},CONTROLLER://127.0.0.1:{{.Controller}},DIRECT://127.0.0.1:{{.Direct}},SASL://127.0.0.1:{{.SASL}},SSL://127.0.0.1:{{.SSL}},SASLSSL://127.0.0.1:{{.SASLSSL}}
-advertised.listeners=PLAINTEXT://127.0.0.1:{{.Advertised}},DIRECT://127.0.0.1:{{.Direct}},SASL://127.0.0.1:{{.SASL}},SSL://127.0.0.1:{{.SSL}},SASLSSL://127.0.0.1:{{.SASLSSL}}
+listeners=GATEWAY://127.0.0.1:{{.Broker}},CONTROLLER://127.0.0.1:{{.Controller}},DIRECT://127.0.0.1:{{.Direct}},SASL://127.0.0.1:{{.SASL}},SSL://127.0.0.1:{{.SSL}},SASLSSL://127.0.0.1:{{.SASLSSL}}
+advertised.listeners=GATEWAY://127.0.0.1:{{.Advertised}},DIRECT://127.0.0.1:{{.Direct}},SASL://127.0.0.1:{{.SASL}},SSL://127.0.0.1:{{.SSL}},SASLSSL://127.0.0.1:{{.SASLSSL}}
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,DIRECT:PLAINTEXT,SASL:SASL_SSL,SSL:SSL,SASLSSL:SASL_SSL
+listener.security.protocol.map=GATEWAY:SSL,CONTROLLER:PLAINTEXT,DIRECT:SASL_PLAINTEXT,SASL:SASL_SSL,SSL:SSL,SASLSSL:SASL_SSL
 {{- range $l := .SASLListeners}}
 listener.name.{{$l}}.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
 listener.name.{{$l}}.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required{{range $.SASLUsers}} user_{{.}}="{{.}}-secret"{{end}};
@@ -123,14 +132,18 @@ listener.name.{{$l}}.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.secu
 listener.name.{{$l}}.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.{{$l}}.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
 {{- end}}
+listener.name.direct.sasl.enabled.mechanisms=PLAIN
+listener.name.direct.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="{{.Baseline}}" password="{{.Baseline}}-secret" user_{{.Baseline}}="{{.Baseline}}-secret";
+sasl.mechanism.inter.broker.protocol=PLAIN
 ssl.keystore.type=PEM
 ssl.keystore.location={{.TLSDir}}/broker.pem
 ssl.truststore.type=PEM
 ssl.truststore.location={{.TLSDir}}/broker-ca.crt
+listener.name.gateway.ssl.client.auth=required
 listener.name.sasl.ssl.client.auth=required
 listener.name.ssl.ssl.client.auth=required
 listener.name.saslssl.ssl.client.auth=required
-inter.broker.listener.name=PLAINTEXT
+inter.broker.listener.name=DIRECT
 log.dirs={{.Dir}}/data
 num.partitions=1
 offsets.topic.replication.factor=1
@@ -170,7 +183,7 @@ func (s *Stack) startKafka() error {
 		"Advertised": s.cfg.Ports.Kafka, "Direct": s.cfg.Ports.KafkaDirect, "Dir": dir,
 		"SASL": s.cfg.Ports.KafkaSASLUp, "SASLUsers": s.cfg.kafkaSASLUsers(),
 		"SSL": s.cfg.Ports.KafkaSSLUp, "SASLSSL": s.cfg.Ports.KafkaSASLSSLUp, "SASLListeners": []string{"sasl", "saslssl"},
-		"TLSDir": s.tls.dir,
+		"TLSDir": s.tls.dir, "Baseline": BaselineKafkaUser,
 	}); err != nil {
 		return err
 	}
@@ -237,7 +250,7 @@ func (s *Stack) startControlPlane() error {
 	p2, err := s.startProcess("control-plane", nil, s.tool("weighstation"), append(args,
 		"--xds-listen", addr(p.XDS), "--http-listen", addr(p.ControlPlane),
 		"--nats-listen", addr(p.NATS), "--nats-upstream", addr(p.NATSUpstream),
-		"--kafka-listen", addr(p.Kafka), "--kafka-upstream", addr(p.KafkaUpstream),
+		"--kafka-listen", addr(p.Kafka)+",upstream-tls", "--kafka-upstream", addr(p.KafkaUpstream),
 		"--wasm-file", s.cfg.WasmFile,
 		"--debounce", "100ms", "--poll", "2s",
 	)...)

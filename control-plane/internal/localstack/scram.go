@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
 // LocalKafkaSASLUsers are the Kafka SASL users of `make run`, one per shipped tenant, each with
@@ -26,10 +27,10 @@ func (c Config) kafkaSASLUsers() []string {
 const scramIterations = 4096
 
 // addSCRAMUsers gives every user SCRAM-SHA-256 and SCRAM-SHA-512 credentials (password
-// "<user>-secret") through the broker's plaintext listener. KRaft keeps SCRAM credentials in
+// "<user>-secret") through the broker's DIRECT listener. KRaft keeps SCRAM credentials in
 // the cluster metadata, so this runs at every start (it replaces what a previous run set).
 func addSCRAMUsers(broker string, users []string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	cl, err := kgo.NewClient(DirectKafka(broker)...)
 	if err != nil {
 		return err
 	}
@@ -78,4 +79,10 @@ func alterSCRAM(cl *kgo.Client, req *kmsg.AlterUserSCRAMCredentialsRequest) erro
 		}
 	}
 	return nil
+}
+
+// DirectKafka are a franz-go client's options for the broker's DIRECT listener at addr: SASL
+// PLAIN as BaselineKafkaUser.
+func DirectKafka(addr string) []kgo.Opt {
+	return []kgo.Opt{kgo.SeedBrokers(addr), kgo.SASL(plain.Auth{User: BaselineKafkaUser, Pass: BaselineKafkaUser + "-secret"}.AsMechanism())}
 }

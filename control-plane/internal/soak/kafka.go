@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weighstation/weighstation/control-plane/internal/localstack"
 )
 
 // Kafka message kinds: produced with acks=1 (not idempotent: a retry across a broker restart
@@ -101,8 +102,8 @@ func readTopics(ctx context.Context, broker string, flows map[string][]string, p
 			owner[t] = [2]string{tenant, kind}
 		}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(append(localstack.DirectKafka(broker), kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
 		return 0, err
 	}

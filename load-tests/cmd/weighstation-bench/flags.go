@@ -37,8 +37,10 @@ func parseFlags(args []string) (o *bench.Options, out string, quiet bool, err er
 		inflight = fs.Int("max-inflight", 100_000, "operations outstanding at most; more are dropped and the run declared invalid")
 		natsUser = fs.String("nats-user", "", "NATS user (selects the tenant); empty connects without credentials")
 		natsPass = fs.String("nats-password", "", "NATS password")
-		directU  = fs.String("direct-nats-user", "baseline", "NATS user on nats-server itself (direct target, --subscriber direct): one that belongs to no tenant (make run's baseline user)")
+		directU  = fs.String("direct-nats-user", "baseline", "NATS user on nats-server itself (direct and tcp-proxy targets, --subscriber direct): one that belongs to no tenant (make run's baseline user)")
 		directP  = fs.String("direct-nats-password", "baseline-secret", "its password")
+		directKU = fs.String("direct-kafka-user", "baseline", "SASL PLAIN user on the Kafka broker itself (direct target): one that belongs to no tenant (make run's baseline user); empty: none")
+		directKP = fs.String("direct-kafka-password", "baseline-secret", "its password")
 		clientID = fs.String("kafka-client-id", "weighstation-bench", "Kafka client.id (its prefix selects the tenant, e.g. acme-bench)")
 		topic    = fs.String("kafka-topic", "weighstation-bench", "Kafka topic (created with one partition if missing)")
 		retries  = fs.Int("kafka-retries", 0, "sarama Producer.Retry.Max (0: a refusal is counted, not retried)")
@@ -67,8 +69,8 @@ func parseFlags(args []string) (o *bench.Options, out string, quiet bool, err er
 	}
 	known := map[string]scenario.Endpoint{
 		"gateway":   {Name: "gateway", NATS: *gwNATS, Kafka: *gwKafka},
-		"direct":    {Name: "direct", NATS: *directNATS, Kafka: *directKafka, PinKafka: true, Direct: true},
-		"tcp-proxy": {Name: "tcp-proxy", NATS: *plainNATS},
+		"direct":    {Name: "direct", NATS: *directNATS, Kafka: *directKafka, PinKafka: true, AsBaseline: true},
+		"tcp-proxy": {Name: "tcp-proxy", NATS: *plainNATS, AsBaseline: true},
 	}
 	names := []string{*target}
 	if *compare != "" {
@@ -107,7 +109,7 @@ func parseFlags(args []string) (o *bench.Options, out string, quiet bool, err er
 		Config: scenario.Config{
 			Connections: *conns, Size: *size, Timeout: *timeout, RunID: hex.EncodeToString(runID),
 			NATSUser: *natsUser, NATSPassword: *natsPass, SubscribeVia: subscribeVia,
-			DirectNATSUser: *directU, DirectNATSPassword: *directP,
+			DirectNATSUser: *directU, DirectNATSPassword: *directP, DirectKafkaUser: *directKU, DirectKafkaPassword: *directKP,
 			KafkaClientID: *clientID, KafkaTopic: *topic, KafkaRetries: *retries,
 		},
 		Endpoints: endpoints,

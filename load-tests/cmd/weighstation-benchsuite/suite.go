@@ -163,13 +163,13 @@ func (s *suite) gateway() scenario.Endpoint {
 
 // direct is the brokers themselves; Kafka through its listener that advertises itself.
 func (s *suite) direct() scenario.Endpoint {
-	return scenario.Endpoint{Name: "direct", NATS: s.stack.addr("NATS_UPSTREAM_PORT"), Kafka: s.stack.addr("KAFKA_DIRECT_PORT"), PinKafka: true, Direct: true}
+	return scenario.Endpoint{Name: "direct", NATS: s.stack.addr("NATS_UPSTREAM_PORT"), Kafka: s.stack.addr("KAFKA_DIRECT_PORT"), PinKafka: true, AsBaseline: true}
 }
 
 // tcpProxy is Envoy's NATS listener without the filter: what the filter itself costs is the
 // gateway's difference from it.
 func (s *suite) tcpProxy() scenario.Endpoint {
-	return scenario.Endpoint{Name: "tcp-proxy", NATS: s.stack.addr("NATS_PLAIN_PORT")}
+	return scenario.Endpoint{Name: "tcp-proxy", NATS: s.stack.addr("NATS_PLAIN_PORT"), AsBaseline: true}
 }
 
 func config(t tenant, runID, topic string) scenario.Config {
@@ -177,6 +177,7 @@ func config(t tenant, runID, topic string) scenario.Config {
 		Connections: 4, Size: 128, Timeout: 10 * time.Second, RunID: runID,
 		NATSUser: t.natsUser, NATSPassword: t.natsPassword,
 		DirectNATSUser: baseline.natsUser, DirectNATSPassword: baseline.natsPassword,
+		DirectKafkaUser: baseline.natsUser, DirectKafkaPassword: baseline.natsPassword,
 		KafkaClientID: t.kafkaClientID, KafkaTopic: topic,
 	}
 }

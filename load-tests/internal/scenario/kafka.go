@@ -74,6 +74,11 @@ func kafkaConfig(cfg Config, ep Endpoint, a acks) *sarama.Config {
 		conf.Net.Proxy.Enable = true
 		conf.Net.Proxy.Dialer = pinnedDialer{addr: ep.Kafka}
 	}
+	if ep.AsBaseline && cfg.DirectKafkaUser != "" {
+		conf.Net.SASL.Enable = true
+		conf.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+		conf.Net.SASL.User, conf.Net.SASL.Password = cfg.DirectKafkaUser, cfg.DirectKafkaPassword
+	}
 	return conf
 }
 

@@ -46,7 +46,7 @@ type natsPool struct {
 func openPool(cfg Config, ep Endpoint, role string) (*natsPool, error) {
 	p := &natsPool{}
 	for i := range cfg.Connections {
-		nc, err := natsConn(cfg, ep.NATS, ep.Direct, fmt.Sprintf("%s-%d", role, i), &p.refused)
+		nc, err := natsConn(cfg, ep.NATS, ep.AsBaseline, fmt.Sprintf("%s-%d", role, i), &p.refused)
 		if err != nil {
 			p.close()
 			return nil, err

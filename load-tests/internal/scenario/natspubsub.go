@@ -30,7 +30,7 @@ func openNATSPubSub(cfg Config, ep Endpoint, c engine.Completer) (Target, error)
 	for i := range pool.conns {
 		t.subject = append(t.subject, prefix+"."+strconv.Itoa(i))
 	}
-	subAddr, direct := ep.NATS, ep.Direct
+	subAddr, direct := ep.NATS, ep.AsBaseline
 	if cfg.SubscribeVia != "" {
 		subAddr, direct = cfg.SubscribeVia, true
 	}

@@ -26,7 +26,7 @@ func openNATSRequest(cfg Config, ep Endpoint, c engine.Completer) (Target, error
 		return nil, err
 	}
 	t := &natsRequest{natsPool: pool, c: c, subject: subjectPrefix(cfg, ep) + ".request", size: cfg.Size, timeout: cfg.Timeout}
-	if t.responder, err = natsConn(cfg, ep.NATS, ep.Direct, "responder", &pool.refused); err != nil {
+	if t.responder, err = natsConn(cfg, ep.NATS, ep.AsBaseline, "responder", &pool.refused); err != nil {
 		pool.close()
 		return nil, err
 	}

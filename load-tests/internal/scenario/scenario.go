@@ -21,10 +21,12 @@ type Config struct {
 	RunID       string        // keeps this run's subjects apart from any other's
 
 	NATSUser, NATSPassword string
-	// DirectNATSUser and DirectNATSPassword are who connects to nats-server itself (a Direct
-	// endpoint, SubscribeVia): an identity that belongs to no tenant, since the brokers behind
-	// the gateway admit tenants' identities only through it.
-	DirectNATSUser, DirectNATSPassword string
+	// DirectNATSUser and DirectNATSPassword are who connects to nats-server itself (an
+	// AsBaseline endpoint, SubscribeVia), DirectKafkaUser and DirectKafkaPassword to Kafka itself (SASL
+	// PLAIN): identities that belong to no tenant, since the brokers behind the gateway admit
+	// tenants' identities only through it.
+	DirectNATSUser, DirectNATSPassword   string
+	DirectKafkaUser, DirectKafkaPassword string
 	// SubscribeVia, if set, is the NATS address of nats-server itself, which the pub/sub
 	// subscriber uses instead of the endpoint's: it measures what the gateway let through.
 	SubscribeVia string
@@ -43,8 +45,10 @@ type Endpoint struct {
 	// The local broker advertises the gateway, so a direct client must ignore that (this is
 	// sound for a single-broker cluster only).
 	PinKafka bool
-	// Direct: the endpoint is the brokers themselves, reached as Config.DirectNATSUser.
-	Direct bool
+	// AsBaseline: the endpoint is reached as Config's direct identities, not the tenant's: the
+	// brokers themselves, and Envoy's tcp_proxy listener, which (without the filter) is no
+	// trusted proxy of nats-server.
+	AsBaseline bool
 }
 
 // Target is an engine target with connections to close.
