@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,27 +38,16 @@ func writeInFlightStressPolicies(dir string) error {
 		for _, mode := range []string{"reject", "delay"} {
 			for i := 0; i < stressTenants; i++ {
 				name := inFlightStressTenant(protocol, mode, i)
-				identify := fmt.Sprintf("nats: { users: [%s] }", name)
+				identify := fmt.Sprintf("    nats: { users: [%s] }\n", name)
 				if protocol == "kafka" {
-					identify = fmt.Sprintf("kafka: { clientIdPrefixes: [%q] }", name+"-")
+					identify = fmt.Sprintf("    kafka: { clientIdPrefixes: [%q] }\n", name+"-")
 				}
-				docs = append(docs, fmt.Sprintf(`apiVersion: weighstation.io/v1alpha1
-kind: LimitPolicy
-metadata:
-  name: %[1]s
-spec:
-  tenant: %[1]s
-  identify:
-    %[2]s
-  onLimit: %[3]s
-  limits:
-    inFlight: %[4]d
-    queue: { maxMessages: 10000, maxWait: 30s }
-`, name, identify, mode, stressInFlight))
+				spec := fmt.Sprintf("  onLimit: %s\n  limits:\n    inFlight: %d\n    queue: { maxMessages: 10000, maxWait: 30s }\n", mode, stressInFlight)
+				docs = append(docs, tenantPolicy(name, identify, spec))
 			}
 		}
 	}
-	return os.WriteFile(filepath.Join(dir, "inflight-stress.yaml"), []byte(strings.Join(docs, "---\n")), 0o644)
+	return writePolicies(dir, "inflight-stress.yaml", docs)
 }
 
 // countingResponder answers on subject after a short wait, concurrently, and records the most

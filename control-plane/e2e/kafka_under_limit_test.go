@@ -4,7 +4,6 @@ import (
 	"crypto/x509/pkix"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -75,23 +74,12 @@ func underLimitTenants() []string {
 func writeUnderLimitPolicies(dir string) error {
 	var docs []string
 	for _, name := range underLimitTenants() {
-		docs = append(docs, fmt.Sprintf(`apiVersion: weighstation.io/v1alpha1
-kind: LimitPolicy
-metadata:
-  name: %[1]s
-spec:
-  tenant: %[1]s
-  identify:
-    kafka: { saslPrincipals: [%[1]s] }
-    tls: { subjects: ["CN=%[1]s,O=weighstation-e2e"] }
-  onLimit: reject
-  limits:
-    maxMessageBytes: 64KiB
-    rate: { messagesPerSecond: %.0[2]f, burstMessages: %[3]d }
-    inFlight: 20
-`, name, underLimit, underBurst))
+		identify := fmt.Sprintf("    kafka: { saslPrincipals: [%[1]s] }\n    tls: { subjects: [\"CN=%[1]s,O=weighstation-e2e\"] }\n", name)
+		spec := fmt.Sprintf("  onLimit: reject\n  limits:\n    maxMessageBytes: 64KiB\n    rate: { messagesPerSecond: %.0f, burstMessages: %d }\n    inFlight: 20\n",
+			underLimit, underBurst)
+		docs = append(docs, tenantPolicy(name, identify, spec))
 	}
-	return os.WriteFile(filepath.Join(dir, "under-limit.yaml"), []byte(strings.Join(docs, "---\n")), 0o644)
+	return writePolicies(dir, "under-limit.yaml", docs)
 }
 
 // issueJavaClientCertificate issues <name>.crt|key, known by its subject CN=<name>,O=weighstation-e2e,

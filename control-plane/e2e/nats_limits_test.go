@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -416,34 +415,6 @@ func TestNATSRateDryRunForwardsEverything(t *testing.T) {
 	}
 }
 
-// slowResponder answers on subject after 50 ms, concurrently, and records the most requests
-// in progress at once. It is connected straight to nats-server.
-func slowResponder(t *testing.T, subject string) *int64 {
-	t.Helper()
-	var inProgress, most int64
-	nc := directNATS(t)
-	if _, err := nc.Subscribe(subject, func(m *nats.Msg) {
-		go func() {
-			n := atomic.AddInt64(&inProgress, 1)
-			for {
-				old := atomic.LoadInt64(&most)
-				if n <= old || atomic.CompareAndSwapInt64(&most, old, n) {
-					break
-				}
-			}
-			time.Sleep(50 * time.Millisecond)
-			atomic.AddInt64(&inProgress, -1)
-			_ = m.Respond([]byte("done"))
-		}()
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	return &most
-}
-
 // fanOutRequests runs n concurrent requests over conns connections; it returns the errors.
 func fanOutRequests(t *testing.T, tenant, subject string, n, conns int) []error {
 	t.Helper()
@@ -466,14 +437,14 @@ func fanOutRequests(t *testing.T, tenant, subject string, n, conns int) []error 
 
 func TestNATSInFlightBoundsASlowResponder(t *testing.T) {
 	subject := uniqueSubject("svc.slow")
-	most := slowResponder(t, subject)
+	most := countingResponder(t, subject, 50*time.Millisecond)
 	errs := fanOutRequests(t, "inflight-delay", subject, 50, 5)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("request %d: %v (delay mode must hold, not fail)", i, err)
 		}
 	}
-	got := atomic.LoadInt64(most)
+	got := most.Load()
 	t.Logf("50 concurrent requesters, inFlight 5: at most %d requests in progress at the responder", got)
 	if got > 5 {
 		t.Fatalf("%d requests were in progress at once, over inFlight 5", got)
@@ -482,7 +453,7 @@ func TestNATSInFlightBoundsASlowResponder(t *testing.T) {
 
 func TestNATSInFlightRejectFailsFastNotByTimeout(t *testing.T) {
 	subject := uniqueSubject("svc.slow")
-	most := slowResponder(t, subject)
+	most := countingResponder(t, subject, 50*time.Millisecond)
 	errs := fanOutRequests(t, "inflight-reject", subject, 50, 5)
 	var ok, noResponders int
 	for _, err := range errs {
@@ -495,9 +466,9 @@ func TestNATSInFlightRejectFailsFastNotByTimeout(t *testing.T) {
 			t.Fatalf("a refused request failed with %v; want %v, never a timeout", err, nats.ErrNoResponders)
 		}
 	}
-	t.Logf("inFlight 5, reject: %d answered, %d refused with no-responders; at most %d in progress", ok, noResponders, atomic.LoadInt64(most))
-	if noResponders == 0 || ok < 5 || atomic.LoadInt64(most) > 5 {
-		t.Fatalf("answered %d, refused %d, most in progress %d", ok, noResponders, atomic.LoadInt64(most))
+	t.Logf("inFlight 5, reject: %d answered, %d refused with no-responders; at most %d in progress", ok, noResponders, most.Load())
+	if noResponders == 0 || ok < 5 || most.Load() > 5 {
+		t.Fatalf("answered %d, refused %d, most in progress %d", ok, noResponders, most.Load())
 	}
 }
 

@@ -223,11 +223,12 @@ impl<G: Gate> ClientHandler for ClientSide<'_, G> {
         }
         if self.state.tls_first_required {
             // Nothing of the client's CONNECT goes upstream: a CONNECT without credentials (the
-            // server's no-credentials user, through its trusted proxy) and a PING, whose PONG
-            // carries the error to the client in order.
+            // server's no-credentials user, through its trusted proxy; not verbose, which
+            // nats-server otherwise assumes) and a PING, whose PONG carries the error to the
+            // client in order.
             self.state.authentication = Authentication::Refused;
             self.state.pongs.push_back(PongOwner::Fatal(TLS_FIRST_REQUIRED));
-            return Admission::Replace(self.signed_connect(b"{}"));
+            return Admission::Replace(self.signed_connect(br#"{"verbose":false,"pedantic":false}"#));
         }
         let connect = super::parse_connect(json);
         self.state.headers = connect.headers;

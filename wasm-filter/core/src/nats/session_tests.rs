@@ -394,7 +394,7 @@ fn a_plaintext_client_on_a_tls_first_listener_is_told_to_handshake_first() {
     );
     assert_eq!(
         text(&sent),
-        "CONNECT {}\r\nPING\r\nPING\r\n",
+        "CONNECT {\"verbose\":false,\"pedantic\":false}\r\nPING\r\nPING\r\n",
         "nothing of the client's CONNECT goes upstream"
     );
     let out = text(&server(&mut s, &mut g, b"PONG\r\nPONG\r\n"));
