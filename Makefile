@@ -15,7 +15,7 @@ RUST_SOURCES := $(shell find wasm-filter/core/src wasm-filter/envoy/src wasm-fil
 run: tools wasm control-plane
 	$(BIN)/weighstation-localstack -root $(ROOT)
 
-test: tools wasm control-plane lint test-unit test-load-harness test-helm test-integration test-soak
+test: tools wasm control-plane lint test-unit test-load-harness test-image test-helm test-integration test-soak
 
 tools:
 	@scripts/install-tools.sh
@@ -52,6 +52,7 @@ validate: control-plane
 # not at the next `make fuzz`.
 lint: lint-load-tests
 	@test -z "$$(gofmt -l control-plane tools)" || { gofmt -l control-plane tools; echo "gofmt: files above need formatting"; exit 1; }
+	cd tools/image && go vet ./...
 	cd wasm-filter && cargo fmt --check
 	cd wasm-filter && cargo clippy --locked --target wasm32-wasip1 -p weighstation-filter -p weighstation-core -p weighstation-impact -- -D warnings
 	cd wasm-filter/fuzz && CARGO_TARGET_DIR=$(TOOLS)/fuzz-check cargo check --locked --bins --quiet
@@ -134,3 +135,4 @@ clean:
 
 include helm/helm.mk
 include load-tests/load-tests.mk
+include tools/image/image.mk

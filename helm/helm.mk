@@ -16,13 +16,15 @@ HELM_TOOLS := envoy rust-target helm kubeconform k8s-schemas promtool
 tools-helm:
 	@scripts/install-tools.sh $(HELM_TOOLS)
 
-test-helm: tools-helm wasm control-plane
+# The chart's pods run what the image carries: the binary and the filter module are taken from
+# its unpacked root filesystem (make test-image), not from .tools.
+test-helm: tools-helm test-image
 	@test -z "$$(gofmt -l helm/test)" || { gofmt -l helm/test; echo "gofmt: files above need formatting"; exit 1; }
 	cd helm/test && go vet ./...
 	cd helm/test && WEIGHSTATION_ROOT=$(ROOT) HELM=$(BIN)/helm KUBECONFORM=$(BIN)/kubeconform \
-		PROMTOOL=$(BIN)/promtool WEIGHSTATION=$(BIN)/weighstation ENVOY=$(BIN)/envoy \
-		K8S_SCHEMAS=$(TOOLS)/k8s-schemas WASM=$(ROOT)/$(WASM) \
-		go test -count=1 -timeout 5m ./...
+		PROMTOOL=$(BIN)/promtool WEIGHSTATION=$(IMAGE_ROOTFS)/usr/local/bin/weighstation ENVOY=$(BIN)/envoy \
+		K8S_SCHEMAS=$(TOOLS)/k8s-schemas WASM=$(IMAGE_ROOTFS)/usr/share/weighstation/weighstation_filter.wasm \
+		IMAGE_LAYOUT=$(IMAGE_DIR)/oci go test -count=1 -timeout 5m ./...
 
 # Optional (not in make test; the first build takes about 10 minutes on 2 cores): a real
 # kube-apiserver built from the k8s.io/kubernetes module (helm/k8s/tools/go.mod replaces its
