@@ -10,8 +10,12 @@ import (
 )
 
 // A reject tenant under its limit is never refused, whatever listener, SASL mechanism and client
-// (issue 25). The limits are the conformance matrix's: 500 records/s, burst 50.
-const underLimit, underBurst, underRecordBytes = 500.0, 50, 100
+// (issue 25): 500 records/s with the default burst, one second of the rate, as a tenant gets it
+// when it sets none. (With a burst of 50, 0.1 s of the rate, a tenant at 90% is refused whenever
+// its client, the network or the machine stalls for 0.11 s: its records then come at once, over
+// the bucket, and the refused client's mute and retry make a larger burst still. Under a busy
+// core, one cell in 48 saw 113 refusals so. That is the bucket doing its work: docs/kafka.md.)
+const underLimit, underBurst, underRecordBytes = 500.0, 500, 100
 
 // underLimitTransports are the ways a producer authenticates to the gateway. Each gets two
 // tenants per client (see underLimitTenant), identified by the SASL principal or the client
@@ -75,8 +79,7 @@ func writeUnderLimitPolicies(dir string) error {
 	var docs []string
 	for _, name := range underLimitTenants() {
 		identify := fmt.Sprintf("    kafka: { saslPrincipals: [%[1]s] }\n    tls: { subjects: [\"CN=%[1]s,O=weighstation-e2e\"] }\n", name)
-		spec := fmt.Sprintf("  onLimit: reject\n  limits:\n    maxMessageBytes: 64KiB\n    rate: { messagesPerSecond: %.0f, burstMessages: %d }\n    inFlight: 20\n",
-			underLimit, underBurst)
+		spec := fmt.Sprintf("  onLimit: reject\n  limits:\n    maxMessageBytes: 64KiB\n    rate: { messagesPerSecond: %.0f }\n    inFlight: 20\n", underLimit)
 		docs = append(docs, tenantPolicy(name, identify, spec))
 	}
 	return writePolicies(dir, "under-limit.yaml", docs)
