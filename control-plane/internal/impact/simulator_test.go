@@ -16,7 +16,7 @@ func module(t *testing.T) *Simulator {
 	}
 	path := filepath.Join(root, "wasm-filter/target/wasm32-wasip1/release/weighstation_impact.wasm")
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("%s not built (make wasm)", path)
+		t.Fatalf("%s not built: run make wasm (make test builds it first)", path)
 	}
 	s, err := Load(context.Background(), path)
 	if err != nil {

@@ -17,7 +17,7 @@ func serve(t *testing.T, addr string, b *Book, relay *Relay) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Skipf("cannot listen on %s: %v", addr, err)
+		t.Fatalf("cannot listen on %s: %v", addr, err)
 	}
 	mux := http.NewServeMux()
 	Routes(mux, b, Sinks{Relay: relay, Limits: func(_, _ string) (Limits, bool) { return Limits{}, false }})
