@@ -123,11 +123,15 @@ func TestEnvoyBootstrapIsRenderedByTheControlPlaneBinary(t *testing.T) {
 // unpacked where WEIGHSTATION points) carries what the chart names: the binary as entrypoint,
 // the module at --serve-wasm, the user the pod runs as.
 func TestControlPlaneImageCarriesWhatTheChartRuns(t *testing.T) {
-	cfg := imageConfig(t, envOr("IMAGE_LAYOUT", filepath.Join(root, ".tools", "image", "oci")))
+	cfg, digest := imageConfig(t, envOr("IMAGE_LAYOUT", filepath.Join(root, ".tools", "image", "oci")))
 	rootfs := strings.TrimSuffix(weighBin, "/usr/local/bin/weighstation")
-	ms := mustRender(t, nil)
+	// Pinned by the digest make image printed, as docs/operations.md has users do.
+	ms := mustRender(t, nil, "controlPlane.image.repository=registry.example.com/weighstation", "controlPlane.image.digest="+digest)
 	cpDeploy := ms.find(t, "Deployment", "-control-plane")
 	cp := container(t, cpDeploy, "containers", "control-plane")
+	if cp["image"] != "registry.example.com/weighstation@"+digest {
+		t.Errorf("pinned by digest, the chart runs %v", cp["image"])
+	}
 
 	if len(cfg.Entrypoint) != 1 || cfg.Entrypoint[0] != "/usr/local/bin/weighstation" {
 		t.Errorf("the image's entrypoint is %q, not /usr/local/bin/weighstation", cfg.Entrypoint)
@@ -152,8 +156,8 @@ type containerConfig struct {
 }
 
 // imageConfig reads the config of the one image of an OCI layout (index.json → manifest →
-// config), as a registry client would.
-func imageConfig(t *testing.T, dir string) containerConfig {
+// config), as a registry client would, and the image's digest.
+func imageConfig(t *testing.T, dir string) (containerConfig, string) {
 	t.Helper()
 	blob := func(digest string) []byte {
 		return []byte(readFile(t, filepath.Join(dir, "blobs", strings.Replace(digest, ":", "/", 1))))
@@ -170,7 +174,7 @@ func imageConfig(t *testing.T, dir string) containerConfig {
 	if err := json.Unmarshal(blob(manifest.Config.Digest), &config); err != nil {
 		t.Fatal(err)
 	}
-	return config.Config
+	return config.Config, index.Manifests[0].Digest
 }
 
 func expandDownwardAPI(t *testing.T, c map[string]any) []string {
