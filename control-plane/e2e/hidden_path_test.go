@@ -3,7 +3,6 @@ package e2e
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"encoding/base64"
 	"fmt"
 	"path/filepath"
@@ -81,14 +80,8 @@ func kafkaPing(t *testing.T, address string, cred kafkaCredential, ca string) er
 		opts = append(opts, kgo.SASL(cred.sasl))
 	}
 	if ca != "" {
-		cfg := &tls.Config{RootCAs: certPool(t, tlsFile(ca)), MinVersion: tls.VersionTLS12}
-		if cred.cert != "" {
-			pair, err := tls.LoadX509KeyPair(tlsFile(cred.cert+".crt"), tlsFile(cred.cert+".key"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.Certificates = []tls.Certificate{pair}
-		}
+		cfg := clientTLS(t, cred.cert)
+		cfg.RootCAs = certPool(t, tlsFile(ca))
 		opts = append(opts, kgo.DialTLSConfig(cfg))
 	}
 	cl, err := kgo.NewClient(opts...)

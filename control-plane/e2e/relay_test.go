@@ -102,16 +102,12 @@ func (r *produceRelay) relay(client net.Conn) {
 func forwardFrames(src io.Reader, dst io.Writer, seen func([]byte)) {
 	r := bufio.NewReader(src)
 	for {
-		var size [4]byte
-		if _, err := io.ReadFull(r, size[:]); err != nil {
-			return
-		}
-		frame := make([]byte, binary.BigEndian.Uint32(size[:]))
-		if _, err := io.ReadFull(r, frame); err != nil {
+		frame, err := readKafkaFrame(r)
+		if err != nil {
 			return
 		}
 		seen(frame)
-		if _, err := dst.Write(append(size[:], frame...)); err != nil {
+		if _, err := dst.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...)); err != nil {
 			return
 		}
 	}
