@@ -50,7 +50,7 @@ validate: control-plane
 
 # The fuzz targets are checked (on stable) too: a core API change that breaks them fails here,
 # not at the next `make fuzz`.
-lint: lint-load-tests
+lint: lint-load-tests check-generated
 	@test -z "$$(gofmt -l control-plane tools)" || { gofmt -l control-plane tools; echo "gofmt: files above need formatting"; exit 1; }
 	cd tools/image && go vet ./...
 	cd wasm-filter && cargo fmt --check
@@ -136,3 +136,4 @@ clean:
 include helm/helm.mk
 include load-tests/load-tests.mk
 include tools/image/image.mk
+include tools/generate.mk

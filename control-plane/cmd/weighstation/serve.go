@@ -21,13 +21,13 @@ import (
 	"github.com/weighstation/weighstation/control-plane/internal/status"
 	"github.com/weighstation/weighstation/control-plane/internal/tlssecrets"
 	"github.com/weighstation/weighstation/control-plane/internal/usage"
-	"github.com/weighstation/weighstation/control-plane/internal/watch"
 	"github.com/weighstation/weighstation/control-plane/internal/xds"
 )
 
 func serve(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	policyDir := fs.String("policy-dir", envOr("POLICY_DIR", "policies"), "directory of policy YAML files")
+	var source policySource
+	source.flags(fs)
 	xdsListen := fs.String("xds-listen", "127.0.0.1:18000", "ADS (gRPC) listen address")
 	httpListen := fs.String("http-listen", "127.0.0.1:18080", "status and metrics listen address")
 	replicasDNS := fs.String("count-replicas-dns", "", "count live gateway replicas as the addresses this name resolves to (a headless Service of the Envoy pods), for every control plane alike; default: the Envoys connected to this one")
@@ -64,8 +64,6 @@ func serve(args []string) int {
 	usageSeconds := fs.Int("usage-seconds", usage.DefaultSeconds, "seconds of per-tenant usage the control plane keeps for `weighstation usage export --resolution 1s` (what `weighstation impact` replays)")
 	otlpLogs := fs.String("otlp-logs-endpoint", "", "also send decisions as OpenTelemetry log records to this OTLP/HTTP logs endpoint (e.g. http://otel-collector:4318/v1/logs)")
 	decisionsRetained := fs.Int("decisions-retained", 10000, "decisions the control plane keeps in memory for /decisions")
-	debounce := fs.Duration("debounce", 200*time.Millisecond, "quiet time after a policy file change before reloading")
-	poll := fs.Duration("poll", 5*time.Second, "re-read interval backing up the file watcher")
 	if err := fs.Parse(args); err != nil {
 		return parseFailed(err)
 	}
@@ -76,6 +74,10 @@ func serve(args []string) int {
 	}
 	if addr := reportsAddress(*reportAddress, opsAddress); addr != "" {
 		g.Reports = &xds.Reports{Address: addr, DecisionsPerSecond: uint32(*decisionsPerSecond), DelayThreshold: *delayThreshold}
+	}
+	if err := source.check(); err != nil {
+		fmt.Fprintln(os.Stderr, "weighstation serve:", err)
+		return 2
 	}
 	if len(g.KafkaBrokers) > 0 && g.KafkaListen == "" {
 		fmt.Fprintln(os.Stderr, "weighstation serve: --kafka-broker needs --kafka-listen: the broker listeners share its filter configuration")
@@ -130,8 +132,12 @@ func serve(args []string) int {
 	if *replicasDNS != "" {
 		go countReplicas(ctx, *replicasDNS, server, log)
 	}
-	ctrl := controller.New(*policyDir, server, log)
-	_ = ctrl.Reload() // an invalid start is reported in /status and /readyz; the watch retries
+	ctrl := controller.New(source.describe(), server, log)
+	keepCurrent, err := source.start(ctx, ctrl, server, log)
+	if err != nil {
+		log.Error(err.Error())
+		return 2
+	}
 
 	xdsLis, err := net.Listen("tcp", *xdsListen)
 	if err != nil {
@@ -194,10 +200,9 @@ func serve(args []string) int {
 			}
 		}()
 	}
-	go func() {
-		errs <- watch.Dir(ctx, *policyDir, *debounce, *poll, func() { _ = ctrl.Reload() }, log)
-	}()
-	log.Info("weighstation control plane serving", "xds", xdsLis.Addr().String(), "http", httpLis.Addr().String(), "ops", opsLis.Addr().String(), "policyDir", *policyDir)
+	kept := make(chan struct{})
+	go func() { errs <- keepCurrent(); close(kept) }()
+	log.Info("weighstation control plane serving", "xds", xdsLis.Addr().String(), "http", httpLis.Addr().String(), "ops", opsLis.Addr().String(), "policies", source.describe())
 
 	select {
 	case <-ctx.Done():
@@ -209,6 +214,10 @@ func serve(args []string) int {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	select { // the policy source's last words: the status Lease released
+	case <-kept:
+	case <-shutdownCtx.Done():
+	}
 	_ = httpSrv.Shutdown(shutdownCtx)
 	if opsSrv != nil {
 		_ = opsSrv.Shutdown(shutdownCtx)

@@ -35,7 +35,7 @@ type LoadError struct {
 
 // Controller reloads policies on demand; it is safe for concurrent use.
 type Controller struct {
-	dir       string
+	dir       string // the policy directory, or what else the sets come from
 	publisher Publisher
 	log       *slog.Logger
 
@@ -53,7 +53,12 @@ func New(dir string, p Publisher, log *slog.Logger) *Controller {
 // Reload reads the directory; a valid set with new content becomes the next version, an
 // invalid one is refused whole and recorded, leaving the active version in force.
 func (c *Controller) Reload() error {
-	set, err := policy.LoadDir(c.dir)
+	return c.Apply(policy.LoadDir(c.dir))
+}
+
+// Apply makes a valid set with new content the next version, or records err (the set's
+// errors), leaving the active version in force.
+func (c *Controller) Apply(set *policy.Set, err error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
@@ -96,6 +101,13 @@ func (c *Controller) Reload() error {
 	c.reloads["ok"]++
 	c.log.Info("policy version published", "version", version, "tenants", tenants)
 	return nil
+}
+
+// ActiveVersion is the version in force ("" before the first).
+func (c *Controller) ActiveVersion() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.activeVersion()
 }
 
 func (c *Controller) activeVersion() string {

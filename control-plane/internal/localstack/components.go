@@ -223,6 +223,11 @@ func (s *Stack) startKafka() error {
 func (s *Stack) startControlPlane() error {
 	p := s.cfg.Ports
 	args := []string{"serve", "--policy-dir", s.cfg.PolicyDir}
+	if k := s.cfg.Kubernetes; k != nil {
+		args = []string{"serve", "--policy-source", "kubernetes", "--kubeconfig", k.Kubeconfig, "--platform-namespace", k.Namespace,
+			// A stopped control plane releases the Lease; these bound how long a killed one keeps it.
+			"--leader-lease-duration", "4s", "--leader-renew-deadline", "3s", "--leader-retry-period", "500ms"}
+	}
 	tls := func(name string) string { return filepath.Join(s.tls.dir, name) }
 	args = append(args, "--nats-tls-listen", addr(p.NATSTLS),
 		"--tls-cert-file", tls("gateway.crt"), "--tls-key-file", tls("gateway.key"), "--tls-client-ca-file", tls("ca.crt"),
@@ -247,19 +252,39 @@ func (s *Stack) startControlPlane() error {
 	if s.cfg.WithCollector {
 		args = append(args, "--otlp-logs-endpoint", s.collectorEndpoint())
 	}
-	p2, err := s.startProcess("control-plane", nil, s.tool("weighstation"), append(args,
+	s.controlPlaneArgs = append(args,
 		"--xds-listen", addr(p.XDS), "--http-listen", addr(p.ControlPlane),
 		"--nats-listen", addr(p.NATS), "--nats-upstream", addr(p.NATSUpstream),
 		"--kafka-listen", addr(p.Kafka)+",upstream-tls", "--kafka-upstream", addr(p.KafkaUpstream),
 		"--wasm-file", s.cfg.WasmFile,
 		"--debounce", "100ms", "--poll", "2s",
-	)...)
+	)
+	p2, err := s.startProcess("control-plane", nil, s.tool("weighstation"), s.controlPlaneArgs...)
 	if err != nil {
 		return err
 	}
 	s.ControlPlane = p2
 	s.procs = append(s.procs, p2)
 	return waitHTTP(p2, "http://"+addr(p.ControlPlane)+"/healthz", startTimeout)
+}
+
+// RestartControlPlane stops the control plane (SIGTERM, as a rollout does) and starts it again
+// with its arguments followed by extra, which override them.
+func (s *Stack) RestartControlPlane(extra ...string) error {
+	old := s.ControlPlane
+	old.stop(stopGrace)
+	args := append(append([]string{}, s.controlPlaneArgs...), extra...)
+	next, err := s.startProcess("control-plane", nil, s.tool("weighstation"), args...)
+	if err != nil {
+		return err
+	}
+	for i, p := range s.procs {
+		if p == old {
+			s.procs[i] = next
+		}
+	}
+	s.ControlPlane = next
+	return waitHTTP(next, "http://"+addr(s.cfg.Ports.ControlPlane)+"/healthz", startTimeout)
 }
 
 // StartRedis starts the quota store: Redis without persistence (quota reports live seconds).

@@ -65,6 +65,15 @@ type Config struct {
 	// NATSOperatorMode runs nats-server with decentralized JWT authentication (an operator and
 	// one account, NATSAccount) instead of its configured users.
 	NATSOperatorMode bool
+	// Kubernetes, when set, has the control plane take its policies from LimitPolicy and
+	// GatewayDefaults objects (--policy-source=kubernetes) instead of PolicyDir.
+	Kubernetes *KubernetesPolicies
+}
+
+// KubernetesPolicies is the API server the control plane watches.
+type KubernetesPolicies struct {
+	Kubeconfig string
+	Namespace  string // the platform's (--platform-namespace)
 }
 
 // KafkaRoute is one gateway listener for one broker address.
@@ -83,6 +92,7 @@ type Stack struct {
 	operator *natsOperator
 
 	NATSServer, Kafka, ControlPlane, Envoy, Redis, Quota, Collector *process
+	controlPlaneArgs                                                []string
 	// Envoys are the gateway replicas; Envoy is the first.
 	Envoys []*process
 }
@@ -305,7 +315,7 @@ func (s *Stack) WaitInSync(timeout time.Duration) error {
 				if !n.Connected {
 					continue
 				}
-				if n.AckedVersion != st.Active.Version || (snapshot != "" && n.AckedSnapshot != snapshot) {
+				if n.AckedVersion != st.Active.Version || n.NackedVersion == st.Active.Version || (snapshot != "" && n.AckedSnapshot != snapshot) {
 					inSync = false
 					last = fmt.Sprintf("node %s acked %q (snapshot %q, nacked %q: %s), active %q", n.ID, n.AckedVersion, n.AckedSnapshot, n.NackedVersion, n.NackReason, st.Active.Version)
 				}

@@ -13,9 +13,18 @@ import (
 type decoder struct {
 	file string
 	c    *collector
+	// object says the document is a Kubernetes object, rendered from what the API server
+	// stored: its errors name the object and field path, not lines of the rendering, and its
+	// GatewayDefaults may carry grants.
+	object bool
 }
 
-func (d *decoder) pos(n *yaml.Node) Pos { return Pos{File: d.file, Line: n.Line, Column: n.Column} }
+func (d *decoder) pos(n *yaml.Node) Pos {
+	if d.object {
+		return Pos{File: d.file}
+	}
+	return Pos{File: d.file, Line: n.Line, Column: n.Column}
+}
 
 func join(path, key string) string {
 	if path == "" {
@@ -381,6 +390,13 @@ func (d *decoder) document(root *yaml.Node) (*LimitPolicy, *GatewayDefaults) {
 			"defaultTenant": func(n *yaml.Node, p string) { gd.DefaultTenant, gd.TenantPos = d.str(n, p), d.pos(n) },
 			"defaultLimits": func(n *yaml.Node, p string) { gd.DefaultLimits = d.limits(n, p) },
 			"quotaService":  func(n *yaml.Node, p string) { gd.QuotaService = d.quotaService(n, p) },
+			"grants": func(n *yaml.Node, p string) {
+				if !d.object {
+					d.c.add(d.pos(n), p, "grants say which namespaces' LimitPolicy objects may define which tenants (--policy-source=kubernetes); a policy directory has no namespaces")
+					return
+				}
+				gd.Grants = d.grants(n, p)
+			},
 		})
 		if gd.DefaultTenant == "" && gd.TenantPos == (Pos{}) {
 			d.c.add(d.pos(specNode), "spec.defaultTenant", "is required")
@@ -394,4 +410,36 @@ func (d *decoder) document(root *yaml.Node) (*LimitPolicy, *GatewayDefaults) {
 		d.c.add(p, "kind", "must be %s or %s, got %q", KindLimitPolicy, KindGatewayDefault, kind)
 		return nil, nil
 	}
+}
+
+func (d *decoder) grants(n *yaml.Node, path string) []Grant {
+	if n.Kind != yaml.SequenceNode {
+		d.c.add(d.pos(n), path, "must be a list")
+		return nil
+	}
+	out := make([]Grant, 0, len(n.Content))
+	for i, e := range n.Content {
+		p := path + "[" + itoa(i) + "]"
+		var g Grant
+		d.mapping(e, p, fields{
+			"namespaces": func(n *yaml.Node, p string) { g.Namespaces = d.strList(n, p) },
+			"tenants":    func(n *yaml.Node, p string) { g.Tenants = d.strList(n, p) },
+			"identities": func(n *yaml.Node, p string) {
+				d.mapping(n, p, fields{
+					"natsUsers":        func(n *yaml.Node, p string) { g.NATSUsers = d.strList(n, p) },
+					"natsNkeys":        func(n *yaml.Node, p string) { g.NATSNkeys = d.strList(n, p) },
+					"natsAccounts":     func(n *yaml.Node, p string) { g.NATSAccounts = d.strList(n, p) },
+					"saslPrincipals":   func(n *yaml.Node, p string) { g.SASLPrincipals = d.strList(n, p) },
+					"clientIdPrefixes": func(n *yaml.Node, p string) { g.ClientIDPrefixes = d.strList(n, p) },
+					"tlsSubjects":      func(n *yaml.Node, p string) { g.TLSSubjects = d.strList(n, p) },
+					"tlsSans":          func(n *yaml.Node, p string) { g.TLSSANs = d.strList(n, p) },
+				})
+			},
+		})
+		if e.Kind == yaml.MappingNode && (len(g.Namespaces) == 0 || len(g.Tenants) == 0) {
+			d.c.add(d.pos(e), p, "needs namespaces and tenants")
+		}
+		out = append(out, g)
+	}
+	return out
 }

@@ -11,10 +11,13 @@ type Error struct {
 	Pos    Pos
 	Field  string
 	Reason string
+	// Conflict says the document is valid alone and clashes with another: a duplicate name or
+	// tenant, or an identity another tenant claims.
+	Conflict bool
 }
 
 func (e Error) Error() string {
-	return fmt.Sprintf("%s:%d:%d: %s: %s", e.Pos.File, e.Pos.Line, e.Pos.Column, e.Field, e.Reason)
+	return posString(e.Pos) + ": " + e.Field + ": " + e.Reason
 }
 
 // Errors is every problem found in one load, in file and position order.
@@ -46,4 +49,8 @@ type collector struct{ errs Errors }
 
 func (c *collector) add(pos Pos, field, format string, args ...any) {
 	c.errs = append(c.errs, Error{Pos: pos, Field: field, Reason: fmt.Sprintf(format, args...)})
+}
+
+func (c *collector) conflict(pos Pos, field, format string, args ...any) {
+	c.errs = append(c.errs, Error{Pos: pos, Field: field, Reason: fmt.Sprintf(format, args...), Conflict: true})
 }

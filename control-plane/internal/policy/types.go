@@ -141,8 +141,24 @@ type GatewayDefaults struct {
 	DefaultTenant string
 	DefaultLimits Limits
 	QuotaService  *QuotaService
+	Grants        []Grant // objects only: see Grant
 	Pos           Pos
 	TenantPos     Pos
+}
+
+// Grant lets the LimitPolicy objects of some namespaces define some tenants and claim some
+// identities (GatewayDefaults spec.grants). A value ending in * grants every value with that
+// prefix; a client.id prefix is granted when it starts with a granted prefix.
+type Grant struct {
+	Namespaces       []string
+	Tenants          []string
+	NATSUsers        []string
+	NATSNkeys        []string
+	NATSAccounts     []string
+	SASLPrincipals   []string
+	ClientIDPrefixes []string
+	TLSSubjects      []string
+	TLSSANs          []string
 }
 
 // Tenant is one LimitPolicy with its limits resolved against the defaults.

@@ -24,12 +24,12 @@ func validateSet(dir string, policies []LimitPolicy, defaults []GatewayDefaults,
 	tenants := map[string]Pos{}
 	for _, p := range policies {
 		if first, dup := names[p.Name]; dup && p.Name != "" {
-			c.add(p.Pos, "metadata.name", "%q is already used by the LimitPolicy at %s", p.Name, posString(first))
+			c.conflict(p.Pos, "metadata.name", "%q is already used by the LimitPolicy at %s", p.Name, posString(first))
 		} else {
 			names[p.Name] = p.Pos
 		}
 		if first, dup := tenants[p.Tenant]; dup && p.Tenant != "" {
-			c.add(p.TenantPos, "spec.tenant", "tenant %q already has a LimitPolicy at %s", p.Tenant, posString(first))
+			c.conflict(p.TenantPos, "spec.tenant", "tenant %q already has a LimitPolicy at %s", p.Tenant, posString(first))
 		} else {
 			tenants[p.Tenant] = p.TenantPos
 		}
@@ -74,7 +74,12 @@ func checkDefaultLimits(l Limits, c *collector) {
 	}
 }
 
-func posString(p Pos) string { return p.File + ":" + itoa(p.Line) + ":" + itoa(p.Column) }
+func posString(p Pos) string {
+	if p.Line == 0 {
+		return p.File // an object: a line of its rendering would mean nothing to its author
+	}
+	return p.File + ":" + itoa(p.Line) + ":" + itoa(p.Column)
+}
 
 // checkIdentityOverlaps rejects identities that would attribute one client to two tenants.
 func checkIdentityOverlaps(policies []LimitPolicy, c *collector) {
@@ -98,7 +103,7 @@ func checkIdentityOverlaps(policies []LimitPolicy, c *collector) {
 		exact := func(seen map[string]owner, keys []string, field, what string) {
 			for _, k := range keys {
 				if o, dup := seen[k]; dup && o.tenant != p.Tenant {
-					c.add(p.Identify.Pos, field, "%s %q already identifies tenant %q (%s)", what, k, o.tenant, posString(o.pos))
+					c.conflict(p.Identify.Pos, field, "%s %q already identifies tenant %q (%s)", what, k, o.tenant, posString(o.pos))
 				} else {
 					seen[k] = me
 				}
@@ -113,7 +118,7 @@ func checkIdentityOverlaps(policies []LimitPolicy, c *collector) {
 		for _, pre := range p.Identify.KafkaClientIDPrefixes {
 			for _, other := range prefixes {
 				if other.tenant != p.Tenant && (strings.HasPrefix(pre, other.prefix) || strings.HasPrefix(other.prefix, pre)) {
-					c.add(p.Identify.Pos, "spec.identify.kafka.clientIdPrefixes",
+					c.conflict(p.Identify.Pos, "spec.identify.kafka.clientIdPrefixes",
 						"client.id prefix %q overlaps prefix %q of tenant %q (%s): a client id could match both",
 						pre, other.prefix, other.tenant, posString(other.pos))
 				}

@@ -101,7 +101,11 @@ func (t *nodeTracker) OnStreamRequest(id int64, req *discoveryv3.DiscoveryReques
 		} else {
 			n.AckedVersion = policyVersion(req.GetVersionInfo())
 			n.AckedSnapshot = req.GetVersionInfo()
-			if n.NackedVersion != "" && n.NackedVersion == n.AckedVersion {
+			// Only a later version clears a NACK. Envoy acknowledges a version it refused when
+			// it is sent again (the control plane answers a NACK by resending): its extension
+			// config provider skips a configuration it already has seen, refused or not, and
+			// keeps running the previous one.
+			if n.NackedVersion != "" && n.NackedVersion != n.AckedVersion {
 				n.NackedVersion, n.NackReason = "", ""
 			}
 		}

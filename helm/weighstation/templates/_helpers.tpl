@@ -244,3 +244,8 @@ it answers 200 (the official image has bash but no curl). */}}
 {{- end -}}
 {{- toJson $out -}}
 {{- end -}}
+
+{{/* The control plane's ServiceAccount: its own, or the namespace's default. */}}
+{{- define "weighstation.controlPlane.serviceAccount" -}}
+{{- if .Values.serviceAccount.create }}{{ include "weighstation.controlPlane.fullname" . }}{{ else }}default{{ end -}}
+{{- end -}}

@@ -1,0 +1,468 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/weighstation/weighstation/control-plane/internal/apiserver"
+	"github.com/weighstation/weighstation/control-plane/internal/localstack"
+)
+
+const platformNS = "weighstation"
+
+// The platform's objects: the default tenant (64KiB messages) and grants for two teams.
+const k8sDefaults = `
+apiVersion: weighstation.io/v1alpha1
+kind: GatewayDefaults
+metadata: {name: default}
+spec:
+  defaultTenant: k8s-default
+  grants:
+  - namespaces: [team-a]
+    tenants: [acme]
+    identities:
+      natsUsers: ["k8s-acme*"]
+      clientIdPrefixes: ["acme-"]
+      saslPrincipals: [acme]
+      tlsSubjects: ["CN=acme,O=Acme"]
+      tlsSans: ["spiffe://acme/*"]
+  - namespaces: [team-b]
+    tenants: [globex]
+    identities: {natsUsers: [k8s-globex]}
+`
+
+const k8sDefaultTenant = `
+apiVersion: weighstation.io/v1alpha1
+kind: LimitPolicy
+metadata: {name: default-tenant, namespace: weighstation}
+spec:
+  tenant: k8s-default
+  limits: {maxMessageBytes: 64KiB}
+`
+
+const k8sGlobex = `
+apiVersion: weighstation.io/v1alpha1
+kind: LimitPolicy
+metadata: {name: globex, namespace: team-b}
+spec:
+  tenant: globex
+  identify: {nats: {users: [k8s-globex]}}
+  limits: {maxMessageBytes: 8KiB}
+`
+
+// acmePolicy is team-a's policy: messagesPerSecond in reject mode, and a maxMessageBytes each
+// connection sees as its max_payload.
+func acmePolicy(maxBytes string, perSecond int) string {
+	return fmt.Sprintf(`
+apiVersion: weighstation.io/v1alpha1
+kind: LimitPolicy
+metadata: {name: acme, namespace: team-a}
+spec:
+  tenant: acme
+  identify: {nats: {users: [k8s-acme]}}
+  onLimit: reject
+  limits:
+    maxMessageBytes: %s
+    rate: {messagesPerSecond: %d, burstMessages: %d}
+`, maxBytes, perSecond, perSecond)
+}
+
+// k8sStack is a real kube-apiserver and etcd, and a local stack (Envoy, nats-server) whose
+// control plane takes its policies from them.
+type k8sStack struct {
+	api      *apiserver.Server
+	admin    dynamic.Interface
+	kube     kubernetes.Interface
+	stack    *localstack.Stack
+	ports    localstack.Ports
+	wasmFile string
+}
+
+func startK8sStack(t *testing.T) *k8sStack {
+	t.Helper()
+	bin := filepath.Join(root, ".tools/k8s/bin")
+	api, err := apiserver.Start(t.TempDir(), filepath.Join(bin, "kube-apiserver"), filepath.Join(bin, "etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Stop)
+	kubeconfig, err := api.Kubeconfig("admin", apiserver.AdminToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &k8sStack{api: api, admin: dynamicClient(t, kubeconfig)}
+	cfg, _ := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if k.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	installCRDs(t, k.admin)
+	for _, ns := range []string{platformNS, "team-a", "team-b"} {
+		if _, err := k.kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustApply(t, k.admin, gwdGVR, k8sDefaults)
+	mustApply(t, k.admin, lpGVR, k8sDefaultTenant)
+	mustApply(t, k.admin, lpGVR, k8sGlobex)
+
+	work := t.TempDir()
+	if k.ports, err = localstack.FreePorts(); err != nil {
+		t.Fatal(err)
+	}
+	k.wasmFile = filepath.Join(root, "wasm-filter/target/wasm32-wasip1/release/weighstation_filter.wasm")
+	k.stack, err = localstack.Start(context.Background(), localstack.Config{
+		ToolsDir: filepath.Join(root, ".tools"), WasmFile: k.wasmFile, WorkDir: work, Ports: k.ports, EnvoyConcurrency: 1,
+		ExtraNATSUsers: []string{"k8s-acme", "k8s-globex", "k8s-nobody"},
+		Kubernetes:     &localstack.KubernetesPolicies{Kubeconfig: kubeconfig, Namespace: platformNS},
+	})
+	if err != nil {
+		dumpLogs(filepath.Join(work, "logs"))
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		k.stack.Stop()
+		if t.Failed() {
+			dumpLogs(k.stack.LogDir())
+		}
+	})
+	return k
+}
+
+// maxPayload is the max_payload a new connection of user is told: its tenant's maxMessageBytes.
+func (k *k8sStack) maxPayload(t *testing.T, user string) int64 {
+	t.Helper()
+	nc := connectNATS(t, k.ports.NATS, user, user+"-secret")
+	defer nc.Close()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return nc.MaxPayload()
+}
+
+// waitMaxPayload waits until new connections of user see want, and returns how long it took.
+func (k *k8sStack) waitMaxPayload(t *testing.T, user string, want int64, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var got int64
+	for time.Since(start) < timeout {
+		if got = k.maxPayload(t, user); got == want {
+			return time.Since(start)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("connections of %s saw max_payload %d, not %d, for %s", user, got, want, timeout)
+	return 0
+}
+
+// publisher is one open connection that counts the refusals it is told of.
+type publisher struct {
+	nc      *nats.Conn
+	refused atomic.Int64
+}
+
+func (k *k8sStack) publisher(t *testing.T, user string) *publisher {
+	p := &publisher{}
+	p.nc = connectNATS(t, k.ports.NATS, user, user+"-secret", nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if strings.Contains(err.Error(), "Permissions Violation") {
+			p.refused.Add(1)
+		}
+	}))
+	return p
+}
+
+// burst publishes n messages at once and returns how many were refused.
+func (p *publisher) burst(t *testing.T, n int) int64 {
+	t.Helper()
+	before := p.refused.Load()
+	for i := range n {
+		if err := p.nc.Publish("k8s.orders", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the refusals' -ERRs follow the PONG on the same connection
+	return p.refused.Load() - before
+}
+
+func TestKubernetesPolicies(t *testing.T) {
+	k := startK8sStack(t)
+	a := k.admin
+	whole := t // connections that outlive a subtest
+	programmedWithin := 2 * time.Second
+
+	t.Run("a bad object is refused at apply with its field path", func(t *testing.T) {
+		for _, c := range []struct{ spec, path, reason string }{
+			{`{tenant: bad, limits: {inFlight: -1}}`, "spec.limits.inFlight", "must not be negative"},
+			{`{tenant: bad, limits: {maxMessageBytes: 1MB}}`, "spec.limits.maxMessageBytes", "should match"},
+			{`{tenant: bad, identify: {nats: {nkeys: [nope]}}}`, "spec.identify.nats.nkeys[0]", "should match"},
+			{`{tenant: bad, mode: fast}`, "spec.mode", "Unsupported value"},
+			{`{tenant: Bad_Name}`, "spec.tenant", "should match"},
+			{`{tenant: bad, limitz: {}}`, "spec.limitz", "unknown field"},
+			{`{tenant: bad, identify: {kafka: {oauthClaim: sub}}}`, "spec.identify.kafka.oauthClaim", "set saslPrincipals too"},
+			{`{tenant: bad, overrides: [{match: {nats: [a.>]}, limits: {queue: {maxMessages: 5}}}]}`, "spec.overrides[0].limits.queue", "unknown field"},
+			{`{tenant: bad, overrides: [{match: {}, limits: {}}]}`, "spec.overrides[0].match", "name at least one nats or kafka pattern"},
+		} {
+			_, err := apply(a, lpGVR, obj(t, "{apiVersion: weighstation.io/v1alpha1, kind: LimitPolicy, metadata: {name: bad, namespace: team-a}, spec: "+c.spec+"}"))
+			if err == nil || !strings.Contains(err.Error(), c.path) || !strings.Contains(err.Error(), c.reason) {
+				t.Errorf("spec %s: want a refusal naming %s (%s), got %v", c.spec, c.path, c.reason, err)
+			}
+		}
+		_, err := apply(a, gwdGVR, obj(t, `{apiVersion: weighstation.io/v1alpha1, kind: GatewayDefaults, metadata: {name: bad}, spec: {defaultTenant: x, quotaService: {address: "q:1", timeout: 9s}}}`))
+		if err == nil || !strings.Contains(err.Error(), "spec.quotaService.timeout") || !strings.Contains(err.Error(), "10ms..5s") {
+			t.Errorf("a 9s quota timeout: want a refusal naming spec.quotaService.timeout, got %v", err)
+		}
+	})
+
+	var acme *publisher
+	t.Run("a LimitPolicy applied is enforced within 2s and Programmed 1/1", func(t *testing.T) {
+		if got := k.maxPayload(t, "k8s-acme"); got != 64<<10 {
+			t.Fatalf("before its policy, acme's user is the default tenant's (max_payload 65536), got %d", got)
+		}
+		start := time.Now()
+		mustApply(t, a, lpGVR, acmePolicy("4KiB", 20))
+		k.waitMaxPayload(t, "k8s-acme", 4<<10, programmedWithin)
+		enforced := time.Since(start)
+		waitCondition(t, a, lpGVR, "team-a", "acme", "Accepted", metav1.ConditionTrue, "Accepted", "", programmedWithin)
+		waitCondition(t, a, lpGVR, "team-a", "acme", "Programmed", metav1.ConditionTrue, "Programmed", "1/1 gateways", programmedWithin-time.Since(start))
+		t.Logf("enforced on new connections %s after the apply; Programmed=True 1/1 after %s", enforced.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+		acme = k.publisher(whole, "k8s-acme")
+		if refused := acme.burst(t, 100); refused < 50 {
+			t.Errorf("100 messages at once against 20/s (burst 20) in reject mode: %d refused, want at least 50", refused)
+		}
+	})
+
+	t.Run("an edit applies to connections already open", func(t *testing.T) {
+		time.Sleep(time.Second) // a second of rate back in the bucket
+		mustApply(t, a, lpGVR, acmePolicy("4KiB", 5000))
+		waitCondition(t, a, lpGVR, "team-a", "acme", "Programmed", metav1.ConditionTrue, "Programmed", "1/1 gateways", programmedWithin)
+		if refused := acme.burst(t, 100); refused != 0 {
+			t.Errorf("after raising the rate to 5000/s, the open connection had %d of 100 refused", refused)
+		}
+		mustApply(t, a, lpGVR, acmePolicy("4KiB", 20))
+		waitCondition(t, a, lpGVR, "team-a", "acme", "Programmed", metav1.ConditionTrue, "Programmed", "1/1 gateways", programmedWithin)
+		if refused := acme.burst(t, 100); refused < 50 {
+			t.Errorf("after lowering the rate to 20/s again, the open connection had %d of 100 refused, want at least 50", refused)
+		}
+	})
+
+	t.Run("a conflicting object is refused while the rest stays enforced", func(t *testing.T) {
+		mustApply(t, a, lpGVR, `{apiVersion: weighstation.io/v1alpha1, kind: LimitPolicy, metadata: {name: acme-again, namespace: team-a}, spec: {tenant: acme, identify: {nats: {users: [k8s-acme-2]}}}}`)
+		waitCondition(t, a, lpGVR, "team-a", "acme-again", "Accepted", metav1.ConditionFalse, "Conflicted", `tenant "acme" already has a LimitPolicy at LimitPolicy team-a/acme`, programmedWithin)
+		mustApply(t, a, lpGVR, `{apiVersion: weighstation.io/v1alpha1, kind: LimitPolicy, metadata: {name: stealer, namespace: weighstation}, spec: {tenant: stealer, identify: {nats: {users: [k8s-acme]}}}}`)
+		waitCondition(t, a, lpGVR, platformNS, "stealer", "Accepted", metav1.ConditionFalse, "Conflicted", `NATS user "k8s-acme" already identifies tenant "acme"`, programmedWithin)
+		waitCondition(t, a, lpGVR, platformNS, "stealer", "Programmed", metav1.ConditionFalse, "NotInForce", "", programmedWithin)
+		// The others stay in force and keep being updated.
+		mustApply(t, a, lpGVR, acmePolicy("2KiB", 20))
+		k.waitMaxPayload(t, "k8s-acme", 2<<10, programmedWithin)
+		waitCondition(t, a, lpGVR, "team-a", "acme", "Programmed", metav1.ConditionTrue, "Programmed", "1/1 gateways", programmedWithin)
+		if got := k.maxPayload(t, "k8s-globex"); got != 8<<10 {
+			t.Errorf("globex's connections saw max_payload %d, want 8192", got)
+		}
+		deleteObject(t, a, lpGVR, "team-a", "acme-again")
+		deleteObject(t, a, lpGVR, platformNS, "stealer")
+	})
+
+	t.Run("a team cannot reach another tenant", func(t *testing.T) { testTeamCannotReachAnotherTenant(t, k) })
+	t.Log("kubectl get limitpolicies -A:\n" + k.table(t, "/apis/weighstation.io/v1alpha1/limitpolicies"))
+
+	t.Run("a delete returns the tenant's traffic to the default tenant", func(t *testing.T) {
+		start := time.Now()
+		deleteObject(t, a, lpGVR, "team-a", "acme")
+		k.waitMaxPayload(t, "k8s-acme", 64<<10, programmedWithin)
+		t.Logf("acme's new connections were the default tenant's %s after the delete", time.Since(start).Round(time.Millisecond))
+		p := k.publisher(t, "k8s-acme")
+		if refused := p.burst(t, 100); refused != 0 {
+			t.Errorf("as the default tenant (10000/s), %d of 100 were refused", refused)
+		}
+	})
+
+	t.Run("a NACK shows on status, and status converges after a restart", func(t *testing.T) {
+		notAModule := filepath.Join(t.TempDir(), "not-a-module.wasm")
+		if err := os.WriteFile(notAModule, []byte("not wasm"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := k.stack.RestartControlPlane("--wasm-file", notAModule); err != nil {
+			t.Fatal(err)
+		}
+		_, c := waitCondition(t, a, lpGVR, "team-b", "globex", "Programmed", metav1.ConditionFalse, "Rejected", "0/1 gateways", 20*time.Second)
+		t.Logf("with a filter module Envoy cannot load: %s", c.Message)
+		if got := k.maxPayload(t, "k8s-globex"); got != 8<<10 {
+			t.Errorf("while its configuration was refused, Envoy kept the last one: want max_payload 8192, got %d", got)
+		}
+		if err := k.stack.RestartControlPlane(); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range []struct{ ns, name string }{{"team-b", "globex"}, {platformNS, "default-tenant"}} {
+			waitCondition(t, a, lpGVR, o.ns, o.name, "Programmed", metav1.ConditionTrue, "Programmed", "1/1 gateways", 20*time.Second)
+			waitCondition(t, a, lpGVR, o.ns, o.name, "Accepted", metav1.ConditionTrue, "Accepted", "", 2*time.Second)
+		}
+		waitCondition(t, a, gwdGVR, "", "default", "Programmed", metav1.ConditionTrue, "Programmed", "1/1 gateways", 2*time.Second)
+	})
+}
+
+// table is what `kubectl get` prints: the API server's Table rendering of the printer columns.
+func (k *k8sStack) table(t *testing.T, path string) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", k.api.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+apiserver.AdminToken)
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var tbl metav1.Table
+	if err := json.NewDecoder(resp.Body).Decode(&tbl); err != nil {
+		t.Fatal(err)
+	}
+	rows := [][]string{{"NAMESPACE"}}
+	for _, c := range tbl.ColumnDefinitions {
+		rows[0] = append(rows[0], strings.ToUpper(c.Name))
+	}
+	for _, r := range tbl.Rows {
+		var m struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		_ = json.Unmarshal(r.Object.Raw, &m)
+		row := []string{m.Metadata.Namespace}
+		for _, cell := range r.Cells {
+			if cell == nil {
+				cell = "<none>" // as kubectl prints a field the object leaves out
+			}
+			row = append(row, fmt.Sprint(cell))
+		}
+		rows = append(rows, row)
+	}
+	widths := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, c := range r {
+			widths[i] = max(widths[i], len(c))
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		for i, c := range r {
+			fmt.Fprintf(&b, "%-*s   ", widths[i], c)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// teamClient is a ServiceAccount of team-a allowed to manage LimitPolicies in team-a only.
+func teamClient(t *testing.T, k *k8sStack) dynamic.Interface {
+	t.Helper()
+	ctx := context.Background()
+	rbac := k.kube.RbacV1()
+	if _, err := k.kube.CoreV1().ServiceAccounts("team-a").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "writer"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbac.Roles("team-a").Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "limitpolicy-writer"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"weighstation.io"}, Resources: []string{"limitpolicies"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbac.RoleBindings("team-a").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "writer"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "writer", Namespace: "team-a"}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "limitpolicy-writer"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := k.kube.CoreV1().ServiceAccounts("team-a").CreateToken(ctx, "writer", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := k.api.Kubeconfig("team-a-writer", tok.Status.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dynamicClient(t, kubeconfig)
+}
+
+func testTeamCannotReachAnotherTenant(t *testing.T, k *k8sStack) {
+	team := teamClient(t, k)
+	// The API server refuses what RBAC does not grant.
+	forbidden := []struct {
+		what string
+		do   func() error
+	}{
+		{"a LimitPolicy in another team's namespace", func() error {
+			_, err := apply(team, lpGVR, obj(t, `{apiVersion: weighstation.io/v1alpha1, kind: LimitPolicy, metadata: {name: mine, namespace: team-b}, spec: {tenant: acme}}`))
+			return err
+		}},
+		{"an edit of another team's LimitPolicy", func() error {
+			_, err := apply(team, lpGVR, obj(t, `{apiVersion: weighstation.io/v1alpha1, kind: LimitPolicy, metadata: {name: globex, namespace: team-b}, spec: {tenant: globex, limits: {maxMessageBytes: 1MiB}}}`))
+			return err
+		}},
+		{"a delete of another team's LimitPolicy", func() error {
+			return team.Resource(lpGVR).Namespace("team-b").Delete(context.Background(), "globex", metav1.DeleteOptions{})
+		}},
+		{"an edit of the GatewayDefaults (its grants)", func() error {
+			_, err := apply(team, gwdGVR, obj(t, `{apiVersion: weighstation.io/v1alpha1, kind: GatewayDefaults, metadata: {name: default}, spec: {defaultTenant: k8s-default, grants: [{namespaces: [team-a], tenants: ["*"]}]}}`))
+			return err
+		}},
+		{"a status written by the team", func() error {
+			_, err := team.Resource(lpGVR).Namespace("team-a").Patch(context.Background(), "acme", "application/merge-patch+json",
+				[]byte(`{"status":{"conditions":[]}}`), metav1.PatchOptions{}, "status")
+			return err
+		}},
+	}
+	for _, f := range forbidden {
+		if err := f.do(); err == nil || !strings.Contains(err.Error(), "forbidden") {
+			t.Errorf("%s: want the API server to refuse it (forbidden), got %v", f.what, err)
+		}
+	}
+	// What RBAC lets through, the grants refuse: NotPermitted, and nothing changes.
+	before, _ := k.stack.ControlPlaneStatus()
+	for i, c := range []struct{ spec, why string }{
+		{`{tenant: globex, identify: {nats: {users: [k8s-acme-3]}}}`, `define tenant "globex"`},
+		{`{tenant: acme, identify: {nats: {users: [k8s-globex]}}}`, `claim NATS user "k8s-globex"`},
+		{`{tenant: acme, identify: {nats: {nkeys: [UAFHG6FUD2UU4SDFVAFUL5LDFO2XM4WYM76UNXIPJTMDQJBFYUZ7QRYR]}}}`, `claim NATS nkey`},
+		{`{tenant: acme, identify: {nats: {accounts: [ADLOM3MSL4CRX3AIAHNE7Y2WK7TKUR3DTJ4YZS5RDZJEFHDXKXQYE3SM]}}}`, `claim NATS account`},
+		{`{tenant: acme, identify: {kafka: {saslPrincipals: [globex]}}}`, `claim SASL principal "globex"`},
+		{`{tenant: acme, identify: {kafka: {clientIdPrefixes: [globex-]}}}`, `claim client.id prefix "globex-"`},
+		{`{tenant: acme, identify: {kafka: {clientIdPrefixes: [acme]}}}`, `claim client.id prefix "acme"`},
+		{`{tenant: acme, identify: {tls: {subjects: ["CN=globex,O=Globex"]}}}`, `claim certificate subject "CN=globex,O=Globex"`},
+		{`{tenant: acme, identify: {tls: {sans: ["spiffe://globex/orders"]}}}`, `claim certificate SAN "spiffe://globex/orders"`},
+	} {
+		name := fmt.Sprintf("claim-%d", i)
+		if _, err := apply(team, lpGVR, obj(t, "{apiVersion: weighstation.io/v1alpha1, kind: LimitPolicy, metadata: {name: "+name+", namespace: team-a}, spec: "+c.spec+"}")); err != nil {
+			t.Fatalf("RBAC lets team-a write its own LimitPolicies: %v", err)
+		}
+		waitCondition(t, k.admin, lpGVR, "team-a", name, "Accepted", metav1.ConditionFalse, "NotPermitted", c.why, 2*time.Second)
+		if err := team.Resource(lpGVR).Namespace("team-a").Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, _ := k.stack.ControlPlaneStatus()
+	if before.Active == nil || after.Active == nil || before.Active.Version != after.Active.Version {
+		t.Errorf("policies outside their grant changed the version in force: %+v then %+v", before.Active, after.Active)
+	}
+	if got := k.maxPayload(t, "k8s-globex"); got != 8<<10 {
+		t.Errorf("globex's connections saw max_payload %d, want 8192", got)
+	}
+}

@@ -1,0 +1,76 @@
+package kubesource
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/weighstation/weighstation/control-plane/internal/policy"
+)
+
+// permitted says whether a LimitPolicy of namespace ns may define its tenant and claim every
+// identity it names. The platform's own namespace needs no grant; any other needs one grant
+// (or several together) covering the tenant and each identity. why says what is missing.
+func permitted(ns, platformNS string, lp *policy.LimitPolicy, gd *policy.GatewayDefaults) (ok bool, why string) {
+	if ns == platformNS {
+		return true, ""
+	}
+	var covering []policy.Grant
+	for _, g := range gd.Grants {
+		if matchAny(g.Namespaces, ns) && matchAny(g.Tenants, lp.Tenant) {
+			covering = append(covering, g)
+		}
+	}
+	if len(covering) == 0 {
+		return false, fmt.Sprintf("no grant in GatewayDefaults %q lets namespace %q define tenant %q", gd.Name, ns, lp.Tenant)
+	}
+	id := lp.Identify
+	for _, claim := range []struct {
+		what    string
+		values  []string
+		granted func(policy.Grant) []string
+		match   func([]string, string) bool
+	}{
+		{"NATS user", id.NATSUsers, func(g policy.Grant) []string { return g.NATSUsers }, matchAny},
+		{"NATS nkey", id.NATSNkeys, func(g policy.Grant) []string { return g.NATSNkeys }, matchAny},
+		{"NATS account", id.NATSAccounts, func(g policy.Grant) []string { return g.NATSAccounts }, matchAny},
+		{"SASL principal", id.KafkaSASLPrincipals, func(g policy.Grant) []string { return g.SASLPrincipals }, matchAny},
+		{"client.id prefix", id.KafkaClientIDPrefixes, func(g policy.Grant) []string { return g.ClientIDPrefixes }, withinPrefix},
+		{"certificate subject", id.TLSSubjects, func(g policy.Grant) []string { return g.TLSSubjects }, matchAny},
+		{"certificate SAN", id.TLSSANs, func(g policy.Grant) []string { return g.TLSSANs }, matchAny},
+	} {
+		for _, v := range claim.values {
+			found := false
+			for _, g := range covering {
+				if claim.match(claim.granted(g), v) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				return false, fmt.Sprintf("no grant in GatewayDefaults %q lets namespace %q claim %s %q", gd.Name, ns, claim.what, v)
+			}
+		}
+	}
+	return true, ""
+}
+
+// matchAny: v is one of the granted values, or starts with one that ends in *.
+func matchAny(granted []string, v string) bool {
+	for _, g := range granted {
+		if g == v || strings.HasSuffix(g, "*") && strings.HasPrefix(v, strings.TrimSuffix(g, "*")) {
+			return true
+		}
+	}
+	return false
+}
+
+// withinPrefix: a claimed client.id prefix is granted when every client id it matches is one
+// a granted prefix matches, that is, when it starts with a granted prefix.
+func withinPrefix(granted []string, prefix string) bool {
+	for _, g := range granted {
+		if strings.HasPrefix(prefix, strings.TrimSuffix(g, "*")) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,83 @@
+package kubesource
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/weighstation/weighstation/control-plane/internal/xds"
+)
+
+// The reasons of the Programmed condition.
+const (
+	ReasonProgrammed = "Programmed" // every connected gateway acknowledged it
+	ReasonRejected   = "Rejected"   // a gateway refused (NACKed) a configuration holding it
+	// ReasonPending (shared with Accepted): not yet acknowledged by every connected gateway,
+	// or no gateway is connected.
+	ReasonNotInForce = "NotInForce" // not accepted, and no earlier generation is in force
+)
+
+// sequence is the counter a published version starts with ("12-3f9a…" is 12); a version this
+// control plane did not publish has none.
+func sequence(version string) (int, bool) {
+	n, _, ok := strings.Cut(version, "-")
+	if !ok {
+		return 0, false
+	}
+	s, err := strconv.Atoi(n)
+	return s, err == nil
+}
+
+// programmed is the Programmed condition of an object generation first published in version
+// sequence since (0: never published), from what the connected gateways acknowledged.
+func programmed(v verdict, since int, nodes []xds.NodeStatus, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: "Programmed", ObservedGeneration: generation}
+	switch {
+	case v.InForce == 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonNotInForce, "the gateways are given nothing of this object"
+		return c
+	case since == 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonPending, "not yet published: the policy set is not valid (see the GatewayDefaults' status)"
+		return c
+	}
+	connected, acked := 0, 0
+	var rejected []string
+	for _, n := range nodes {
+		if !n.Connected {
+			continue
+		}
+		connected++
+		// A NACK stands until the gateway acknowledges a later version (see xds.NodeStatus).
+		if s, ok := sequence(n.NackedVersion); ok && s >= since {
+			rejected = append(rejected, fmt.Sprintf("gateway %s rejected version %s: %s", n.ID, n.NackedVersion, n.NackReason))
+		} else if s, ok := sequence(n.AckedVersion); ok && s >= since {
+			acked++
+		}
+	}
+	count := fmt.Sprintf("%d/%d gateways", acked, connected)
+	switch {
+	case len(rejected) > 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonRejected, count+"; "+strings.Join(rejected, "; ")
+	case connected == 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonPending, "no gateway is connected"
+	case acked < connected:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonPending, count
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonProgrammed, count
+	}
+	if v.InForce != v.Generation {
+		c.Message += fmt.Sprintf(" (generation %d)", v.InForce)
+	}
+	return c
+}
+
+// acceptedCondition is the Accepted condition of a verdict.
+func acceptedCondition(v verdict) metav1.Condition {
+	c := metav1.Condition{Type: "Accepted", ObservedGeneration: v.Generation, Reason: v.Reason, Message: v.Message, Status: metav1.ConditionFalse}
+	if v.Reason == ReasonAccepted {
+		c.Status, c.Message = metav1.ConditionTrue, "in force"
+	}
+	return c
+}

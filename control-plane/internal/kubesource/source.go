@@ -1,0 +1,199 @@
+package kubesource
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/weighstation/weighstation/control-plane/internal/controller"
+	"github.com/weighstation/weighstation/control-plane/internal/xds"
+)
+
+// Config is what a Source needs.
+type Config struct {
+	REST *rest.Config
+	// PlatformNamespace is the control plane's own: its LimitPolicies need no grant, and the
+	// status Lease lives there.
+	PlatformNamespace string
+	Identity          string // this replica's name in the Lease
+	Election          Election
+	Controller        *controller.Controller
+	Nodes             func() []xds.NodeStatus
+	Log               *slog.Logger
+}
+
+// Source watches the policy objects and keeps the controller's set and the objects' status
+// current. Every replica publishes what it computes to the gateways connected to it; only the
+// replica holding the Lease writes status.
+type Source struct {
+	cfg    Config
+	client dynamic.Interface
+	kube   kubernetes.Interface
+	eval   *evaluator
+	wake   chan struct{}
+	leader atomic.Bool
+	// since is, per object, the generation in force, and the sequence of the first published
+	// version that held it.
+	since map[string]published
+}
+
+type published struct {
+	uid        string
+	generation int64
+	sequence   int
+}
+
+func New(cfg Config) (*Source, error) {
+	client, err := dynamic.NewForConfig(cfg.REST)
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(cfg.REST)
+	if err != nil {
+		return nil, err
+	}
+	return &Source{cfg: cfg, client: client, kube: kube, eval: newEvaluator(cfg.PlatformNamespace),
+		wake: make(chan struct{}, 1), since: map[string]published{}}, nil
+}
+
+// Wake asks for a reconcile soon: an object changed, or a gateway acknowledged or refused.
+func (s *Source) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run watches until ctx ends.
+func (s *Source) Run(ctx context.Context) error {
+	factory := dynamicinformer.NewDynamicSharedInformerFactory(s.client, 0)
+	informers := map[schema.GroupVersionResource]cache.SharedIndexInformer{}
+	for _, gvr := range []schema.GroupVersionResource{limitPolicies, gatewayDefaults} {
+		inf := factory.ForResource(gvr).Informer()
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { s.Wake() },
+			UpdateFunc: func(any, any) { s.Wake() },
+			DeleteFunc: func(any) { s.Wake() },
+		}); err != nil {
+			return err
+		}
+		informers[gvr] = inf
+	}
+	factory.Start(ctx.Done())
+	s.cfg.Log.Info("watching policy objects", "kinds", "LimitPolicy, GatewayDefaults", "platformNamespace", s.cfg.PlatformNamespace)
+	if !cache.WaitForCacheSync(ctx.Done(), informers[limitPolicies].HasSynced, informers[gatewayDefaults].HasSynced) {
+		return ctx.Err()
+	}
+	elected := make(chan struct{})
+	go func() { s.elect(ctx); close(elected) }()
+	defer func() { <-elected }() // a stopping replica releases the Lease before it exits
+	// The tick notices gateways that went away (and retries status a failed write left stale).
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		s.reconcile(ctx, informers[gatewayDefaults].GetStore().List(), informers[limitPolicies].GetStore().List())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.wake:
+			time.Sleep(20 * time.Millisecond) // one reconcile for a burst of events
+		case <-tick.C:
+		}
+	}
+}
+
+func (s *Source) reconcile(ctx context.Context, defaults, policies []any) {
+	stored := map[string]*unstructured.Unstructured{}
+	objs := func(list []any) []object {
+		out := make([]object, 0, len(list))
+		for _, item := range list {
+			u, ok := item.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			o := fromUnstructured(u)
+			stored[o.ref()] = u
+			out = append(out, o)
+		}
+		return out
+	}
+	ev := s.eval.evaluate(objs(defaults), objs(policies))
+	applyErr := s.cfg.Controller.Apply(ev.Set, ev.Err)
+	if seq, ok := sequence(s.cfg.Controller.ActiveVersion()); ok && applyErr == nil {
+		for ref, v := range ev.Verdicts {
+			uid := string(stored[ref].GetUID())
+			if p := s.since[ref]; v.InForce > 0 && (p.uid != uid || p.generation != v.InForce) {
+				s.since[ref] = published{uid, v.InForce, seq}
+			}
+		}
+	}
+	for ref := range s.since {
+		if _, ok := ev.Verdicts[ref]; !ok {
+			delete(s.since, ref)
+		}
+	}
+	if !s.leader.Load() {
+		return
+	}
+	nodes := s.cfg.Nodes()
+	for ref, v := range ev.Verdicts {
+		u := stored[ref]
+		since := 0
+		if p := s.since[ref]; p.uid == string(u.GetUID()) && p.generation == v.InForce {
+			since = p.sequence
+		}
+		s.writeStatus(ctx, u, []metav1.Condition{acceptedCondition(v), programmed(v, since, nodes, v.Generation)})
+	}
+}
+
+// writeStatus patches the object's status when its conditions differ from want; a condition
+// whose status is unchanged keeps its lastTransitionTime.
+func (s *Source) writeStatus(ctx context.Context, u *unstructured.Unstructured, want []metav1.Condition) {
+	var current struct {
+		ObservedGeneration int64              `json:"observedGeneration"`
+		Conditions         []metav1.Condition `json:"conditions"`
+	}
+	if raw, ok, _ := unstructured.NestedMap(u.Object, "status"); ok {
+		b, _ := json.Marshal(raw)
+		_ = json.Unmarshal(b, &current)
+	}
+	changed := current.ObservedGeneration != u.GetGeneration()
+	conditions := current.Conditions
+	for _, c := range want {
+		old := meta.FindStatusCondition(conditions, c.Type)
+		if old == nil || old.Status != c.Status || old.Reason != c.Reason || old.Message != c.Message || old.ObservedGeneration != c.ObservedGeneration {
+			changed = true
+			meta.SetStatusCondition(&conditions, c)
+		}
+	}
+	if !changed {
+		return
+	}
+	body, _ := json.Marshal(map[string]any{"status": map[string]any{"observedGeneration": u.GetGeneration(), "conditions": conditions}})
+	gvr := limitPolicies
+	if u.GetKind() == "GatewayDefaults" {
+		gvr = gatewayDefaults
+	}
+	var err error
+	if ns := u.GetNamespace(); ns != "" {
+		_, err = s.client.Resource(gvr).Namespace(ns).Patch(ctx, u.GetName(), types.MergePatchType, body, metav1.PatchOptions{FieldManager: "weighstation"}, "status")
+	} else {
+		_, err = s.client.Resource(gvr).Patch(ctx, u.GetName(), types.MergePatchType, body, metav1.PatchOptions{FieldManager: "weighstation"}, "status")
+	}
+	if err != nil && ctx.Err() == nil {
+		s.cfg.Log.Warn("writing policy status", "object", fromUnstructured(u).ref(), "err", err)
+	}
+}
