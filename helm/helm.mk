@@ -26,26 +26,13 @@ test-helm: tools-helm test-image
 		K8S_SCHEMAS=$(TOOLS)/k8s-schemas WASM=$(IMAGE_ROOTFS)/usr/share/weighstation/weighstation_filter.wasm \
 		IMAGE_LAYOUT=$(IMAGE_DIR)/oci go test -count=1 -timeout 5m ./...
 
-# Optional (not in make test; the first build takes about 10 minutes on 2 cores): a real
-# kube-apiserver built from the k8s.io/kubernetes module (helm/k8s/tools/go.mod replaces its
-# staging modules with their published releases) and etcd from go.etcd.io/etcd/server/v3 of the
-# version Kubernetes itself requires; every value set is installed with --dry-run=server, then
-# for real, and every object must be stored by the API server.
+# Optional (not in make test): a real kube-apiserver with etcd, as make tools builds them
+# (scripts/install-tools.sh k8s); every value set is installed with --dry-run=server, then for
+# real, and every object must be stored by the API server.
 K8S_BIN := $(TOOLS)/k8s/bin
-K8S_TOOLS_SRC := helm/k8s/tools/go.mod helm/k8s/tools/go.sum
-K8S_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" && $$2 ~ /^v/ {print $$2}' helm/k8s/tools/go.mod)
-# As the Kubernetes release build stamps it: otherwise the server reports v0.0.0-master and
-# Helm refuses the chart's kubeVersion.
-K8S_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitTreeState=clean \
-	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION)))
 
-# One rule builds both binaries: etcd, then kube-apiserver (the target).
-$(K8S_BIN)/kube-apiserver: $(K8S_TOOLS_SRC)
-	mkdir -p $(K8S_BIN)
-	cd helm/k8s/tools && go build -o $(K8S_BIN)/etcd go.etcd.io/etcd/server/v3
-	cd helm/k8s/tools && go build -o $(K8S_BIN)/kube-apiserver -ldflags "$(K8S_VERSION_LDFLAGS)" k8s.io/kubernetes/cmd/kube-apiserver
-
-test-k8s: tools-helm $(K8S_BIN)/kube-apiserver
+test-k8s: tools-helm
+	@scripts/install-tools.sh k8s
 	cd helm/test && WEIGHSTATION_ROOT=$(ROOT) HELM=$(BIN)/helm \
 		KUBE_APISERVER=$(K8S_BIN)/kube-apiserver ETCD=$(K8S_BIN)/etcd \
 		go test -tags k8s -count=1 -timeout 10m -run K8s -v .

@@ -180,6 +180,29 @@ install_promtool() {
   stamp_set promtool "$PROMTOOL_DEBIAN_VERSION"
 }
 
+# A real kube-apiserver and its etcd, for the tests of policies as Kubernetes objects (e2e) and of
+# the chart against an API server (make test-k8s): built from the k8s.io/kubernetes module
+# (helm/k8s/tools/go.mod replaces its staging modules with their published releases) and
+# go.etcd.io/etcd/server/v3 of the version Kubernetes itself requires. About 6 minutes cold on 2 cores.
+install_k8s() {
+  local mod=helm/k8s/tools/go.mod
+  local k8s etcd
+  k8s=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2}' "$mod")
+  etcd=$(awk '$1 == "go.etcd.io/etcd/server/v3" && $2 ~ /^v/ {print $2}' "$mod")
+  stamp_ok k8s "$k8s+etcd$etcd" && [ -x "$TOOLS/k8s/bin/kube-apiserver" ] && [ -x "$TOOLS/k8s/bin/etcd" ] && return
+  say "kube-apiserver $k8s and etcd $etcd (go build)"
+  mkdir -p "$TOOLS/k8s/bin"
+  local minor
+  minor=$(echo "$k8s" | cut -d. -f2)
+  # As the Kubernetes release build stamps it: otherwise the server reports v0.0.0-master and
+  # Helm refuses the chart's kubeVersion.
+  local x="-X k8s.io/component-base/version.gitVersion=$k8s -X k8s.io/component-base/version.gitTreeState=clean"
+  x+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+  (cd helm/k8s/tools && go build -o "$TOOLS/k8s/bin/etcd" go.etcd.io/etcd/server/v3 \
+    && go build -o "$TOOLS/k8s/bin/kube-apiserver" -ldflags "$x" k8s.io/kubernetes/cmd/kube-apiserver)
+  stamp_set k8s "$k8s+etcd$etcd"
+}
+
 install_cargo_fuzz() {
   stamp_ok cargo-fuzz "$CARGO_FUZZ_VERSION" && [ -x "$TOOLS/cargo/bin/cargo-fuzz" ] && return
   say "cargo-fuzz $CARGO_FUZZ_VERSION (crates.io) and the nightly toolchain it needs (rustup)"
@@ -188,7 +211,7 @@ install_cargo_fuzz() {
   stamp_set cargo-fuzz "$CARGO_FUZZ_VERSION"
 }
 
-for tool in "${@:-envoy nats-server kafka confluent-kafka natscli redis tmux rust-target}"; do
+for tool in "${@:-envoy nats-server kafka confluent-kafka natscli redis tmux rust-target k8s}"; do
   for t in $tool; do
     case "$t" in
       envoy) install_envoy ;;
@@ -204,6 +227,7 @@ for tool in "${@:-envoy nats-server kafka confluent-kafka natscli redis tmux rus
       kubeconform) install_kubeconform ;;
       k8s-schemas) install_k8s_schemas ;;
       promtool) install_promtool ;;
+      k8s) install_k8s ;;
       *) say "unknown tool $t"; exit 2 ;;
     esac
   done

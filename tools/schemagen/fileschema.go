@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -58,11 +60,11 @@ func fileSchema(crds kinds) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// nonNegative is the CEL rule the API types put on every int-or-string limit.
-const nonNegative = "type(self) == string || self >= 0"
+// atLeast is the CEL rule the API types put on every int-or-string limit: the integer's lower bound.
+var atLeast = regexp.MustCompile(`^type\(self\) == string \|\| self >= ([0-9]+)$`)
 
 // convert turns one OpenAPI v3 (structural) schema into JSON Schema. CEL rules other than
-// nonNegative have no JSON Schema form; `weighstation validate` checks the same rules.
+// atLeast have no JSON Schema form; `weighstation validate` checks the same rules.
 func convert(s map[string]any) map[string]any {
 	out := map[string]any{}
 	for k, v := range s {
@@ -88,8 +90,9 @@ func convert(s map[string]any) map[string]any {
 	if s["x-kubernetes-int-or-string"] == true {
 		integer := map[string]any{"type": "integer"}
 		for _, r := range rules(s) {
-			if r == nonNegative {
-				integer["minimum"] = 0
+			if m := atLeast.FindStringSubmatch(r); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				integer["minimum"] = n
 			}
 		}
 		str := map[string]any{"type": "string"}

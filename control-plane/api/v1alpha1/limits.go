@@ -13,7 +13,7 @@ type Limits struct {
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(KiB|MiB|GiB)?|unlimited)$`
-	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 0",message="must not be negative"
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1 (write \"unlimited\" to remove the limit)"
 	MaxMessageBytes *intstr.IntOrString `json:"maxMessageBytes,omitempty"`
 	// Messages and bytes per second, with their bucket depths.
 	// +optional
@@ -24,7 +24,7 @@ type Limits struct {
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^unlimited$`
-	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 0",message="must not be negative"
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1 (write \"unlimited\" to remove the limit)"
 	InFlight *intstr.IntOrString `json:"inFlight,omitempty"`
 	// How many messages may be held at the gateway while rate or inFlight is exhausted, and
 	// for how long each.
@@ -35,7 +35,7 @@ type Limits struct {
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^unlimited$`
-	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 0",message="must not be negative"
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1 (write \"unlimited\" to remove the limit)"
 	Connections *intstr.IntOrString `json:"connections,omitempty"`
 }
 
@@ -46,21 +46,21 @@ type Rate struct {
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^unlimited$`
-	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 0",message="must not be negative"
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1 (write \"unlimited\" to remove the limit)"
 	MessagesPerSecond *intstr.IntOrString `json:"messagesPerSecond,omitempty"`
 	// Bytes per second.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(KiB|MiB|GiB)?|unlimited)$`
-	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 0",message="must not be negative"
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1 (write \"unlimited\" to remove the limit)"
 	BytesPerSecond *intstr.IntOrString `json:"bytesPerSecond,omitempty"`
 	// Depth of the message bucket; default one second of messagesPerSecond.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^unlimited$`
-	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 0",message="must not be negative"
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1 (write \"unlimited\" to remove the limit)"
 	BurstMessages *intstr.IntOrString `json:"burstMessages,omitempty"`
 	// Depth of the byte bucket; default one second of bytesPerSecond. At least maxMessageBytes.
 	// +optional
@@ -94,7 +94,7 @@ type OverrideLimits struct {
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(KiB|MiB|GiB)?|unlimited)$`
-	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 0",message="must not be negative"
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1 (write \"unlimited\" to remove the limit)"
 	MaxMessageBytes *intstr.IntOrString `json:"maxMessageBytes,omitempty"`
 	// As in spec.limits.
 	// +optional
@@ -104,6 +104,6 @@ type OverrideLimits struct {
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^unlimited$`
-	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 0",message="must not be negative"
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1 (write \"unlimited\" to remove the limit)"
 	InFlight *intstr.IntOrString `json:"inFlight,omitempty"`
 }

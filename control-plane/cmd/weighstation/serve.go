@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/weighstation/weighstation/control-plane/internal/controller"
+	"github.com/weighstation/weighstation/control-plane/internal/kubesource"
 	"github.com/weighstation/weighstation/control-plane/internal/quota"
 	"github.com/weighstation/weighstation/control-plane/internal/status"
 	"github.com/weighstation/weighstation/control-plane/internal/tlssecrets"
@@ -59,7 +60,8 @@ func serve(args []string) int {
 	reportAddress := fs.String("report-address", "", "host:port at which Envoy reaches this control plane's ops listener, where the filter reports usage and decisions (default: --ops-listen, else --http-listen, unless its host is unspecified; \"off\": no reports)")
 	decisionsPerSecond := fs.Uint("decisions-per-second", 10, "decisions each filter worker keeps per tenant and reason each second (the rest are counted)")
 	delayThreshold := fs.Duration("decision-delay-threshold", 100*time.Millisecond, "a message held at least this long is logged as a decision (0: delays are not)")
-	peersDNS := fs.String("peers-dns", "", "DNS name of every control plane replica (a headless Service of their pods): each passes the reports it receives to the others, so any answers /usage and /decisions for the whole gateway")
+	peersList := fs.String("peers", "", "ADDRESS,...: the other control plane replicas' ops listeners, where no DNS name lists them (--peers-dns)")
+	peersDNS := fs.String("peers-dns", "", "DNS name of every control plane replica (a headless Service of their pods): each passes the reports it receives to the others, so any answers /usage and /decisions for the whole gateway; and the replica writing policy status counts the gateways connected to every replica")
 	usageMinutes := fs.Int("usage-minutes", usage.DefaultMinutes, "minutes of per-tenant usage the control plane keeps for `weighstation usage export` (in memory: about 100 bytes per tenant and minute)")
 	usageSeconds := fs.Int("usage-seconds", usage.DefaultSeconds, "seconds of per-tenant usage the control plane keeps for `weighstation usage export --resolution 1s` (what `weighstation impact` replays)")
 	otlpLogs := fs.String("otlp-logs-endpoint", "", "also send decisions as OpenTelemetry log records to this OTLP/HTTP logs endpoint (e.g. http://otel-collector:4318/v1/logs)")
@@ -133,7 +135,8 @@ func serve(args []string) int {
 		go countReplicas(ctx, *replicasDNS, server, log)
 	}
 	ctrl := controller.New(source.describe(), server, log)
-	keepCurrent, err := source.start(ctx, ctrl, server, log)
+	fleet := &kubesource.Fleet{Own: server.Nodes, Client: &http.Client{}, Timeout: 500 * time.Millisecond}
+	keepCurrent, err := source.start(ctx, ctrl, server, fleet.Nodes, log)
 	if err != nil {
 		log.Error(err.Error())
 		return 2
@@ -162,10 +165,10 @@ func serve(args []string) int {
 		opsMux = http.NewServeMux()
 	}
 	var relay *usage.Relay
-	if *peersDNS != "" {
-		_, port, _ := net.SplitHostPort(opsLis.Addr().String())
-		p, _ := strconv.Atoi(port)
-		relay = &usage.Relay{Name: *peersDNS, Port: p, Client: &http.Client{}, Log: log}
+	opsMux.Handle(kubesource.GatewaysPath, kubesource.GatewaysHandler(server.Nodes))
+	if peers := peersOf(*peersDNS, *peersList, opsLis); peers != nil {
+		relay = &usage.Relay{Peers: peers, Client: &http.Client{}, Log: log}
+		fleet.Peers = peers
 		go relay.Run(ctx)
 	}
 	var otlp *usage.OTLP
@@ -224,6 +227,21 @@ func serve(args []string) int {
 	}
 	fmt.Fprintln(os.Stderr, "weighstation: stopped")
 	return 0
+}
+
+// peersOf finds the other control plane replicas: a given list, or the addresses a DNS name
+// resolves to at this replica's ops port; nil when there are none.
+func peersOf(dns, list string, opsLis net.Listener) func(context.Context) ([]string, error) {
+	switch {
+	case list != "":
+		addrs := strings.Split(list, ",")
+		return func(context.Context) ([]string, error) { return addrs, nil }
+	case dns != "":
+		_, port, _ := net.SplitHostPort(opsLis.Addr().String())
+		p, _ := strconv.Atoi(port)
+		return func(ctx context.Context) ([]string, error) { return usage.Peers(ctx, dns, p) }
+	}
+	return nil
 }
 
 // reportsAddress is where Envoy reaches this control plane's ops listener: given, or the

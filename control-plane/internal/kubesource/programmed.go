@@ -2,7 +2,7 @@ package kubesource
 
 import (
 	"fmt"
-	"strconv"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,29 +19,27 @@ const (
 	ReasonNotInForce = "NotInForce" // not accepted, and no earlier generation is in force
 )
 
-// sequence is the counter a published version starts with ("12-3f9a…" is 12); a version this
-// control plane did not publish has none.
-func sequence(version string) (int, bool) {
-	n, _, ok := strings.Cut(version, "-")
-	if !ok {
-		return 0, false
-	}
-	s, err := strconv.Atoi(n)
-	return s, err == nil
+// contentOf is the content hash a published version carries ("12-3f9a…" holds 3f9a…): the
+// same objects make the same hash on every control plane replica, whatever its counter.
+func contentOf(version string) string {
+	_, h, _ := strings.Cut(version, "-")
+	return h
 }
 
-// programmed is the Programmed condition of an object generation first published in version
-// sequence since (0: never published), from what the connected gateways acknowledged.
-func programmed(v verdict, since int, nodes []xds.NodeStatus, generation int64) metav1.Condition {
+// programmed is the Programmed condition of an object generation that is part of the policy
+// sets whose content hashes are held (none: never published), from what the connected
+// gateways acknowledged.
+func programmed(v verdict, held []string, nodes []xds.NodeStatus, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: "Programmed", ObservedGeneration: generation}
 	switch {
 	case v.InForce == 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonNotInForce, "the gateways are given nothing of this object"
 		return c
-	case since == 0:
+	case len(held) == 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonPending, "not yet published: the policy set is not valid (see the GatewayDefaults' status)"
 		return c
 	}
+	holds := func(version string) bool { return version != "" && slices.Contains(held, contentOf(version)) }
 	connected, acked := 0, 0
 	var rejected []string
 	for _, n := range nodes {
@@ -49,11 +47,12 @@ func programmed(v verdict, since int, nodes []xds.NodeStatus, generation int64) 
 			continue
 		}
 		connected++
-		// A NACK stands until the gateway acknowledges a later version (see xds.NodeStatus).
-		if s, ok := sequence(n.NackedVersion); ok && s >= since {
-			rejected = append(rejected, fmt.Sprintf("gateway %s rejected version %s: %s", n.ID, n.NackedVersion, n.NackReason))
-		} else if s, ok := sequence(n.AckedVersion); ok && s >= since {
+		switch {
+		// A NACK stands over an ACK of the same version (see xds.NodeStatus).
+		case holds(n.AckedVersion) && n.AckedVersion != n.NackedVersion:
 			acked++
+		case holds(n.NackedVersion):
+			rejected = append(rejected, fmt.Sprintf("gateway %s rejected version %s: %s", n.ID, n.NackedVersion, n.NackReason))
 		}
 	}
 	count := fmt.Sprintf("%d/%d gateways", acked, connected)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -31,8 +32,9 @@ type Config struct {
 	Identity          string // this replica's name in the Lease
 	Election          Election
 	Controller        *controller.Controller
-	Nodes             func() []xds.NodeStatus
-	Log               *slog.Logger
+	// Gateways lists every gateway connected to any replica (see Fleet).
+	Gateways func(ctx context.Context) []xds.NodeStatus
+	Log      *slog.Logger
 }
 
 // Source watches the policy objects and keeps the controller's set and the objects' status
@@ -45,16 +47,20 @@ type Source struct {
 	eval   *evaluator
 	wake   chan struct{}
 	leader atomic.Bool
-	// since is, per object, the generation in force, and the sequence of the first published
-	// version that held it.
-	since map[string]published
+	// held is, per object, the generation in force and the content hashes of the published
+	// sets that hold it.
+	held map[string]*holding
 }
 
-type published struct {
+type holding struct {
 	uid        string
 	generation int64
-	sequence   int
+	hashes     []string // newest last, at most maxHeld
 }
+
+// maxHeld bounds the sets remembered per object generation: gateways acknowledge one of the
+// last few.
+const maxHeld = 32
 
 func New(cfg Config) (*Source, error) {
 	client, err := dynamic.NewForConfig(cfg.REST)
@@ -66,7 +72,7 @@ func New(cfg Config) (*Source, error) {
 		return nil, err
 	}
 	return &Source{cfg: cfg, client: client, kube: kube, eval: newEvaluator(cfg.PlatformNamespace),
-		wake: make(chan struct{}, 1), since: map[string]published{}}, nil
+		wake: make(chan struct{}, 1), held: map[string]*holding{}}, nil
 }
 
 // Wake asks for a reconcile soon: an object changed, or a gateway acknowledged or refused.
@@ -131,31 +137,42 @@ func (s *Source) reconcile(ctx context.Context, defaults, policies []any) {
 		return out
 	}
 	ev := s.eval.evaluate(objs(defaults), objs(policies))
-	applyErr := s.cfg.Controller.Apply(ev.Set, ev.Err)
-	if seq, ok := sequence(s.cfg.Controller.ActiveVersion()); ok && applyErr == nil {
+	if err := s.cfg.Controller.Apply(ev.Set, ev.Err); err == nil && ev.Set != nil {
+		hash := contentOf(s.cfg.Controller.ActiveVersion())
 		for ref, v := range ev.Verdicts {
+			if v.InForce == 0 {
+				continue
+			}
 			uid := string(stored[ref].GetUID())
-			if p := s.since[ref]; v.InForce > 0 && (p.uid != uid || p.generation != v.InForce) {
-				s.since[ref] = published{uid, v.InForce, seq}
+			h := s.held[ref]
+			if h == nil || h.uid != uid || h.generation != v.InForce {
+				h = &holding{uid: uid, generation: v.InForce}
+				s.held[ref] = h
+			}
+			if !slices.Contains(h.hashes, hash) {
+				h.hashes = append(h.hashes, hash)
+				if len(h.hashes) > maxHeld {
+					h.hashes = h.hashes[1:]
+				}
 			}
 		}
 	}
-	for ref := range s.since {
+	for ref := range s.held {
 		if _, ok := ev.Verdicts[ref]; !ok {
-			delete(s.since, ref)
+			delete(s.held, ref)
 		}
 	}
 	if !s.leader.Load() {
 		return
 	}
-	nodes := s.cfg.Nodes()
+	nodes := s.cfg.Gateways(ctx)
 	for ref, v := range ev.Verdicts {
 		u := stored[ref]
-		since := 0
-		if p := s.since[ref]; p.uid == string(u.GetUID()) && p.generation == v.InForce {
-			since = p.sequence
+		var held []string
+		if h := s.held[ref]; h != nil && h.uid == string(u.GetUID()) && h.generation == v.InForce {
+			held = h.hashes
 		}
-		s.writeStatus(ctx, u, []metav1.Condition{acceptedCondition(v), programmed(v, since, nodes, v.Generation)})
+		s.writeStatus(ctx, u, []metav1.Condition{acceptedCondition(v), programmed(v, held, nodes, v.Generation)})
 	}
 }
 

@@ -271,8 +271,18 @@ func (s *Stack) startControlPlane() error {
 // RestartControlPlane stops the control plane (SIGTERM, as a rollout does) and starts it again
 // with its arguments followed by extra, which override them.
 func (s *Stack) RestartControlPlane(extra ...string) error {
+	s.StopControlPlane()
+	return s.StartControlPlane(extra...)
+}
+
+// StopControlPlane stops the control plane as a rollout does (SIGTERM); StartControlPlane
+// brings it back.
+func (s *Stack) StopControlPlane() { s.ControlPlane.stop(stopGrace) }
+
+// StartControlPlane starts the stopped control plane again with its arguments followed by
+// extra, which override them.
+func (s *Stack) StartControlPlane(extra ...string) error {
 	old := s.ControlPlane
-	old.stop(stopGrace)
 	args := append(append([]string{}, s.controlPlaneArgs...), extra...)
 	next, err := s.startProcess("control-plane", nil, s.tool("weighstation"), args...)
 	if err != nil {

@@ -19,12 +19,9 @@ const RelayedHeader = "X-Weighstation-Relayed"
 // Relay passes every report a control plane receives to the other control plane replicas: an
 // Envoy reports through the control plane Service to whichever replica its connection reaches,
 // and each replica must see every report to answer /usage and /decisions for the whole gateway.
-// Peers are the addresses a DNS name resolves to (a headless Service of the control plane
-// pods), less this pod's own; each has its own queue and sender, so a slow peer delays only
-// its own reports.
+// Each peer has its own queue and sender, so a slow peer delays only its own reports.
 type Relay struct {
-	Name   string // DNS name of the peers
-	Port   int    // their HTTP port
+	Peers  func(context.Context) ([]string, error) // host:port of the other replicas (see Peers)
 	Client *http.Client
 	Log    *slog.Logger
 
@@ -53,17 +50,14 @@ func (r *Relay) Run(ctx context.Context) {
 }
 
 func (r *Relay) resolve(ctx context.Context) {
-	addrs, err := net.DefaultResolver.LookupHost(ctx, r.Name)
+	peers, err := r.Peers(ctx)
 	if err != nil {
-		r.Log.Warn("finding control plane peers", "dns", r.Name, "err", err)
+		r.Log.Warn("finding control plane peers", "err", err)
 		return
 	}
-	own := ownAddresses()
 	now := map[string]bool{}
-	for _, a := range addrs {
-		if !own[a] {
-			now[net.JoinHostPort(a, strconv.Itoa(r.Port))] = true
-		}
+	for _, p := range peers {
+		now[p] = true
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -97,6 +91,23 @@ func (r *Relay) sender(ctx context.Context, peer string, q <-chan []byte) {
 			r.send(ctx, peer, body)
 		}
 	}
+}
+
+// Peers is host:port of every other control plane replica: the addresses the DNS name resolves
+// to (a headless Service of the control plane pods), less this pod's own, at port.
+func Peers(ctx context.Context, name string, port int) ([]string, error) {
+	addrs, err := net.DefaultResolver.LookupHost(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	own := ownAddresses()
+	var out []string
+	for _, a := range addrs {
+		if !own[a] {
+			out = append(out, net.JoinHostPort(a, strconv.Itoa(port)))
+		}
+	}
+	return out, nil
 }
 
 func ownAddresses() map[string]bool {

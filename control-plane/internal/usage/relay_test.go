@@ -36,7 +36,7 @@ func TestReportsReachEveryControlPlane(t *testing.T) {
 	peer := serve(t, "127.0.0.2:0", peerBook, nil)
 	host, port, _ := net.SplitHostPort(peer)
 	p, _ := net.LookupPort("tcp", port)
-	relay := &Relay{Name: host, Port: p, Client: &http.Client{}, Log: log}
+	relay := &Relay{Peers: func(ctx context.Context) ([]string, error) { return Peers(ctx, host, p) }, Client: &http.Client{}, Log: log}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go relay.Run(ctx)

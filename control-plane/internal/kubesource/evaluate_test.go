@@ -1,0 +1,137 @@
+package kubesource
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// lp is a LimitPolicy object created at second `at`, with spec given as YAML.
+func lp(ns, name string, gen int64, at int, spec string) object {
+	return mkObject("LimitPolicy", ns, name, gen, at, spec)
+}
+
+func mkObject(kind, ns, name string, gen int64, at int, spec string) object {
+	var m map[string]any
+	if err := yaml.Unmarshal([]byte(spec), &m); err != nil {
+		panic(err)
+	}
+	return object{Kind: kind, Namespace: ns, Name: name, UID: kind + ns + name, Generation: gen, Created: epoch.Add(time.Duration(at) * time.Second), Spec: m}
+}
+
+const defaultsSpec = `
+defaultTenant: base
+grants:
+  - namespaces: [team-a]
+    tenants: [acme]
+    identities: {natsUsers: ["acme-*"], clientIdPrefixes: ["acme-"]}
+`
+
+func defaults() []object {
+	return []object{mkObject("GatewayDefaults", "", "default", 1, 0, defaultsSpec)}
+}
+
+var base = lp("platform", "base", 1, 0, `{tenant: base}`)
+
+func TestEvaluate(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		policies []object
+		want     map[string]string // ref -> reason (and, after a colon, part of the message)
+		tenants  string            // of the set in force
+	}{
+		{"a granted policy is accepted",
+			[]object{base, lp("team-a", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}}`)},
+			map[string]string{"LimitPolicy team-a/acme": "Accepted"}, "acme base"},
+		{"an invalid policy is refused alone",
+			[]object{base, lp("team-a", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}, limits: {inFlight: 0}}`)},
+			map[string]string{"LimitPolicy team-a/acme": "Invalid:spec.limits.inFlight: inFlight must be at least 1"}, "base"},
+		{"the older of two policies for one tenant keeps it",
+			[]object{base, lp("team-a", "b-newer", 1, 2, `{tenant: acme, identify: {nats: {users: [acme-2]}}}`), lp("team-a", "z-older", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}}`)},
+			map[string]string{"LimitPolicy team-a/z-older": "Accepted", "LimitPolicy team-a/b-newer": `Conflicted:tenant "acme" already has a LimitPolicy at LimitPolicy team-a/z-older`}, "acme base"},
+		{"an identity claimed twice stays with the first",
+			[]object{base, lp("team-a", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}}`), lp("platform", "other", 1, 2, `{tenant: other, identify: {nats: {users: [acme-1]}}}`)},
+			map[string]string{"LimitPolicy platform/other": `Conflicted:NATS user "acme-1" already identifies tenant "acme"`}, "acme base"},
+		{"a tenant outside the grant",
+			[]object{base, lp("team-a", "globex", 1, 1, `{tenant: globex, identify: {nats: {users: [acme-1]}}}`)},
+			map[string]string{"LimitPolicy team-a/globex": `NotPermitted:lets namespace "team-a" define tenant "globex"`}, "base"},
+		{"an identity outside the grant",
+			[]object{base, lp("team-a", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [globex]}}}`)},
+			map[string]string{"LimitPolicy team-a/acme": `NotPermitted:claim NATS user "globex"`}, "base"},
+		{"a client.id prefix broader than the grant",
+			[]object{base, lp("team-a", "acme", 1, 1, `{tenant: acme, identify: {kafka: {clientIdPrefixes: [acme]}}}`)},
+			map[string]string{"LimitPolicy team-a/acme": `NotPermitted:claim client.id prefix "acme"`}, "base"},
+		{"a namespace with no grant",
+			[]object{base, lp("team-b", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}}`)},
+			map[string]string{"LimitPolicy team-b/acme": `NotPermitted:lets namespace "team-b" define tenant "acme"`}, "base"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ev := newEvaluator("platform").evaluate(defaults(), c.policies)
+			for ref, want := range c.want {
+				reason, msg, _ := strings.Cut(want, ":")
+				v := ev.Verdicts[ref]
+				if v.Reason != reason || !strings.Contains(v.Message, msg) {
+					t.Errorf("%s: got %s %q, want %s %q", ref, v.Reason, v.Message, reason, msg)
+				}
+			}
+			if ev.Set == nil {
+				t.Fatalf("no set: %v", ev.Err)
+			}
+			var tenants []string
+			for _, tn := range ev.Set.Tenants {
+				tenants = append(tenants, tn.Policy.Tenant)
+			}
+			if got := strings.Join(tenants, " "); got != c.tenants {
+				t.Errorf("tenants in force: %q, want %q", got, c.tenants)
+			}
+		})
+	}
+}
+
+// An invalid edit leaves the last accepted generation in force; a withdrawn grant does not.
+func TestEvaluateKeepsTheLastGoodGeneration(t *testing.T) {
+	e := newEvaluator("platform")
+	good := lp("team-a", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}, limits: {inFlight: 5}}`)
+	ev := e.evaluate(defaults(), []object{base, good})
+	if v := ev.Verdicts["LimitPolicy team-a/acme"]; v.Reason != ReasonAccepted || v.InForce != 1 {
+		t.Fatalf("generation 1: %+v", v)
+	}
+	bad := lp("team-a", "acme", 2, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}, limits: {inFlight: 0}}`)
+	ev = e.evaluate(defaults(), []object{base, bad})
+	v := ev.Verdicts["LimitPolicy team-a/acme"]
+	if v.Reason != ReasonInvalid || v.InForce != 1 || !strings.Contains(v.Message, "generation 1 stays in force") {
+		t.Errorf("an invalid generation 2: %+v", v)
+	}
+	if tn := ev.Set.Tenants[0]; tn.Policy.Tenant != "acme" || *tn.Limits.InFlight != 5 {
+		t.Errorf("in force: tenant %s inFlight %v, want acme's generation 1 (5)", tn.Policy.Tenant, tn.Limits.InFlight)
+	}
+	outside := lp("team-a", "acme", 3, 1, `{tenant: acme, identify: {nats: {users: [globex]}}}`)
+	ev = e.evaluate(defaults(), []object{base, outside})
+	if v := ev.Verdicts["LimitPolicy team-a/acme"]; v.Reason != ReasonNotPermitted || v.InForce != 0 {
+		t.Errorf("a generation outside the grant: %+v, want nothing in force", v)
+	}
+	if len(ev.Set.Tenants) != 1 {
+		t.Errorf("in force: %d tenants, want only base", len(ev.Set.Tenants))
+	}
+}
+
+func TestEvaluateWithoutUsableDefaults(t *testing.T) {
+	ev := newEvaluator("platform").evaluate(nil, []object{base})
+	if ev.Set != nil || ev.Verdicts["LimitPolicy platform/base"].Reason != ReasonPending {
+		t.Errorf("no GatewayDefaults: set %v, verdict %+v", ev.Set, ev.Verdicts["LimitPolicy platform/base"])
+	}
+	two := append(defaults(), mkObject("GatewayDefaults", "", "second", 1, 5, `{defaultTenant: base}`))
+	ev = newEvaluator("platform").evaluate(two, []object{base})
+	if v := ev.Verdicts["GatewayDefaults second"]; v.Reason != ReasonConflicted {
+		t.Errorf("a second GatewayDefaults: %+v", v)
+	}
+	missing := []object{mkObject("GatewayDefaults", "", "default", 1, 0, `{defaultTenant: nobody}`)}
+	ev = newEvaluator("platform").evaluate(missing, []object{base})
+	if v := ev.Verdicts["GatewayDefaults default"]; ev.Set != nil || v.Reason != ReasonInvalid || !strings.Contains(v.Message, `tenant "nobody" has no LimitPolicy`) {
+		t.Errorf("a default tenant without a policy: set %v, verdict %+v", ev.Set, v)
+	}
+}
