@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -96,6 +97,62 @@ type k8sStack struct {
 	stack    *localstack.Stack
 	ports    localstack.Ports
 	wasmFile string
+	// controlPlaneKubeconfig is the chart's control plane ServiceAccount, with the RBAC the
+	// chart renders and nothing more.
+	controlPlaneKubeconfig string
+}
+
+// chartRBAC applies the RBAC the chart renders for policy objects (release gw in platformNS)
+// and returns a kubeconfig of the control plane's ServiceAccount.
+func (k *k8sStack) chartRBAC(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(root, ".tools/bin/helm"), "template", "gw", filepath.Join(root, "helm/weighstation"),
+		"-n", platformNS, "--set", "policies.source=kubernetes", "--show-only", "templates/rbac.yaml").Output()
+	if err != nil {
+		t.Fatalf("helm template (make tools-helm installs helm): %v", err)
+	}
+	gvrs := map[string]schema.GroupVersionResource{
+		"ClusterRole":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+		"ClusterRoleBinding": {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+		"Role":               {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+		"RoleBinding":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+	}
+	applied := 0
+	for _, doc := range strings.Split(string(out), "\n---") {
+		if strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(doc), "---")) == "" {
+			continue
+		}
+		u := obj(t, doc)
+		gvr, ok := gvrs[u.GetKind()]
+		if !ok {
+			t.Fatalf("the chart's RBAC renders a %s", u.GetKind())
+		}
+		ns := ""
+		if strings.HasPrefix(u.GetKind(), "Role") {
+			ns = platformNS
+			u.SetNamespace(ns)
+		}
+		if _, err := resource(k.admin, gvr, ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		applied++
+	}
+	if applied != 5 {
+		t.Fatalf("the chart's RBAC: %d objects, want 5", applied)
+	}
+	const sa = "gw-weighstation-control-plane"
+	if _, err := k.kube.CoreV1().ServiceAccounts(platformNS).Create(context.Background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := k.kube.CoreV1().ServiceAccounts(platformNS).CreateToken(context.Background(), sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := k.api.Kubeconfig("control-plane", tok.Status.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
 }
 
 func startK8sStack(t *testing.T) *k8sStack {
@@ -121,6 +178,7 @@ func startK8sStack(t *testing.T) *k8sStack {
 			t.Fatal(err)
 		}
 	}
+	k.controlPlaneKubeconfig = k.chartRBAC(t)
 	mustApply(t, k.admin, gwdGVR, k8sDefaults)
 	mustApply(t, k.admin, lpGVR, k8sDefaultTenant)
 	mustApply(t, k.admin, lpGVR, k8sGlobex)
@@ -133,7 +191,7 @@ func startK8sStack(t *testing.T) *k8sStack {
 	k.stack, err = localstack.Start(context.Background(), localstack.Config{
 		ToolsDir: filepath.Join(root, ".tools"), WasmFile: k.wasmFile, WorkDir: work, Ports: k.ports, EnvoyConcurrency: 1,
 		ExtraNATSUsers: []string{"k8s-acme", "k8s-globex", "k8s-nobody"},
-		Kubernetes:     &localstack.KubernetesPolicies{Kubeconfig: kubeconfig, Namespace: platformNS},
+		Kubernetes:     &localstack.KubernetesPolicies{Kubeconfig: k.controlPlaneKubeconfig, Namespace: platformNS},
 	})
 	if err != nil {
 		dumpLogs(filepath.Join(work, "logs"))
@@ -484,7 +542,7 @@ func testReplicasTakeTurns(t *testing.T, k *k8sStack) {
 	}
 	first := "127.0.0.1:" + fmt.Sprint(k.ports.ControlPlane)
 	second := "127.0.0.1:" + fmt.Sprint(ports.ControlPlane)
-	kubeconfig, _ := k.api.Kubeconfig("admin", apiserver.AdminToken)
+	kubeconfig := k.controlPlaneKubeconfig
 	log, err := os.Create(filepath.Join(t.TempDir(), "second.log"))
 	if err != nil {
 		t.Fatal(err)

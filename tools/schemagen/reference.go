@@ -70,7 +70,9 @@ func fieldRows(s map[string]any, path string) []row {
 	return rows
 }
 
-func isLimits(s map[string]any) bool { return child(s, "rate") != nil && child(s, "maxMessageBytes") != nil }
+func isLimits(s map[string]any) bool {
+	return child(s, "rate") != nil && child(s, "maxMessageBytes") != nil
+}
 
 func meaning(s map[string]any) string {
 	m := strings.ReplaceAll(oneLine(s["description"]), "|", `\|`)
