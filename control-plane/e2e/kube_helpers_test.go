@@ -32,6 +32,9 @@ func dynamicClient(t *testing.T, kubeconfig string) dynamic.Interface {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Not client-go's default 5 requests/s: the test polls status, and a throttled poll would
+	// be measured as the control plane's delay.
+	cfg.QPS, cfg.Burst = 200, 400
 	c, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

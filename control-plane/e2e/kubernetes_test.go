@@ -206,6 +206,20 @@ func startK8sStack(t *testing.T) *k8sStack {
 	return k
 }
 
+// nacked says whether the control plane's /status shows a gateway refusing its version.
+func (k *k8sStack) nacked() bool {
+	st, err := k.stack.ControlPlaneStatus()
+	if err != nil || st.Active == nil {
+		return false
+	}
+	for _, n := range st.Nodes {
+		if n.Connected && n.NackedVersion != "" && n.NackedVersion == st.Active.Version {
+			return true
+		}
+	}
+	return false
+}
+
 // maxPayload is the max_payload a new connection of user is told: its tenant's maxMessageBytes.
 func (k *k8sStack) maxPayload(t *testing.T, user string) int64 {
 	t.Helper()
@@ -367,8 +381,13 @@ func TestKubernetesPolicies(t *testing.T) {
 		if err := k.stack.RestartControlPlane("--wasm-file", notAModule); err != nil {
 			t.Fatal(err)
 		}
-		_, c := waitCondition(t, a, lpGVR, "team-b", "globex", "Programmed", metav1.ConditionFalse, "Rejected", "0/1 gateways", 20*time.Second)
-		t.Logf("with a filter module Envoy cannot load: %s", c.Message)
+		// The NACK as the control plane's /status records it, then the object's status.
+		deadline := time.Now().Add(20 * time.Second)
+		for !k.nacked() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		took, c := waitCondition(t, a, lpGVR, "team-b", "globex", "Programmed", metav1.ConditionFalse, "Rejected", "0/1 gateways", 2*time.Second)
+		t.Logf("with a filter module Envoy cannot load, %s after the NACK: %s", took.Round(time.Millisecond), c.Message)
 		if got := k.maxPayload(t, "k8s-globex"); got != 8<<10 {
 			t.Errorf("while its configuration was refused, Envoy kept the last one: want max_payload 8192, got %d", got)
 		}

@@ -73,9 +73,11 @@ func (t *nodeTracker) connectedLocked() int {
 	return n
 }
 
-// policyVersion is a snapshot version without the replica count (see snapshotVersion).
+// policyVersion is a snapshot version without the gateway's fingerprint and the replica count
+// (see snapshotVersion).
 func policyVersion(v string) string {
-	p, _, _ := strings.Cut(v, replicasSuffix)
+	p, _, _ := strings.Cut(v, gatewaySuffix)
+	p, _, _ = strings.Cut(p, replicasSuffix)
 	return p
 }
 

@@ -2,6 +2,9 @@ package xds
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,7 +196,7 @@ func TestQuotaServiceClusterAndReplicas(t *testing.T) {
 	if q == nil || *q != (compile.Quota{Cluster: compile.QuotaCluster, Authority: "quota.weighstation:8081", Replicas: 3, TimeoutMs: 300}) {
 		t.Errorf("filter quota %+v", q)
 	}
-	if v := snapshotVersion(set, "4-abc", 3); policyVersion(v) != "4-abc" || v == "4-abc" {
+	if v := snapshotVersion(set, "4-abc", "f00", 3); policyVersion(v) != "4-abc" || !strings.HasSuffix(v, "+replicas=3") {
 		t.Errorf("snapshot version %q", v)
 	}
 }
@@ -221,4 +224,31 @@ func kafkaFilterConfig(t *testing.T, res map[resourcev3.Type][]types.Resource) c
 	}
 	t.Fatal("no kafka filter config")
 	return compile.FilterConfig{}
+}
+
+// A restarted control plane counts policy versions from 1 again: the snapshot version must
+// still differ when the module (same path, new content) or a listener differs, or Envoy, which
+// holds that version from before, would not be sent the new configuration.
+func TestSnapshotVersionCarriesTheGatewayAndItsModule(t *testing.T) {
+	dir := t.TempDir()
+	module := filepath.Join(dir, "filter.wasm")
+	write := func(b string) {
+		if err := os.WriteFile(module, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("module one")
+	g := Gateway{NATSListen: "127.0.0.1:4222", Wasm: WasmSource{File: module}}
+	one := gatewayFingerprint(g)
+	if again := gatewayFingerprint(g); again != one {
+		t.Fatalf("one gateway, two fingerprints: %s %s", one, again)
+	}
+	write("module two")
+	if two := gatewayFingerprint(g); two == one {
+		t.Error("another module at the same path gave the same fingerprint")
+	}
+	g.NATSListen = "127.0.0.1:4223"
+	if other := gatewayFingerprint(g); other == one {
+		t.Error("another listener gave the same fingerprint")
+	}
 }

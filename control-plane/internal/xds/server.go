@@ -2,9 +2,13 @@ package xds
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -39,7 +43,8 @@ func groupKey(offset int) string { return "weighstation+" + strconv.Itoa(offset)
 
 // Server serves the policy to every connected Envoy over ADS and tracks their ACKs.
 type Server struct {
-	gateway Gateway
+	gateway     Gateway
+	fingerprint string // of gateway (see gatewayFingerprint)
 	// cache serves every type but secrets in ADS mode: a request naming some of the snapshot's
 	// resources of a type waits until one names them all. The filter configurations (ECDS) all
 	// come from the listeners, so Envoy names them all at once and gets them in one response.
@@ -65,7 +70,8 @@ type Server struct {
 
 func NewServer(g Gateway) *Server {
 	s := &Server{
-		gateway: g,
+		gateway:     g,
+		fingerprint: gatewayFingerprint(g),
 		cache:   cachev3.NewSnapshotCache(true, byPortOffset{}, nil),
 		secrets: cachev3.NewSnapshotCache(false, byPortOffset{}, nil),
 		nodes:   newNodeTracker(),
@@ -93,16 +99,40 @@ func (s *Server) SetTLS(m *tlssecrets.Material) error {
 	return s.publishLocked()
 }
 
-// snapshotVersion is the policy version, with the replica count when a global limit depends on
-// it: a change in the count must reach every Envoy as a new version. The tracker strips it.
-func snapshotVersion(set *policy.Set, version string, replicas int) string {
+// snapshotVersion is the policy version followed by what else Envoy's configuration depends
+// on, which the tracker strips: the gateway's own configuration (fingerprint) and, when a
+// global limit depends on it, the live replica count (a change in the count must reach every
+// Envoy as a new version).
+func snapshotVersion(set *policy.Set, version, fingerprint string, replicas int) string {
+	v := version + gatewaySuffix + fingerprint
 	if set.QuotaService == nil {
-		return version
+		return v
 	}
-	return version + replicasSuffix + strconv.Itoa(replicas)
+	return v + replicasSuffix + strconv.Itoa(replicas)
 }
 
-const replicasSuffix = "+replicas="
+const (
+	gatewaySuffix  = "+gateway="
+	replicasSuffix = "+replicas="
+)
+
+// gatewayFingerprint identifies the listeners, clusters and filter module a Gateway gives
+// Envoy, the module by its content. A restarted control plane counts versions from 1 again:
+// were a version it sends equal to one an Envoy already holds from before the restart, Envoy
+// would not be sent it, and a new module or listener would never reach that Envoy.
+func gatewayFingerprint(g Gateway) string {
+	h := sha256.New()
+	b, _ := json.Marshal(g)
+	h.Write(b)
+	if g.Wasm.File != "" {
+		module, err := os.ReadFile(g.Wasm.File)
+		if err != nil {
+			module = []byte(err.Error())
+		}
+		h.Write(module)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
 
 func (s *Server) publishLocked() error {
 	if s.set == nil {
@@ -121,7 +151,7 @@ func (s *Server) publishLocked() error {
 		if s.tls != nil {
 			res[resourcev3.SecretType] = s.tls.Secrets()
 		}
-		snap, err := cachev3.NewSnapshot(snapshotVersion(s.set, s.version, g.Replicas), res)
+		snap, err := cachev3.NewSnapshot(snapshotVersion(s.set, s.version, s.fingerprint, g.Replicas), res)
 		if err != nil {
 			return fmt.Errorf("building snapshot: %w", err)
 		}
