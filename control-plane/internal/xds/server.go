@@ -72,10 +72,10 @@ func NewServer(g Gateway) *Server {
 	s := &Server{
 		gateway:     g,
 		fingerprint: gatewayFingerprint(g),
-		cache:   cachev3.NewSnapshotCache(true, byPortOffset{}, nil),
-		secrets: cachev3.NewSnapshotCache(false, byPortOffset{}, nil),
-		nodes:   newNodeTracker(),
-		offsets: map[int]bool{0: true},
+		cache:       cachev3.NewSnapshotCache(true, byPortOffset{}, nil),
+		secrets:     cachev3.NewSnapshotCache(false, byPortOffset{}, nil),
+		nodes:       newNodeTracker(),
+		offsets:     map[int]bool{0: true},
 	}
 	s.nodes.onConnected = s.nodesChanged
 	return s
