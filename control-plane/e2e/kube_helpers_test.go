@@ -17,13 +17,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/weighstation/weighstation/control-plane/internal/kubesource"
 )
 
 var (
-	lpGVR  = schema.GroupVersionResource{Group: "weighstation.io", Version: "v1alpha1", Resource: "limitpolicies"}
-	gwdGVR = schema.GroupVersionResource{Group: "weighstation.io", Version: "v1alpha1", Resource: "gatewaydefaults"}
+	lpGVR  = kubesource.LimitPolicies
+	gwdGVR = kubesource.GatewayDefaults
 	crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	nsGVR  = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 )
 
 func dynamicClient(t *testing.T, kubeconfig string) dynamic.Interface {

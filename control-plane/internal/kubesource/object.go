@@ -17,9 +17,10 @@ import (
 	"github.com/weighstation/weighstation/control-plane/internal/policy"
 )
 
+// The resources of the two kinds.
 var (
-	limitPolicies   = schema.GroupVersionResource{Group: "weighstation.io", Version: "v1alpha1", Resource: "limitpolicies"}
-	gatewayDefaults = schema.GroupVersionResource{Group: "weighstation.io", Version: "v1alpha1", Resource: "gatewaydefaults"}
+	LimitPolicies   = schema.GroupVersionResource{Group: "weighstation.io", Version: "v1alpha1", Resource: "limitpolicies"}
+	GatewayDefaults = schema.GroupVersionResource{Group: "weighstation.io", Version: "v1alpha1", Resource: "gatewaydefaults"}
 )
 
 // object is what the evaluation needs of one stored object.

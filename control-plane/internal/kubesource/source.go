@@ -87,7 +87,7 @@ func (s *Source) Wake() {
 func (s *Source) Run(ctx context.Context) error {
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(s.client, 0)
 	informers := map[schema.GroupVersionResource]cache.SharedIndexInformer{}
-	for _, gvr := range []schema.GroupVersionResource{limitPolicies, gatewayDefaults} {
+	for _, gvr := range []schema.GroupVersionResource{LimitPolicies, GatewayDefaults} {
 		inf := factory.ForResource(gvr).Informer()
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { s.Wake() },
@@ -100,7 +100,7 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 	factory.Start(ctx.Done())
 	s.cfg.Log.Info("watching policy objects", "kinds", "LimitPolicy, GatewayDefaults", "platformNamespace", s.cfg.PlatformNamespace)
-	if !cache.WaitForCacheSync(ctx.Done(), informers[limitPolicies].HasSynced, informers[gatewayDefaults].HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), informers[LimitPolicies].HasSynced, informers[GatewayDefaults].HasSynced) {
 		return ctx.Err()
 	}
 	elected := make(chan struct{})
@@ -110,7 +110,7 @@ func (s *Source) Run(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		s.reconcile(ctx, informers[gatewayDefaults].GetStore().List(), informers[limitPolicies].GetStore().List())
+		s.reconcile(ctx, informers[GatewayDefaults].GetStore().List(), informers[LimitPolicies].GetStore().List())
 		select {
 		case <-ctx.Done():
 			return nil
@@ -200,9 +200,9 @@ func (s *Source) writeStatus(ctx context.Context, u *unstructured.Unstructured, 
 		return
 	}
 	body, _ := json.Marshal(map[string]any{"status": map[string]any{"observedGeneration": u.GetGeneration(), "conditions": conditions}})
-	gvr := limitPolicies
+	gvr := LimitPolicies
 	if u.GetKind() == "GatewayDefaults" {
-		gvr = gatewayDefaults
+		gvr = GatewayDefaults
 	}
 	var err error
 	if ns := u.GetNamespace(); ns != "" {
