@@ -400,6 +400,26 @@ func TestKubernetesPolicies(t *testing.T) {
 		}
 		waitCondition(t, a, gwdGVR, "", "default", "Programmed", metav1.ConditionTrue, "Programmed", "1/1 gateways", 2*time.Second)
 	})
+
+	t.Run("an invalid edit leaves the last accepted generation in force, across a restart", func(t *testing.T) {
+		gen := mustApply(t, a, lpGVR, strings.Replace(k8sGlobex, "maxMessageBytes: 8KiB", "maxMessageBytes: 8KiB, rate: {bytesPerSecond: 1MiB, burstBytes: 1KiB}", 1)).GetGeneration()
+		_, c := waitCondition(t, a, lpGVR, "team-b", "globex", "Accepted", metav1.ConditionFalse, "Invalid", fmt.Sprintf("(generation %d stays in force)", gen-1), 2*time.Second)
+		t.Logf("generation %d: %s", gen, c.Message)
+		if err := k.stack.RestartControlPlane(); err != nil {
+			t.Fatal(err)
+		}
+		// The restarted control plane has only the status to know generation gen-1 by; once
+		// Envoy holds what it publishes, globex's connections show what is in force.
+		if err := k.stack.WaitInSync(20 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		waitCondition(t, a, lpGVR, "team-b", "globex", "Programmed", metav1.ConditionTrue, "Programmed", fmt.Sprintf("1/1 gateways (generation %d)", gen-1), 20*time.Second)
+		if got := k.maxPayload(t, "k8s-globex"); got != 8<<10 {
+			t.Errorf("after the restart, globex's connections saw max_payload %d, want generation %d's 8192", got, gen-1)
+		}
+		mustApply(t, a, lpGVR, k8sGlobex)
+		waitCondition(t, a, lpGVR, "team-b", "globex", "Accepted", metav1.ConditionTrue, "Accepted", "", 2*time.Second)
+	})
 }
 
 // table is what `kubectl get` prints: the API server's Table rendering of the printer columns.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -31,9 +32,12 @@ var (
 	inFlightRelay *produceRelay
 	kafkaRelayed  int
 	stack         *localstack.Stack
-	ports         localstack.Ports
-	policyDir     string
-	root          string
+	// stackUp closes once stack is set: the relay may be dialled while the stack starts
+	// (its readiness checks go through every Kafka listener).
+	stackUp   = make(chan struct{})
+	ports     localstack.Ports
+	policyDir string
+	root      string
 )
 
 func TestMain(m *testing.M) {
@@ -93,6 +97,7 @@ func run(m *testing.M) int {
 		Supervise:           true,
 		WithCollector:       true,
 	})
+	close(stackUp)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the stack:", err)
 		dumpLogs(filepath.Join(work, "logs"))
@@ -111,6 +116,14 @@ func run(m *testing.M) int {
 // dialBrokerAsTheGateway opens a TLS connection to the broker's GATEWAY listener with the
 // gateway's client certificate, as Envoy reaches it.
 func dialBrokerAsTheGateway() (net.Conn, error) {
+	select {
+	case <-stackUp:
+	default:
+		return nil, errors.New("the stack is still starting")
+	}
+	if stack == nil {
+		return nil, errors.New("the stack did not start")
+	}
 	dir := stack.TLSDir()
 	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "gateway-client.crt"), filepath.Join(dir, "gateway-client.key"))
 	if err != nil {

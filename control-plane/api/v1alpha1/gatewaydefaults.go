@@ -96,6 +96,10 @@ type IdentityGrant struct {
 	// spec.identify.kafka.clientIdPrefixes
 	// +optional
 	ClientIDPrefixes []string `json:"clientIdPrefixes,omitempty"`
+	// spec.identify.kafka.oauthClaim other than sub: the claim decides which tokens a granted
+	// principal matches
+	// +optional
+	OAuthClaims []string `json:"oauthClaims,omitempty"`
 	// spec.identify.tls.subjects
 	// +optional
 	TLSSubjects []string `json:"tlsSubjects,omitempty"`

@@ -1,6 +1,9 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
 
 // LimitPolicy is one tenant's limits and the identities its connections are known by.
 //
@@ -103,4 +106,20 @@ type PolicyStatus struct {
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// The earlier generation the gateways are given while the current one is Invalid or
+	// Conflicted, with its spec: every control plane replica, and one restarted, keeps it in
+	// force from here.
+	// +optional
+	InForce *InForceGeneration `json:"inForce,omitempty"`
+}
+
+// InForceGeneration is an earlier generation of an object and its spec.
+type InForceGeneration struct {
+	// +required
+	Generation int64 `json:"generation"`
+	// +required
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	Spec runtime.RawExtension `json:"spec"`
 }

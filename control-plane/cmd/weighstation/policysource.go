@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/weighstation/weighstation/control-plane/internal/controller"
 	"github.com/weighstation/weighstation/control-plane/internal/kubesource"
@@ -54,6 +55,12 @@ func (p *policySource) check() error {
 		if p.namespace == "" {
 			return fmt.Errorf("--policy-source=kubernetes needs --platform-namespace (or $POD_NAMESPACE)")
 		}
+		// As client-go's leader election requires (it would panic at the first try).
+		e := p.election
+		if e.RetryPeriod <= 0 || e.RenewDeadline <= time.Duration(leaderelection.JitterFactor*float64(e.RetryPeriod)) || e.LeaseDuration <= e.RenewDeadline {
+			return fmt.Errorf("--leader-lease-duration (%s) must exceed --leader-renew-deadline (%s), which must exceed %.1f × --leader-retry-period (%s)",
+				e.LeaseDuration, e.RenewDeadline, leaderelection.JitterFactor, e.RetryPeriod)
+		}
 		return nil
 	}
 	return fmt.Errorf("--policy-source %q: use files or kubernetes", p.kind)
@@ -68,7 +75,7 @@ func (p *policySource) describe() string {
 }
 
 // start loads the first set and returns what keeps it current until ctx ends.
-func (p *policySource) start(ctx context.Context, ctrl *controller.Controller, server *xds.Server, gateways func(context.Context) []xds.NodeStatus, log *slog.Logger) (func() error, error) {
+func (p *policySource) start(ctx context.Context, ctrl *controller.Controller, server *xds.Server, gateways func(context.Context) ([]xds.NodeStatus, error), log *slog.Logger) (func() error, error) {
 	if p.kind == "files" {
 		_ = ctrl.Reload() // an invalid start is reported in /status and /readyz; the watch retries
 		return func() error { return watch.Dir(ctx, p.dir, p.debounce, p.poll, func() { _ = ctrl.Reload() }, log) }, nil

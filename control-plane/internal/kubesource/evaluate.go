@@ -25,6 +25,9 @@ type verdict struct {
 	// InForce is the generation the gateways are given: this one when accepted, an earlier
 	// accepted one when this one is Invalid or Conflicted, else 0 (none: the object is ignored).
 	InForce int64
+	// Earlier is that earlier generation, when it is the one in force: the status keeps it,
+	// so that every replica, and this one after a restart, keeps it in force too.
+	Earlier *accepted
 }
 
 // evaluation is the policy set the objects make and the verdict on each.
@@ -39,10 +42,11 @@ type evaluation struct {
 type accepted struct {
 	UID        string
 	Generation int64
-	Document   []byte
+	Spec       map[string]any
 }
 
-// evaluator remembers the last accepted generation of each object between evaluations.
+// evaluator remembers the last accepted generation of each object between evaluations; the
+// objects' status carries the same (status.inForce) for replicas that did not see it.
 type evaluator struct {
 	platformNS string
 	lastGood   map[string]accepted
@@ -56,47 +60,91 @@ func newEvaluator(platformNS string) *evaluator {
 type candidate struct {
 	obj        object
 	generation int64
-	doc        []byte
+	spec       map[string]any
 }
 
+func (c candidate) document() []byte { return render(c.obj.Kind, c.obj.Name, c.spec) }
+
+// evaluate judges every object. When the defaults in force cannot resolve with the policies
+// (their tenant has no accepted LimitPolicy), their previous accepted generation is tried
+// instead; when no set resolves, nothing is remembered and the last published set stays.
 func (e *evaluator) evaluate(defaults, policies []object) evaluation {
+	ev, good, gdObj := e.pass(defaults, policies, nil)
+	if ev.Set == nil && gdObj != nil {
+		if prev, ok := e.previous(*gdObj); ok && prev.Generation != ev.Verdicts[gdObj.ref()].InForce {
+			if ev2, good2, _ := e.pass(defaults, policies, &prev); ev2.Set != nil {
+				v := ev.Verdicts[gdObj.ref()]
+				v.InForce, v.Earlier = prev.Generation, &prev
+				v.Message += fmt.Sprintf(" (generation %d stays in force)", prev.Generation)
+				ev2.Verdicts[gdObj.ref()] = v
+				ev, good = ev2, good2
+			}
+		}
+	}
+	if ev.Set != nil {
+		e.lastGood = good
+	}
+	return ev
+}
+
+// pass judges the objects once; defaultsAs, if set, is the generation of the defaults to take
+// in place of their current one. It returns what is in force and the defaults object used.
+func (e *evaluator) pass(defaults, policies []object, defaultsAs *accepted) (evaluation, map[string]accepted, *object) {
 	ev := evaluation{Verdicts: map[string]verdict{}}
 	docs := map[string][]byte{}
 	good := map[string]accepted{}
-	present := map[string]bool{}
+	keep := func(o object, v verdict, in *candidate) {
+		ev.Verdicts[o.ref()] = v
+		if in != nil {
+			docs[o.ref()], good[o.ref()] = in.document(), accepted{o.UID, in.generation, in.spec}
+		}
+	}
 
 	oldestFirst(defaults)
 	var gd *policy.GatewayDefaults
-	var gdRef string
+	var gdObj *object
 	for _, o := range defaults {
-		present[o.ref()] = true
-		v, in := e.judge(o, func(c candidate) (string, string) {
-			_, d, err := policy.ParseObject(c.obj.ref(), c.doc)
+		try := func(c candidate) (string, string) {
+			_, d, err := policy.ParseObject(c.obj.ref(), c.document())
 			if err != nil {
 				return ReasonInvalid, messages(err)
 			}
 			if gd != nil {
 				return ReasonConflicted, fmt.Sprintf("GatewayDefaults %q is in force: a gateway has one", gd.Name)
 			}
-			gd, gdRef = d, c.obj.ref()
+			gd, gdObj = d, &o
 			return ReasonAccepted, ""
-		})
-		ev.Verdicts[o.ref()] = v
-		if in != nil {
-			docs[o.ref()], good[o.ref()] = in.doc, accepted{o.UID, in.generation, in.doc}
 		}
+		if defaultsAs != nil && defaultsAs.UID == o.UID {
+			c := candidate{o, defaultsAs.Generation, defaultsAs.Spec}
+			if r, msg := try(c); r != ReasonAccepted {
+				keep(o, verdict{Generation: o.Generation, Reason: r, Message: msg}, nil)
+			} else {
+				keep(o, verdict{Generation: o.Generation, Reason: r, InForce: c.generation, Earlier: defaultsAs}, &c)
+			}
+			continue
+		}
+		v, in := e.judge(o, try)
+		keep(o, v, in)
 	}
 
 	oldestFirst(policies)
 	var inForce []policy.LimitPolicy
 	for _, o := range policies {
-		present[o.ref()] = true
 		if gd == nil {
-			ev.Verdicts[o.ref()] = verdict{Generation: o.Generation, Reason: ReasonPending, Message: "no GatewayDefaults is accepted: there are no defaults to resolve this policy against"}
+			// Nothing to judge it against; the gateways keep what they were given.
+			v := verdict{Generation: o.Generation, Reason: ReasonPending, Message: "no GatewayDefaults is accepted: there are no defaults to resolve this policy against"}
+			if prev, ok := e.previous(o); ok {
+				v.InForce = prev.Generation
+				if prev.Generation != o.Generation {
+					v.Earlier = &prev
+				}
+			}
+			ev.Verdicts[o.ref()] = v
 			continue
 		}
 		v, in := e.judge(o, func(c candidate) (string, string) {
-			lp, _, err := policy.ParseObject(c.obj.ref(), c.doc)
+			lp, _, err := policy.ParseObject(c.obj.ref(), c.document())
 			if err != nil {
 				return ReasonInvalid, messages(err)
 			}
@@ -125,51 +173,58 @@ func (e *evaluator) evaluate(defaults, policies []object) evaluation {
 			inForce = append(inForce, *lp)
 			return ReasonAccepted, ""
 		})
-		ev.Verdicts[o.ref()] = v
-		if in != nil {
-			docs[o.ref()], good[o.ref()] = in.doc, accepted{o.UID, in.generation, in.doc}
-		}
+		keep(o, v, in)
 	}
-	e.lastGood = good
 
 	if gd == nil {
 		ev.Err = errors.New("no GatewayDefaults object is accepted")
-		return ev
+		return ev, good, nil
 	}
 	set, errs := policy.Resolve(*gd, inForce, contentHash(docs))
 	if len(errs) > 0 {
-		// What is left concerns the defaults (their tenant has no accepted LimitPolicy): the
-		// last published set stays in force.
-		v := ev.Verdicts[gdRef]
+		// What is left concerns the defaults: their tenant has no accepted LimitPolicy.
+		v := ev.Verdicts[gdObj.ref()]
 		v.Reason, v.Message = ReasonInvalid, messages(errs)
-		ev.Verdicts[gdRef] = v
+		ev.Verdicts[gdObj.ref()] = v
 		ev.Err = errs
-		return ev
+		return ev, good, gdObj
 	}
 	ev.Set = set
-	return ev
+	return ev, good, gdObj
+}
+
+// previous is the object's generation last in force: as this process remembers it, else as
+// its status says (written by whichever replica held the Lease).
+func (e *evaluator) previous(o object) (accepted, bool) {
+	if last, ok := e.lastGood[o.ref()]; ok && last.UID == o.UID {
+		return last, true
+	}
+	if o.InForce != nil {
+		return *o.InForce, true
+	}
+	return accepted{}, false
 }
 
 // judge tries an object's current generation and, when that is Invalid or Conflicted, the
 // generation last in force; it returns the verdict and the candidate now in force (or nil).
 // A NotPermitted generation keeps nothing in force: a grant withdrawn takes effect.
 func (e *evaluator) judge(o object, try func(candidate) (reason, message string)) (verdict, *candidate) {
-	cur := candidate{o, o.Generation, o.document()}
+	cur := candidate{o, o.Generation, o.Spec}
 	reason, msg := try(cur)
 	v := verdict{Generation: o.Generation, Reason: reason, Message: msg}
 	if reason == ReasonAccepted {
 		v.InForce = o.Generation
 		return v, &cur
 	}
-	last, ok := e.lastGood[o.ref()]
-	if reason == ReasonNotPermitted || !ok || last.UID != o.UID || last.Generation == o.Generation {
+	last, ok := e.previous(o)
+	if reason == ReasonNotPermitted || !ok || last.Generation == o.Generation {
 		return v, nil
 	}
-	prev := candidate{o, last.Generation, last.Document}
+	prev := candidate{o, last.Generation, last.Spec}
 	if r, _ := try(prev); r != ReasonAccepted {
 		return v, nil
 	}
-	v.InForce = last.Generation
+	v.InForce, v.Earlier = last.Generation, &last
 	v.Message += fmt.Sprintf(" (generation %d stays in force)", last.Generation)
 	return v, &prev
 }

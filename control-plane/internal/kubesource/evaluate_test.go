@@ -135,3 +135,64 @@ func TestEvaluateWithoutUsableDefaults(t *testing.T) {
 		t.Errorf("a default tenant without a policy: set %v, verdict %+v", ev.Set, v)
 	}
 }
+
+// A restarted replica (or one that never saw the accepted generation) keeps in force the
+// earlier generation the status names.
+func TestEvaluateKeepsTheGenerationTheStatusNames(t *testing.T) {
+	bad := lp("team-a", "acme", 2, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}, limits: {inFlight: 0}}`)
+	earlier := lp("team-a", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}, limits: {inFlight: 5}}`)
+	bad.InForce = &accepted{UID: bad.UID, Generation: 1, Spec: earlier.Spec}
+	ev := newEvaluator("platform").evaluate(defaults(), []object{base, bad})
+	v := ev.Verdicts["LimitPolicy team-a/acme"]
+	if v.Reason != ReasonInvalid || v.InForce != 1 || v.Earlier == nil || v.Earlier.Generation != 1 {
+		t.Fatalf("verdict %+v", v)
+	}
+	if tn := ev.Set.Tenants[0]; tn.Policy.Tenant != "acme" || *tn.Limits.InFlight != 5 {
+		t.Errorf("in force: %s inFlight %v, want acme's generation 1 (5)", tn.Policy.Tenant, tn.Limits.InFlight)
+	}
+}
+
+// Defaults that cannot resolve with the policies leave their previous generation in force; with
+// no defaults at all, the policies keep the generations they had in force.
+func TestEvaluateKeepsTheDefaultsInForce(t *testing.T) {
+	e := newEvaluator("platform")
+	acme := lp("team-a", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}}`)
+	if ev := e.evaluate(defaults(), []object{base, acme}); ev.Set == nil {
+		t.Fatal(ev.Err)
+	}
+	nobody := []object{mkObject("GatewayDefaults", "", "default", 2, 0, `{defaultTenant: nobody}`)}
+	ev := e.evaluate(nobody, []object{base, acme})
+	v := ev.Verdicts["GatewayDefaults default"]
+	if ev.Set == nil || ev.Set.DefaultTenant != "base" || v.Reason != ReasonInvalid || v.InForce != 1 || !strings.Contains(v.Message, `tenant "nobody" has no LimitPolicy (generation 1 stays in force)`) {
+		t.Fatalf("set %v, verdict %+v", ev.Set, v)
+	}
+	if a := ev.Verdicts["LimitPolicy team-a/acme"]; a.Reason != ReasonAccepted {
+		t.Errorf("acme under the defaults kept in force: %+v", a)
+	}
+	ev = e.evaluate(nil, []object{base, acme})
+	if a := ev.Verdicts["LimitPolicy team-a/acme"]; ev.Set != nil || a.Reason != ReasonPending || a.InForce != 1 {
+		t.Errorf("without defaults: set %v, acme %+v", ev.Set, a)
+	}
+	if ev := e.evaluate(defaults(), []object{base, acme}); ev.Set == nil || ev.Verdicts["LimitPolicy team-a/acme"].Reason != ReasonAccepted {
+		t.Errorf("defaults back: %v", ev.Err)
+	}
+}
+
+// A principal is matched against the claim oauthClaim names: another claim than sub must be
+// granted, or a granted principal would match other clients' tokens.
+func TestGrantsCoverTheOAuthClaim(t *testing.T) {
+	claim := lp("team-a", "acme", 1, 1, `{tenant: acme, identify: {kafka: {saslPrincipals: [acme-orders], oauthClaim: aud}}}`)
+	grant := func(extra string) []object {
+		return []object{mkObject("GatewayDefaults", "", "default", 1, 0, `
+defaultTenant: base
+grants: [{namespaces: [team-a], tenants: [acme], identities: {saslPrincipals: [acme-orders]`+extra+`}}]`)}
+	}
+	ev := newEvaluator("platform").evaluate(grant(""), []object{base, claim})
+	if v := ev.Verdicts["LimitPolicy team-a/acme"]; v.Reason != ReasonNotPermitted || !strings.Contains(v.Message, `claim OAUTHBEARER claim "aud"`) {
+		t.Errorf("an ungranted claim: %+v", v)
+	}
+	ev = newEvaluator("platform").evaluate(grant(", oauthClaims: [aud]"), []object{base, claim})
+	if v := ev.Verdicts["LimitPolicy team-a/acme"]; v.Reason != ReasonAccepted {
+		t.Errorf("a granted claim: %+v", v)
+	}
+}

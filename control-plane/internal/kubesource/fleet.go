@@ -25,13 +25,17 @@ type Fleet struct {
 	Timeout time.Duration
 }
 
-// Nodes merges this replica's gateways with its peers'; a gateway connected anywhere is connected.
-func (f *Fleet) Nodes(ctx context.Context) []xds.NodeStatus {
+// Nodes merges this replica's gateways with its peers'; a gateway connected anywhere is
+// connected. An error says the peers could not be listed: the gateways are this replica's only.
+func (f *Fleet) Nodes(ctx context.Context) ([]xds.NodeStatus, error) {
 	all := f.Own()
 	if f.Peers == nil {
-		return all
+		return all, nil
 	}
-	peers, _ := f.Peers(ctx)
+	peers, err := f.Peers(ctx)
+	if err != nil {
+		return all, err
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, p := range peers {
@@ -57,7 +61,7 @@ func (f *Fleet) Nodes(ctx context.Context) []xds.NodeStatus {
 			out[i] = n
 		}
 	}
-	return out
+	return out, nil
 }
 
 func (f *Fleet) fetch(ctx context.Context, peer string) []xds.NodeStatus {

@@ -33,7 +33,10 @@ func TestFleetCountsEveryReplicasGateways(t *testing.T) {
 		Timeout: 200 * time.Millisecond,
 	}
 	start := time.Now()
-	nodes := f.Nodes(context.Background())
+	nodes, err := f.Nodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("a silent peer held the count up for %s", took)
 	}

@@ -24,6 +24,10 @@ func permitted(ns, platformNS string, lp *policy.LimitPolicy, gd *policy.Gateway
 		return false, fmt.Sprintf("no grant in GatewayDefaults %q lets namespace %q define tenant %q", gd.Name, ns, lp.Tenant)
 	}
 	id := lp.Identify
+	oauthClaims := []string{}
+	if id.KafkaOAuthClaim != "" && id.KafkaOAuthClaim != "sub" {
+		oauthClaims = append(oauthClaims, id.KafkaOAuthClaim)
+	}
 	for _, claim := range []struct {
 		what    string
 		values  []string
@@ -35,6 +39,9 @@ func permitted(ns, platformNS string, lp *policy.LimitPolicy, gd *policy.Gateway
 		{"NATS account", id.NATSAccounts, func(g policy.Grant) []string { return g.NATSAccounts }, matchAny},
 		{"SASL principal", id.KafkaSASLPrincipals, func(g policy.Grant) []string { return g.SASLPrincipals }, matchAny},
 		{"client.id prefix", id.KafkaClientIDPrefixes, func(g policy.Grant) []string { return g.ClientIDPrefixes }, withinPrefix},
+		// A principal is matched against the token claim oauthClaim names: another claim than
+		// the default would match other clients' tokens to a granted principal.
+		{"OAUTHBEARER claim", oauthClaims, func(g policy.Grant) []string { return g.OAuthClaims }, matchAny},
 		{"certificate subject", id.TLSSubjects, func(g policy.Grant) []string { return g.TLSSubjects }, matchAny},
 		{"certificate SAN", id.TLSSANs, func(g policy.Grant) []string { return g.TLSSANs }, matchAny},
 	} {

@@ -32,14 +32,21 @@ type object struct {
 	Generation int64
 	Created    time.Time
 	Spec       map[string]any
+	// InForce is the earlier generation the status says is in force (see verdict.Earlier).
+	InForce *accepted
 }
 
 func fromUnstructured(u *unstructured.Unstructured) object {
 	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
-	return object{
+	o := object{
 		Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), UID: string(u.GetUID()),
 		Generation: u.GetGeneration(), Created: u.GetCreationTimestamp().Time, Spec: spec,
 	}
+	gen, _, _ := unstructured.NestedInt64(u.Object, "status", "inForce", "generation")
+	if earlier, ok, _ := unstructured.NestedMap(u.Object, "status", "inForce", "spec"); ok && gen > 0 && gen < o.Generation {
+		o.InForce = &accepted{UID: o.UID, Generation: gen, Spec: earlier}
+	}
+	return o
 }
 
 // ref names the object in errors and logs: "LimitPolicy team-a/acme", "GatewayDefaults default".
@@ -50,14 +57,14 @@ func (o object) ref() string {
 	return o.Kind + " " + o.Namespace + "/" + o.Name
 }
 
-// document renders the object as a policy file document, which internal/policy decodes with
+// render makes an object's spec a policy file document, which internal/policy decodes with
 // the same rules as files.
-func (o object) document() []byte {
+func render(kind, name string, spec map[string]any) []byte {
 	b, _ := yaml.Marshal(map[string]any{
 		"apiVersion": policy.APIVersion,
-		"kind":       o.Kind,
-		"metadata":   map[string]any{"name": o.Name},
-		"spec":       o.Spec,
+		"kind":       kind,
+		"metadata":   map[string]any{"name": name},
+		"spec":       spec,
 	})
 	return b
 }

@@ -58,6 +58,9 @@ func programmed(v verdict, held []string, nodes []xds.NodeStatus, generation int
 	count := fmt.Sprintf("%d/%d gateways", acked, connected)
 	switch {
 	case len(rejected) > 0:
+		if len(rejected) > 3 {
+			rejected = append(rejected[:3], fmt.Sprintf("and %d more", len(rejected)-3))
+		}
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonRejected, count+"; "+strings.Join(rejected, "; ")
 	case connected == 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonPending, "no gateway is connected"

@@ -32,8 +32,9 @@ type Config struct {
 	Identity          string // this replica's name in the Lease
 	Election          Election
 	Controller        *controller.Controller
-	// Gateways lists every gateway connected to any replica (see Fleet).
-	Gateways func(ctx context.Context) []xds.NodeStatus
+	// Gateways lists every gateway connected to any replica (see Fleet); an error says some
+	// replicas' gateways are missing.
+	Gateways func(ctx context.Context) ([]xds.NodeStatus, error)
 	Log      *slog.Logger
 }
 
@@ -165,23 +166,33 @@ func (s *Source) reconcile(ctx context.Context, defaults, policies []any) {
 	if !s.leader.Load() {
 		return
 	}
-	nodes := s.cfg.Gateways(ctx)
+	nodes, partial := s.cfg.Gateways(ctx)
 	for ref, v := range ev.Verdicts {
 		u := stored[ref]
 		var held []string
 		if h := s.held[ref]; h != nil && h.uid == string(u.GetUID()) && h.generation == v.InForce {
 			held = h.hashes
 		}
-		s.writeStatus(ctx, u, []metav1.Condition{acceptedCondition(v), programmed(v, held, nodes, v.Generation)})
+		prog := programmed(v, held, nodes, v.Generation)
+		if partial != nil && prog.Status == metav1.ConditionTrue {
+			// Not every gateway is known: a refusal on another replica's could be missing.
+			prog.Status, prog.Reason = metav1.ConditionFalse, ReasonPending
+			prog.Message += " of this replica's; the other replicas could not be listed: " + partial.Error()
+		}
+		s.writeStatus(ctx, u, []metav1.Condition{acceptedCondition(v), prog}, v.Earlier)
 	}
 }
 
-// writeStatus patches the object's status when its conditions differ from want; a condition
-// whose status is unchanged keeps its lastTransitionTime.
-func (s *Source) writeStatus(ctx context.Context, u *unstructured.Unstructured, want []metav1.Condition) {
+// writeStatus patches the object's status when its conditions or the earlier generation it
+// keeps in force differ from want; a condition whose status is unchanged keeps its
+// lastTransitionTime.
+func (s *Source) writeStatus(ctx context.Context, u *unstructured.Unstructured, want []metav1.Condition, earlier *accepted) {
 	var current struct {
 		ObservedGeneration int64              `json:"observedGeneration"`
 		Conditions         []metav1.Condition `json:"conditions"`
+		InForce            *struct {
+			Generation int64 `json:"generation"`
+		} `json:"inForce"`
 	}
 	if raw, ok, _ := unstructured.NestedMap(u.Object, "status"); ok {
 		b, _ := json.Marshal(raw)
@@ -190,16 +201,24 @@ func (s *Source) writeStatus(ctx context.Context, u *unstructured.Unstructured, 
 	changed := current.ObservedGeneration != u.GetGeneration()
 	conditions := current.Conditions
 	for _, c := range want {
+		c.Message = bounded(c.Message)
 		old := meta.FindStatusCondition(conditions, c.Type)
 		if old == nil || old.Status != c.Status || old.Reason != c.Reason || old.Message != c.Message || old.ObservedGeneration != c.ObservedGeneration {
 			changed = true
 			meta.SetStatusCondition(&conditions, c)
 		}
 	}
+	var inForce any // null removes it
+	if earlier != nil {
+		inForce = map[string]any{"generation": earlier.Generation, "spec": earlier.Spec}
+		changed = changed || current.InForce == nil || current.InForce.Generation != earlier.Generation
+	} else {
+		changed = changed || current.InForce != nil
+	}
 	if !changed {
 		return
 	}
-	body, _ := json.Marshal(map[string]any{"status": map[string]any{"observedGeneration": u.GetGeneration(), "conditions": conditions}})
+	body, _ := json.Marshal(map[string]any{"status": map[string]any{"observedGeneration": u.GetGeneration(), "conditions": conditions, "inForce": inForce}})
 	gvr := LimitPolicies
 	if u.GetKind() == "GatewayDefaults" {
 		gvr = GatewayDefaults
@@ -213,4 +232,15 @@ func (s *Source) writeStatus(ctx context.Context, u *unstructured.Unstructured, 
 	if err != nil && ctx.Err() == nil {
 		s.cfg.Log.Warn("writing policy status", "object", fromUnstructured(u).ref(), "err", err)
 	}
+}
+
+// maxMessage keeps a condition's message within what the CRD admits (32768 characters): a
+// longer one would have every status write refused.
+const maxMessage = 4096
+
+func bounded(m string) string {
+	if len(m) <= maxMessage {
+		return m
+	}
+	return m[:maxMessage-len(" …")] + " …"
 }

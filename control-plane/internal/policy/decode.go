@@ -431,6 +431,7 @@ func (d *decoder) grants(n *yaml.Node, path string) []Grant {
 					"natsAccounts":     func(n *yaml.Node, p string) { g.NATSAccounts = d.strList(n, p) },
 					"saslPrincipals":   func(n *yaml.Node, p string) { g.SASLPrincipals = d.strList(n, p) },
 					"clientIdPrefixes": func(n *yaml.Node, p string) { g.ClientIDPrefixes = d.strList(n, p) },
+					"oauthClaims":      func(n *yaml.Node, p string) { g.OAuthClaims = d.strList(n, p) },
 					"tlsSubjects":      func(n *yaml.Node, p string) { g.TLSSubjects = d.strList(n, p) },
 					"tlsSans":          func(n *yaml.Node, p string) { g.TLSSANs = d.strList(n, p) },
 				})

@@ -157,6 +157,7 @@ type Grant struct {
 	NATSAccounts     []string
 	SASLPrincipals   []string
 	ClientIDPrefixes []string
+	OAuthClaims      []string
 	TLSSubjects      []string
 	TLSSANs          []string
 }

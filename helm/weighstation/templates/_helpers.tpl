@@ -111,6 +111,9 @@ advertise}; read it with fromJsonArray (numbers come back as floats: use int). *
 
 {{/* Checks values.schema.json cannot express. */}}
 {{- define "weighstation.validate" -}}
+{{- if and (eq .Values.policies.source "kubernetes") (not .Values.serviceAccount.create) -}}
+{{- fail "weighstation: policies.source=kubernetes needs serviceAccount.create: the chart would otherwise grant the control plane's RBAC to the namespace's default ServiceAccount, which every pod there may mount" -}}
+{{- end -}}
 {{- if and .Values.quota.enabled (not .Values.quota.redis.address) -}}
 {{- fail "weighstation: quota.enabled needs quota.redis.address (host:port of Redis 7 or Valkey): the quota service keeps the replicas' reports there" -}}
 {{- end -}}
@@ -147,7 +150,7 @@ advertise}; read it with fromJsonArray (numbers come back as floats: use int). *
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- if and (not .Values.policies.existingConfigMap) (not .Values.policies.files) -}}
+{{- if and (ne .Values.policies.source "kubernetes") (not .Values.policies.existingConfigMap) (not .Values.policies.files) -}}
 {{- fail "weighstation: set policies.files or policies.existingConfigMap: the control plane needs a policy directory (one GatewayDefaults and a LimitPolicy for its default tenant)" -}}
 {{- end -}}
 {{- if and .Values.envoy.autoscaling.enabled (lt (int .Values.envoy.autoscaling.maxReplicas) (int .Values.envoy.autoscaling.minReplicas)) -}}
