@@ -96,6 +96,14 @@ func (t *nodeTracker) OnStreamRequest(id int64, req *discoveryv3.DiscoveryReques
 	n.Connected = true
 	n.LastSeen = time.Now()
 	changed := false
+	if req.GetTypeUrl() == resourcev3.ExtensionConfigType && req.GetResponseNonce() == "" && req.GetVersionInfo() != "" {
+		// A node (re)connecting names the version it runs. When that is the current snapshot's
+		// (the same policy, gateway and module: see snapshotVersion), no response follows and
+		// so no ACK: this is its acknowledgement. Otherwise the response's ACK follows.
+		n.AckedVersion = policyVersion(req.GetVersionInfo())
+		n.AckedSnapshot = req.GetVersionInfo()
+		changed = true
+	}
 	if req.GetTypeUrl() == resourcev3.ExtensionConfigType && req.GetResponseNonce() != "" {
 		if req.GetErrorDetail() != nil {
 			n.NackedVersion = policyVersion(t.nonceVersions[id][req.GetResponseNonce()])

@@ -1,0 +1,40 @@
+package xds
+
+import (
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+)
+
+// A node that reconnects already running the current version is sent nothing, so it never
+// ACKs: the version its first request names counts as acknowledged. A NACK stands over an ACK
+// of the version refused, and a later version clears it.
+func TestNodeTrackerAcknowledgements(t *testing.T) {
+	tr := newNodeTracker()
+	node := &corev3.Node{Id: "envoy-a"}
+	req := func(version, nonce string, nack bool) {
+		r := &discoveryv3.DiscoveryRequest{Node: node, TypeUrl: resourcev3.ExtensionConfigType, VersionInfo: version, ResponseNonce: nonce}
+		if nack {
+			r.ErrorDetail = &status.Status{Message: "refused"}
+		}
+		_ = tr.OnStreamRequest(1, r)
+	}
+	acked := func() NodeStatus { return tr.Nodes()[0] }
+	req("3-abc"+gatewaySuffix+"f00", "", false)
+	if n := acked(); n.AckedVersion != "3-abc" {
+		t.Fatalf("a reconnecting node's version: %+v", n)
+	}
+	tr.OnStreamResponse(nil, 1, nil, &discoveryv3.DiscoveryResponse{TypeUrl: resourcev3.ExtensionConfigType, VersionInfo: "4-def" + gatewaySuffix + "f00", Nonce: "1"})
+	req("3-abc"+gatewaySuffix+"f00", "1", true)
+	req("4-def"+gatewaySuffix+"f00", "2", false) // Envoy's ACK of the version it refused, sent again
+	if n := acked(); n.NackedVersion != "4-def" || n.AckedVersion != "4-def" {
+		t.Errorf("a NACK then an ACK of one version: %+v", n)
+	}
+	req("5-ghi"+gatewaySuffix+"f00", "3", false)
+	if n := acked(); n.NackedVersion != "" || n.AckedVersion != "5-ghi" {
+		t.Errorf("a later version acknowledged: %+v", n)
+	}
+}
