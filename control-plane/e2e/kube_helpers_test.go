@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/weighstation/weighstation/control-plane/internal/apiserver"
 	"github.com/weighstation/weighstation/control-plane/internal/kubesource"
 )
 
@@ -172,4 +175,54 @@ func established(u *unstructured.Unstructured) bool {
 		}
 	}
 	return false
+}
+
+// table is what `kubectl get` prints: the API server's Table rendering of the printer columns.
+func (k *k8sStack) table(t *testing.T, path string) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", k.api.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+apiserver.AdminToken)
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var tbl metav1.Table
+	if err := json.NewDecoder(resp.Body).Decode(&tbl); err != nil {
+		t.Fatal(err)
+	}
+	rows := [][]string{{"NAMESPACE"}}
+	for _, c := range tbl.ColumnDefinitions {
+		rows[0] = append(rows[0], strings.ToUpper(c.Name))
+	}
+	for _, r := range tbl.Rows {
+		var m struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		_ = json.Unmarshal(r.Object.Raw, &m)
+		row := []string{m.Metadata.Namespace}
+		for _, cell := range r.Cells {
+			if cell == nil {
+				cell = "<none>" // as kubectl prints a field the object leaves out
+			}
+			row = append(row, fmt.Sprint(cell))
+		}
+		rows = append(rows, row)
+	}
+	widths := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, c := range r {
+			widths[i] = max(widths[i], len(c))
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		for i, c := range r {
+			fmt.Fprintf(&b, "%-*s   ", widths[i], c)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
