@@ -6,6 +6,7 @@ require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/IBM/sarama v1.61.1
 	github.com/nats-io/nats.go v1.55.0
+	github.com/twmb/franz-go/pkg/kmsg v1.15.0
 	gonum.org/v1/plot v0.17.0
 )
 

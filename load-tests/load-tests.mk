@@ -35,7 +35,7 @@ test-load-harness: tools $(BIN)/k6 lint-load-tests
 	cd load-tests && NATS_SERVER=$(BIN)/nats-server go test -count=1 -p 1 -timeout 10m ./...
 	cd load-tests/k6 && NATS_SERVER=$(BIN)/nats-server K6=$(BIN)/k6 go test -count=1 -timeout 10m ./...
 
-# The published evidence: ~10 minutes, the local stack started on free ports, results into
+# The published evidence: ~20 minutes, the local stack started on free ports, results into
 # docs/benchmarks/ (README.md with the tables and plots, suite.json, runs/).
 bench: tools wasm control-plane $(BIN)/weighstation-benchsuite
 	$(BIN)/weighstation-benchsuite -root $(ROOT) -out $(ROOT)/docs/benchmarks
@@ -46,9 +46,12 @@ bench-nats: tools wasm control-plane $(BIN)/weighstation-benchsuite
 	$(BIN)/weighstation-benchsuite -root $(ROOT) -out $(TOOLS)/bench-nats -only nats-request
 	@sed -n '/^## Direct/,/^## Rate/p' $(TOOLS)/bench-nats/README.md | grep -v '^!\[' | grep -v '^## Rate'
 
-# Envoy CPU per message and msgs/s (~4 minutes): nats bench pub at 128 B and 1 KiB through the
-# filter, tcp_proxy and direct, and kafka-producer-perf-test (acks=1) through the gateway and
-# direct, targets alternated in 5 rounds; prints the table and whether the targets are met.
+# Envoy CPU per message and msgs/s (~10 minutes), targets alternated in 5 rounds: NATS publish
+# (nats bench pub) at 128 B to 64 KiB through the filter, TLS, tcp_proxy and direct; delivery to a
+# subscriber through the filter and tcp_proxy; Kafka Produce requests of 1 to 1000 records of
+# 100 B to 64 KiB over one connection through the filter and tcp_proxy; kafka-producer-perf-test
+# (acks=1) through the gateway and direct. Prints the tables, whether the targets are met and
+# the cost per KiB.
 bench-cpu: tools wasm control-plane $(BIN)/weighstation-benchsuite
 	$(BIN)/weighstation-benchsuite -root $(ROOT) -out $(ROOT)/docs/benchmarks/cpu -only cpu
 	@sed -n '/^## Envoy CPU/,/^\(## Direct\|Plots\)/p' $(ROOT)/docs/benchmarks/cpu/README.md | grep -v '^\(## Direct\|Plots\)'

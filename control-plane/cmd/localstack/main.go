@@ -130,6 +130,9 @@ again after a second. Ctrl-C stops everything.
 	if ports.NATSPlain != 0 {
 		fmt.Printf("  NATS through Envoy without the filter (benchmark baseline): nats://%s\n\n", a(ports.NATSPlain))
 	}
+	if ports.KafkaPlain != 0 {
+		fmt.Printf("  Kafka through Envoy without the filter (benchmark baseline; clients that follow metadata leave it for the gateway): %s\n\n", a(ports.KafkaPlain))
+	}
 	select {
 	case <-ctx.Done():
 		fmt.Println("\nstopping…")

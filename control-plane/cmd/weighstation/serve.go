@@ -40,6 +40,7 @@ func serve(args []string) int {
 	fs.Var(kafkaBrokers{&g.KafkaBrokers}, "kafka-broker",
 		"UPSTREAM=LISTEN[=ADVERTISE][,tls|,mtls][,upstream-tls]: front a broker that advertises UPSTREAM with a gateway listener (repeatable); tls/mtls terminate TLS from clients, upstream-tls reaches the broker over TLS")
 	fs.StringVar(&g.NATSPlainListen, "nats-plain-listen", "", "optional NATS listener with tcp_proxy alone, no filter (benchmark baseline)")
+	fs.StringVar(&g.KafkaPlainListen, "kafka-plain-listen", "", "optional plaintext Kafka listener with tcp_proxy alone, no filter, to --kafka-upstream (benchmark baseline)")
 	fs.Var(natsTLSListen{&g}, "nats-tls-listen", "ADDRESS[,mtls]: a TLS-first NATS listener beside --nats-listen (mtls: a client certificate is required)")
 	fs.BoolVar(&g.NATSUpstreamTLS, "nats-upstream-tls", false, "reach nats-server over TLS from the first byte (its tls { handshake_first: true })")
 	fs.StringVar(&g.TLSFiles.CertFile, "tls-cert-file", "", "PEM certificate chain TLS listeners present (re-read on change)")

@@ -249,6 +249,9 @@ func (s *Stack) startControlPlane() error {
 	if p.NATSPlain != 0 {
 		args = append(args, "--nats-plain-listen", addr(p.NATSPlain))
 	}
+	if p.KafkaPlain != 0 && s.cfg.WithKafka {
+		args = append(args, "--kafka-plain-listen", addr(p.KafkaPlain))
+	}
 	if s.cfg.WithCollector {
 		args = append(args, "--otlp-logs-endpoint", s.collectorEndpoint())
 	}

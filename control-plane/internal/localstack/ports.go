@@ -21,6 +21,7 @@ type Ports struct {
 	XDS             int // control plane ADS
 	ControlPlane    int // control plane HTTP
 	NATSPlain       int // optional: Envoy NATS listener without the filter (0: none)
+	KafkaPlain      int // optional: Envoy Kafka listener without the filter, to the broker listener behind Kafka (0: none)
 	KafkaDirect     int // Kafka's second listener, advertising itself (direct clients, benchmarks)
 	KafkaBroker     int // Envoy listener fronting KafkaDirect: broker addresses are rewritten
 	KafkaSASL       int // Envoy listener fronting KafkaSASLUp: clients authenticate with SASL
@@ -64,6 +65,7 @@ var PortEnv = []struct {
 	{"QUOTA_PORT", 18090, false, func(p *Ports) *int { return &p.Quota }},
 	{"OTLP_PORT", 14318, false, func(p *Ports) *int { return &p.OTLP }},
 	{"NATS_PLAIN_PORT", 0, true, func(p *Ports) *int { return &p.NATSPlain }},
+	{"KAFKA_PLAIN_PORT", 0, true, func(p *Ports) *int { return &p.KafkaPlain }},
 }
 
 // ForReplicas checks that `replicas` Envoys fit on consecutive ports from each listener's port

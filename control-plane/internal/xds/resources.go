@@ -63,9 +63,11 @@ type Gateway struct {
 	// KafkaBrokers front brokers that advertise their own addresses: each gets a gateway
 	// listener, and the filter rewrites the brokers' addresses to the gateway's.
 	KafkaBrokers []KafkaBroker
-	// NATSPlainListen, if set, is a second NATS listener with tcp_proxy alone and no filter:
-	// the baseline that benchmarks compare the filter's overhead against.
-	NATSPlainListen string
+	// NATSPlainListen and KafkaPlainListen, if set, are a second NATS and Kafka listener with
+	// tcp_proxy alone and no filter, in plaintext, to the same upstream as NATSListen and
+	// KafkaListen: the baselines that benchmarks compare the filter's overhead against.
+	NATSPlainListen  string
+	KafkaPlainListen string
 	// NATSTLSListen, if set, is a TLS-first NATS listener (NATSTLS: TLS or MutualTLS) beside
 	// NATSListen, with the same filter configuration and upstream.
 	NATSTLSListen string
@@ -134,7 +136,7 @@ func (g Gateway) WithPortOffset(offset int) (Gateway, error) {
 	out.KafkaBrokers = append([]KafkaBroker(nil), g.KafkaBrokers...)
 	out.kafkaAdvertisedAs = g.KafkaListen
 	var err error
-	for _, a := range []*string{&out.NATSListen, &out.KafkaListen, &out.NATSPlainListen, &out.NATSTLSListen} {
+	for _, a := range []*string{&out.NATSListen, &out.KafkaListen, &out.NATSPlainListen, &out.KafkaPlainListen, &out.NATSTLSListen} {
 		if *a, err = move(*a); err != nil {
 			return g, err
 		}
@@ -261,6 +263,9 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 	}
 	if g.NATSPlainListen != "" && g.NATSListen != "" {
 		listeners = append(listeners, listenerSpec{proto: compile.NATS, name: "nats_plain", listen: g.NATSPlainListen, cluster: clusterName(compile.NATS), plain: true})
+	}
+	if g.KafkaPlainListen != "" && g.KafkaListen != "" {
+		listeners = append(listeners, listenerSpec{proto: compile.Kafka, name: "kafka_plain", listen: g.KafkaPlainListen, cluster: clusterName(compile.Kafka), plain: true})
 	}
 	for _, c := range clusters {
 		cl, err := cluster(c, g)

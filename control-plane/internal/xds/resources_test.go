@@ -11,6 +11,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	wasmnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/wasm/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -100,28 +101,42 @@ func TestBadAddressesAreReported(t *testing.T) {
 	}
 }
 
-// The optional benchmark baseline: a NATS listener with tcp_proxy alone, no filter.
-func TestPlainNATSListenerHasNoFilter(t *testing.T) {
+// The optional benchmark baselines: a NATS and a Kafka listener with tcp_proxy alone, no
+// filter, to the same cluster as the protocol's filtered listener.
+func TestPlainListenersHaveNoFilter(t *testing.T) {
 	g := gateway
 	g.NATSPlainListen = "127.0.0.1:4223"
+	g.KafkaPlainListen = "127.0.0.1:9095"
 	res, err := Resources(g, examples(t), "1-a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var found bool
+	listeners := map[string]*listenerv3.Listener{}
 	for _, r := range res[resourcev3.ListenerType] {
 		l := r.(*listenerv3.Listener)
-		if l.Name != "nats_plain" {
+		listeners[l.Name] = l
+	}
+	for _, tc := range []struct{ name, cluster string }{
+		{"nats_plain", "nats_upstream"},
+		{"kafka_plain", "kafka_upstream"},
+	} {
+		l, ok := listeners[tc.name]
+		if !ok {
+			t.Errorf("no %s listener", tc.name)
 			continue
 		}
-		found = true
 		filters := l.FilterChains[0].Filters
 		if len(filters) != 1 || filters[0].Name != "envoy.filters.network.tcp_proxy" {
-			t.Errorf("nats_plain filters: %v", filters)
+			t.Errorf("%s filters: %v", tc.name, filters)
+			continue
 		}
-	}
-	if !found {
-		t.Fatal("no nats_plain listener")
+		var proxy tcpproxyv3.TcpProxy
+		if err := filters[0].GetTypedConfig().UnmarshalTo(&proxy); err != nil {
+			t.Fatal(err)
+		}
+		if proxy.GetCluster() != tc.cluster {
+			t.Errorf("%s forwards to %q, want %q", tc.name, proxy.GetCluster(), tc.cluster)
+		}
 	}
 }
 
@@ -145,6 +160,7 @@ func TestSeveralUpstreamSeedsAreAllEndpoints(t *testing.T) {
 func TestPortOffsetMovesListenersAndRewritesTheAdvertisedListener(t *testing.T) {
 	g := gateway
 	g.KafkaBrokers = []KafkaBroker{{Upstream: "127.0.0.1:19094", Listen: "127.0.0.1:9093"}}
+	g.KafkaPlainListen = "127.0.0.1:9095"
 	moved, err := g.WithPortOffset(1)
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +174,7 @@ func TestPortOffsetMovesListenersAndRewritesTheAdvertisedListener(t *testing.T) 
 		l := r.(*listenerv3.Listener)
 		ports[l.Name] = l.Address.GetSocketAddress().GetPortValue()
 	}
-	want := map[string]uint32{"nats": 4223, "kafka": 9093, "kafka_broker_0": 9094}
+	want := map[string]uint32{"nats": 4223, "kafka": 9093, "kafka_broker_0": 9094, "kafka_plain": 9096}
 	for name, port := range want {
 		if ports[name] != port {
 			t.Errorf("listener %s on %d, want %d (all: %v)", name, ports[name], port, ports)

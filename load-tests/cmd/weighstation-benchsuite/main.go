@@ -1,8 +1,9 @@
 // Command weighstation-benchsuite is `make bench`: it starts the local stack with the
-// benchmark's own policies on free ports, and measures, open-loop, into docs/benchmarks/: the
-// saturation of the gateway on this machine, direct vs gateway at three rates for NATS and
-// Kafka, rate accuracy at 2× and 10× a tenant's limit, and noisy-neighbour isolation. Every
-// result records the machine's load. The whole run takes about 10 minutes.
+// benchmark's own policies on free ports, and measures into docs/benchmarks/: Envoy's CPU per
+// message through the filter and without it (cpu.go), and, open-loop, the saturation of the
+// gateway on this machine, direct vs gateway at three rates for NATS and Kafka, rate accuracy
+// at 2× and 10× a tenant's limit, and noisy-neighbour isolation. Every result records the
+// machine's load. The whole run takes about 20 minutes.
 package main
 
 import (

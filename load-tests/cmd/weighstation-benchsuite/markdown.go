@@ -146,35 +146,6 @@ build output, written by the run and not kept in the repository). See
 	p("\nPlots, `.hgrm` distributions (HdrHistogram's plotter reads them) and summary.json for every run are under [runs/](runs/); the suite's every figure is in [suite.json](suite.json).\n")
 }
 
-// writeCPU is the CPU cost section (see cpu.go).
-func writeCPU(p func(string, ...any), costs []cpuCost) {
-	p("\n## Envoy CPU per message\n\n")
-	p("Publishers at full speed, closed loop: `nats bench pub` (natscli, one client) and Kafka's `kafka-producer-perf-test` (the Java producer, acks=1), as tenant `acme`, whose limits are enforced and never reached (rate 100M messages/s, inFlight 1M). Each target in turn, round after round, in one run; *Envoy CPU* is the utime + stime of the Envoy process over the run divided by its messages (the kernel counts CPU in 10 ms ticks, hence runs of a million messages or more). *direct* is the broker itself (Envoy idle), *tcp-proxy* Envoy without the filter, *gateway-tls* the gateway's TLS-first NATS listener (TLS 1.3, the nats CLI's `--tlsfirst`). Median (lowest–highest) over the rounds.\n\n")
-	p("| workload | target | messages per run | msgs/s | Envoy CPU µs/msg |\n|---|---|---:|---:|---:|\n")
-	for _, c := range costs {
-		r, m := c.rate(), c.micros()
-		n := 0
-		if len(c.Runs) > 0 {
-			n = c.Runs[0].Messages
-		}
-		p("| %s | %s | %d | %.0f (%.0f–%.0f) | %.3f (%.3f–%.3f) |\n", c.Workload, c.Target, n, r.Median, r.Min, r.Max, m.Median, m.Min, m.Max)
-	}
-	p("\n| workload | comparison | Envoy CPU µs/msg more | throughput share | target | |\n|---|---|---:|---:|---|---|\n")
-	for _, v := range cpuVerdicts(costs) {
-		target, verdict := "—", ""
-		if v.MaxOverMicros > 0 {
-			target = fmt.Sprintf("≤ %.1f µs, ≥ %.0f%%", v.MaxOverMicros, v.MinShare*100)
-			verdict = "**met**"
-			if !v.met() {
-				verdict = "**missed**"
-			}
-		}
-		p("| %s | %s over %s | %.3f (%.3f–%.3f) | %.0f%% (%.0f–%.0f%%) | %s | %s |\n", v.Workload, v.Target, v.Baseline, v.OverMicros.Median, v.OverMicros.Min, v.OverMicros.Max,
-			v.Share.Median*100, v.Share.Min*100, v.Share.Max*100, target, verdict)
-	}
-	p("\n")
-}
-
 // percentiles is p50 … max as table cells.
 func percentiles(p hist.Percentiles) string {
 	var cells []string

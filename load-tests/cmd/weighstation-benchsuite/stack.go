@@ -24,10 +24,11 @@ var policies embed.FS
 
 // portEnv are the local stack's port variables (see the README); each gets a free port so the
 // benchmark never collides with a `make run` on the defaults.
-// NATS_PLAIN_PORT also turns on the Envoy listener without the filter, the tcp-proxy baseline.
+// NATS_PLAIN_PORT and KAFKA_PLAIN_PORT also turn on the Envoy listeners without the filter, the
+// tcp-proxy baselines.
 var portEnv = []string{"NATS_PORT", "KAFKA_PORT", "ADMIN_PORT", "NATS_UPSTREAM_PORT", "KAFKA_UPSTREAM_PORT",
 	"KAFKA_CONTROLLER_PORT", "XDS_PORT", "CONTROL_PLANE_PORT", "KAFKA_DIRECT_PORT", "KAFKA_BROKER_PORT", "NATS_PLAIN_PORT",
-	"KAFKA_SASL_PORT", "KAFKA_SASL_UPSTREAM_PORT", "NATS_TLS_PORT", "KAFKA_TLS_PORT", "KAFKA_SASL_SSL_PORT",
+	"KAFKA_PLAIN_PORT", "KAFKA_SASL_PORT", "KAFKA_SASL_UPSTREAM_PORT", "NATS_TLS_PORT", "KAFKA_TLS_PORT", "KAFKA_SASL_SSL_PORT",
 	"KAFKA_SSL_UPSTREAM_PORT", "KAFKA_SASL_SSL_UPSTREAM_PORT"}
 
 // stack is the whole local stack (weighstation-localstack), started in a scratch root whose

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+)
+
+// direction is the path through Envoy a CPU workload measures.
+type direction string
+
+const (
+	natsPublish  direction = "nats pub" // a client publishing through Envoy
+	natsDelivery direction = "nats sub" // a subscriber receiving through Envoy
+	// kafkaProduce is Produce requests over one pinned connection (kafkaproduce.go).
+	kafkaProduce direction = "kafka produce"
+	// kafkaProducerPerf is Kafka's own Java producer, which follows the broker's metadata.
+	kafkaProducerPerf direction = "kafka producer-perf"
+)
+
+// workloadShape is what one message of a workload is: for Kafka Produce one request carrying a
+// batch of Records records of Bytes bytes each, otherwise one message (Records 1) of Bytes.
+type workloadShape struct {
+	Direction direction `json:"direction"`
+	Bytes     int       `json:"recordBytes"`
+	Records   int       `json:"recordsPerMessage"`
+}
+
+func (w workloadShape) name() string {
+	switch w.Direction {
+	case kafkaProduce:
+		return fmt.Sprintf("kafka produce %d × %s", w.Records, sizeName(w.Bytes))
+	case kafkaProducerPerf:
+		return fmt.Sprintf("kafka produce %s acks=1", sizeName(w.Bytes))
+	}
+	return fmt.Sprintf("%s %s", w.Direction, sizeName(w.Bytes))
+}
+
+func sizeName(size int) string {
+	if size%1024 == 0 {
+		return fmt.Sprintf("%d KiB", size/1024)
+	}
+	return fmt.Sprintf("%d B", size)
+}
+
+// cpuWorkload is what is sent, and how to send it to a target.
+type cpuWorkload struct {
+	workloadShape
+	messages int
+	targets  []string
+	send     func(ctx context.Context, target string, messages int) (rate float64, err error)
+}
+
+// publishSubject is where the publish workload publishes (no one subscribes).
+const publishSubject = "weighstation.cpu"
+
+// The message counts keep each run to a few seconds (Envoy's CPU is read to the nanosecond, see
+// processCPU); the broker answers only a few thousand Produce requests a second here (each
+// crosses its TLS listener to it).
+var (
+	natsSizes = []struct{ bytes, messages int }{
+		{128, 2_000_000}, {1 << 10, 1_000_000}, {16 << 10, 200_000}, {64 << 10, 60_000},
+	}
+	// produceShapes: records per request at 100 B (what each more record costs), and record
+	// sizes at one record per request (what each more KiB costs); every batch within 1 MiB.
+	produceShapes = []struct{ records, bytes, requests int }{
+		{1, 100, 10_000}, {100, 100, 4_000}, {1000, 100, 800},
+		{1, 1 << 10, 8_000}, {1, 16 << 10, 4_000}, {1, 64 << 10, 1_200},
+	}
+)
+
+func (s *suite) cpuWorkloads() []cpuWorkload {
+	scale := 1 // quick: a tenth of the messages
+	if s.timing == quickTiming {
+		scale = 10
+	}
+	natsAddr := map[string]string{"gateway": s.stack.addr("NATS_PORT"), "tcp-proxy": s.stack.addr("NATS_PLAIN_PORT"),
+		"direct": s.stack.addr("NATS_UPSTREAM_PORT"), "gateway-tls": s.stack.addr("NATS_TLS_PORT")}
+	// nats-server admits a tenant's user only through the gateway: elsewhere the baseline user.
+	natsUser := func(target string) tenant {
+		if target == "direct" || target == "tcp-proxy" {
+			return baseline
+		}
+		return acme
+	}
+	var out []cpuWorkload
+	for _, n := range natsSizes {
+		out = append(out, cpuWorkload{
+			workloadShape: workloadShape{Direction: natsPublish, Bytes: n.bytes, Records: 1},
+			messages:      n.messages / scale,
+			targets:       []string{"gateway", "tcp-proxy", "direct", "gateway-tls"},
+			send: func(ctx context.Context, target string, messages int) (float64, error) {
+				return s.natsBench(ctx, natsAddr[target], publishSubject, natsUser(target), n.bytes, messages, target == "gateway-tls")
+			},
+		})
+	}
+	for _, n := range natsSizes {
+		out = append(out, cpuWorkload{
+			workloadShape: workloadShape{Direction: natsDelivery, Bytes: n.bytes, Records: 1},
+			messages:      n.messages / scale,
+			targets:       []string{"gateway", "tcp-proxy"},
+			send: func(ctx context.Context, target string, messages int) (float64, error) {
+				return s.natsDeliver(ctx, natsAddr[target], natsUser(target), n.bytes, messages)
+			},
+		})
+	}
+	// Both Kafka listeners reach the same broker listener, as the gateway; acme by its client id.
+	kafkaAddr := map[string]string{"gateway": s.stack.addr("KAFKA_PORT"), "tcp-proxy": s.stack.addr("KAFKA_PLAIN_PORT")}
+	for _, p := range produceShapes {
+		out = append(out, cpuWorkload{
+			workloadShape: workloadShape{Direction: kafkaProduce, Bytes: p.bytes, Records: p.records},
+			messages:      p.requests / scale,
+			targets:       []string{"gateway", "tcp-proxy"},
+			send: func(ctx context.Context, target string, requests int) (float64, error) {
+				return produceOnOneConnection(ctx, kafkaAddr[target], acme.kafkaClientID, p.records, p.bytes, requests)
+			},
+		})
+	}
+	out = append(out, cpuWorkload{
+		workloadShape: workloadShape{Direction: kafkaProducerPerf, Bytes: 128, Records: 1},
+		messages:      1_000_000 / scale,
+		targets:       []string{"gateway", "direct"},
+		send: func(ctx context.Context, target string, messages int) (float64, error) {
+			if target == "direct" {
+				return s.producerPerf(ctx, s.stack.addr("KAFKA_DIRECT_PORT"), 128, messages, baselineSASL()...)
+			}
+			return s.producerPerf(ctx, s.stack.addr("KAFKA_PORT"), 128, messages)
+		},
+	})
+	return out
+}
