@@ -12,6 +12,7 @@
 //! forwarding is, and LIMIT how much the filter itself keeps per connection.
 
 use crate::scan::Outcome;
+use crate::source::{Source, Whole};
 
 /// What to do with Envoy's buffer after a scan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,48 +30,57 @@ pub struct Carry<const LIMIT: usize>(Vec<u8>);
 impl<const LIMIT: usize> Carry<LIMIT> {
     /// Runs `scan` over the carried bytes followed by Envoy's. Also returns how many bytes of a
     /// held buffer the plan forwards: the scanner must be told, as its next buffer starts there.
+    /// Envoy's bytes are read whole only when something is carried, edited or held.
     pub fn scan<E>(
         &mut self,
-        envoy: &[u8],
-        scan: impl FnOnce(&[u8]) -> Result<Outcome, E>,
+        envoy: &mut dyn Source,
+        scan: impl FnOnce(&mut dyn Source) -> Result<Outcome, E>,
     ) -> Result<(Plan, usize), E> {
-        let input: Vec<u8>;
-        let buf: &[u8] = if self.0.is_empty() {
-            envoy
-        } else {
-            input = [std::mem::take(&mut self.0).as_slice(), envoy].concat();
-            &input
-        };
-        let outcome = scan(buf)?;
-        let changed = outcome.replace.is_some() || buf.len() != envoy.len();
-        let output = outcome.replace.as_deref().unwrap_or(buf);
-        if !outcome.hold {
-            return Ok((Plan::Forward(changed.then(|| output.to_vec())), 0));
+        if self.0.is_empty() {
+            let outcome = scan(envoy)?;
+            return Ok(self.plan(outcome, envoy, false));
         }
+        let input = [std::mem::take(&mut self.0).as_slice(), envoy.all()].concat();
+        let mut joined = Whole(&input);
+        let outcome = scan(&mut joined)?;
+        Ok(self.plan(outcome, &mut joined, true))
+    }
+
+    fn plan(&mut self, outcome: Outcome, input: &mut dyn Source, carried: bool) -> (Plan, usize) {
+        let changed = outcome.replace.is_some() || carried;
+        if !outcome.hold {
+            let forward = changed.then(|| outcome.replace.unwrap_or_else(|| input.all().to_vec()));
+            return (Plan::Forward(forward), 0);
+        }
+        let output = match outcome.replace {
+            Some(replaced) => replaced,
+            None => input.all().to_vec(),
+        };
         let (ahead, behind) = output.split_at(outcome.decided.min(output.len()));
         if behind.len() > LIMIT {
-            return Ok((
+            return (
                 Plan::Hold {
-                    buffer: changed.then(|| output.to_vec()),
+                    buffer: changed.then(|| output.clone()),
                     resume: false,
                 },
                 0,
-            ));
+            );
         }
         self.0 = behind.to_vec();
-        Ok((
+        (
             Plan::Hold {
                 buffer: Some(ahead.to_vec()),
                 resume: !ahead.is_empty(),
             },
             ahead.len(),
-        ))
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::Ranges;
     use proptest::prelude::*;
     use std::convert::Infallible;
 
@@ -96,8 +106,8 @@ mod tests {
     /// Scans with a scanner that answers `outcome` and records what it was shown.
     fn scan<const L: usize>(carry: &mut Carry<L>, envoy: &[u8], outcome: Outcome) -> (Plan, usize, Vec<u8>) {
         let mut seen = Vec::new();
-        let Ok((plan, forwarded)) = carry.scan(envoy, |buf| {
-            seen = buf.to_vec();
+        let Ok((plan, forwarded)) = carry.scan(&mut Ranges::new(envoy), |buf| {
+            seen = buf.all().to_vec();
             Ok::<_, Infallible>(outcome)
         });
         (plan, forwarded, seen)
@@ -244,7 +254,7 @@ mod tests {
                 let (read, after) = rest.split_at(size.min(rest.len()));
                 rest = after;
                 envoy.buffer.extend_from_slice(read);
-                let Ok((plan, reported)) = carry.scan(&envoy.buffer, |buf| {
+                let Ok((plan, reported)) = carry.scan(&mut Ranges::new(&envoy.buffer), |buf| {
                     Ok::<_, Infallible>(match hold_at {
                         Some(at) => hold(usize::from(at) % (buf.len() + 1)),
                         None => forward(None),
@@ -257,7 +267,7 @@ mod tests {
                 }
             }
             envoy.buffer.extend_from_slice(rest);
-            let Ok((plan, _)) = carry.scan(&envoy.buffer, |_| Ok::<_, Infallible>(forward(None)));
+            let Ok((plan, _)) = carry.scan(&mut Ranges::new(&envoy.buffer), |_| Ok::<_, Infallible>(forward(None)));
             envoy.apply(plan);
             prop_assert_eq!(envoy.forwarded, input);
         }

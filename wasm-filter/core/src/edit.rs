@@ -1,67 +1,112 @@
-//! Builds a replacement for a buffer from the parts kept, dropped and inserted while scanning.
-//! Nothing is allocated until the first edit: an unedited buffer is forwarded as it is.
+//! Builds a replacement for a buffer from the edits made while scanning it. The edits are kept
+//! as ranges and the buffer is read whole only when the replacement is built: an unedited buffer
+//! is forwarded as it is, without a byte of it read beyond the headers the scanner asked for.
+
+use crate::source::{Source, Whole};
 
 #[derive(Debug, Default)]
 pub(crate) struct Editor {
-    out: Option<Vec<u8>>,
-    /// Input before this offset has been copied or dropped.
-    copied: usize,
+    /// (start, end, bytes in place of start..end), in order and not overlapping.
+    edits: Vec<(usize, usize, Vec<u8>)>,
+    /// Output length minus input length, over the edits so far.
+    growth: isize,
 }
 
 impl Editor {
-    /// Replaces `buf[start..end]` with `with` (`end` may exceed the buffer: the rest is dropped).
-    pub(crate) fn replace(&mut self, buf: &[u8], start: usize, end: usize, with: &[u8]) {
-        let out = self
-            .out
-            .get_or_insert_with(|| Vec::with_capacity(buf.len() + with.len()));
-        out.extend_from_slice(buf.get(self.copied..start).unwrap_or_default());
-        out.extend_from_slice(with);
-        self.copied = end.min(buf.len());
+    /// Replaces `start..end` of a buffer of `len` bytes with `with` (`end` may exceed the
+    /// buffer: the rest is dropped).
+    pub(crate) fn replace(&mut self, len: usize, start: usize, end: usize, with: &[u8]) {
+        let end = end.min(len).max(start);
+        self.growth += with.len() as isize - (end - start) as isize;
+        self.edits.push((start, end, with.to_vec()));
     }
 
-    /// Where input offset `pos` lands in the output.
+    /// Where input offset `pos` (at or after every edit) lands in the output.
     pub(crate) fn output_offset(&self, pos: usize) -> usize {
-        match &self.out {
-            Some(out) => out.len() + pos.saturating_sub(self.copied),
-            None => pos,
-        }
+        pos.saturating_add_signed(self.growth)
     }
 
-    /// The replacement buffer, if anything was edited.
-    pub(crate) fn finish(mut self, buf: &[u8], upto: usize) -> Option<Vec<u8>> {
-        let copied = self.copied;
-        if let Some(out) = self.out.as_mut() {
-            out.extend_from_slice(buf.get(copied..upto).unwrap_or_default());
+    pub(crate) fn is_empty(&self) -> bool {
+        self.edits.is_empty()
+    }
+
+    /// The replacement for the buffer's first `upto` bytes, if anything was edited.
+    pub(crate) fn finish(self, src: &mut dyn Source, upto: usize) -> Option<Vec<u8>> {
+        if self.edits.is_empty() {
+            return None;
         }
-        self.out
+        let buf = src.all();
+        let upto = upto.min(buf.len());
+        let mut out = Vec::with_capacity(self.output_offset(upto));
+        let mut copied = 0;
+        for (start, end, with) in &self.edits {
+            out.extend_from_slice(buf.get(copied..*start).unwrap_or_default());
+            out.extend_from_slice(with);
+            copied = *end;
+        }
+        out.extend_from_slice(buf.get(copied..upto).unwrap_or_default());
+        Some(out)
     }
 }
 
 /// Scans a read of a direction that is never paused, after the bytes carried from the previous
 /// read. `scan` returns its edits and where the last complete unit ends; what follows is carried
 /// into the next read (so it is cut from what is forwarded now). Returns the bytes to forward
-/// instead of `chunk`, if they differ.
+/// instead of the read, if they differ.
 pub(crate) fn scan_carried(
     carry: &mut Vec<u8>,
-    chunk: &[u8],
-    scan: impl FnOnce(&[u8]) -> (Editor, usize),
+    src: &mut dyn Source,
+    scan: impl FnOnce(&mut dyn Source) -> (Editor, usize),
 ) -> Option<Vec<u8>> {
-    let carried = !carry.is_empty();
-    let owned;
-    let data: &[u8] = if carried {
-        owned = [std::mem::take(carry).as_slice(), chunk].concat();
-        &owned
-    } else {
-        chunk
-    };
-    let (edit, cut) = scan(data);
-    let cut = cut.min(data.len());
-    if let Some(rest) = data.get(cut..).filter(|r| !r.is_empty()) {
-        *carry = rest.to_vec();
+    if carry.is_empty() {
+        return cut_carried(carry, src, scan, false);
     }
-    match edit.finish(data, cut) {
-        Some(out) => Some(out),
-        None if carried || cut < data.len() => Some(data.get(..cut).unwrap_or_default().to_vec()),
-        None => None,
+    // Rare: a control line or frame header split across reads.
+    let joined = [std::mem::take(carry).as_slice(), src.all()].concat();
+    cut_carried(carry, &mut Whole(&joined), scan, true)
+}
+
+fn cut_carried(
+    carry: &mut Vec<u8>,
+    data: &mut dyn Source,
+    scan: impl FnOnce(&mut dyn Source) -> (Editor, usize),
+    carried: bool,
+) -> Option<Vec<u8>> {
+    let len = data.len();
+    let (edit, cut) = scan(data);
+    let cut = cut.min(len);
+    if cut < len {
+        *carry = data.at(cut, len - cut).to_vec();
+    }
+    if !edit.is_empty() {
+        return edit.finish(data, cut);
+    }
+    (carried || cut < len).then(|| data.at(0, cut).get(..cut).unwrap_or_default().to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::Ranges;
+
+    #[test]
+    fn edits_build_the_replacement_in_order() {
+        let input = b"0123456789";
+        let mut e = Editor::default();
+        e.replace(input.len(), 1, 3, b"ab");
+        e.replace(input.len(), 5, 5, b"+");
+        e.replace(input.len(), 8, 99, b"");
+        assert_eq!(e.output_offset(10), 9);
+        assert_eq!(
+            e.finish(&mut Ranges::new(input), 10).as_deref(),
+            Some(&b"0ab34+567"[..])
+        );
+    }
+
+    #[test]
+    fn no_edit_reads_nothing() {
+        let mut src = Ranges::new(b"0123");
+        assert_eq!(Editor::default().finish(&mut src, 4), None);
+        assert_eq!(src.served, 0);
     }
 }

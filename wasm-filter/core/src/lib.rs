@@ -20,4 +20,5 @@ pub mod protocol;
 pub mod quota;
 pub mod report;
 pub mod scan;
+pub mod source;
 pub mod waitlist;

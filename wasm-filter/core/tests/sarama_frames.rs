@@ -3,6 +3,7 @@
 
 use weighstation_core::kafka::{visit_produce, RequestHandler, RequestHeader, RequestStream, API_PRODUCE};
 use weighstation_core::scan::Admission;
+use weighstation_core::source::{Ranges, Source};
 
 #[derive(Default)]
 struct Produces {
@@ -11,9 +12,9 @@ struct Produces {
 }
 
 impl RequestHandler for Produces {
-    fn request(&mut self, h: &RequestHeader<'_>, body: Option<&[u8]>) -> Admission {
+    fn request(&mut self, h: &RequestHeader<'_>, body: Option<&mut dyn Source>) -> Admission {
         if let (API_PRODUCE, Some(body)) = (h.api_key, body) {
-            match visit_produce(body, h.api_version, |_| {}) {
+            match visit_produce(body, h.api_version, &mut Vec::new(), |_| {}) {
                 Ok(s) => self.read.push((h.api_version, s.records)),
                 Err(e) => self.failed.push(format!("v{}: {e:?}", h.api_version)),
             }
@@ -33,7 +34,9 @@ fn every_produce_sarama_sent_is_read() {
         }
         let bytes = std::fs::read(&path).unwrap();
         let mut h = Produces::default();
-        let outcome = RequestStream::new(1 << 20).process(&bytes[1..], &mut h).unwrap();
+        let outcome = RequestStream::new(1 << 20)
+            .process(&mut Ranges::new(&bytes[1..]), &mut h)
+            .unwrap();
         assert!(!outcome.hold, "{path:?}: a complete capture left something incomplete");
         assert!(h.failed.is_empty(), "{path:?}: {:?}", h.failed);
         assert_eq!(h.read.len(), 1, "{path:?}");

@@ -6,7 +6,9 @@ use proxy_wasm::types::{Action, BufferType, PeerType};
 use std::cell::RefCell;
 use std::rc::Rc;
 use weighstation_core::carry::Plan;
+use weighstation_core::source::{Source, Whole};
 
+use crate::buffer::HostBuffer;
 use crate::host;
 use crate::metrics;
 use crate::paused;
@@ -16,9 +18,9 @@ use crate::waiters::{self, Retry};
 pub trait Protocol: 'static {
     /// Client bytes (carried bytes first, see weighstation_core::carry); Err closes the
     /// connection.
-    fn client_data(&mut self, envoy: &[u8]) -> Result<Plan, &'static str>;
+    fn client_data(&mut self, envoy: &mut dyn Source) -> Result<Plan, &'static str>;
     /// Server bytes; Some replaces them.
-    fn server_data(&mut self, buf: &[u8]) -> Option<Vec<u8>>;
+    fn server_data(&mut self, buf: &mut dyn Source) -> Option<Vec<u8>>;
     /// True once after server bytes resolved what held client bytes were waiting for (the
     /// broker's verdict on the client's credentials): they are decided at once.
     fn release_held(&mut self) -> bool {
@@ -36,7 +38,7 @@ impl<P: Protocol> Retry for Shared<P> {
         // Busy means this connection is inside its own callback; the next tick retries it.
         let Ok(mut st) = self.0.try_borrow_mut() else { return };
         let applied = match paused::held_buffer() {
-            Ok(held) => match st.client_data(&held) {
+            Ok(held) => match st.client_data(&mut Whole(&held)) {
                 Ok(plan) => paused::in_retry(plan)
                     .map_err(|s| format!("host refused to rewrite or resume the held buffer: {s:?}")),
                 Err(why) => Err(why.to_owned()),
@@ -97,13 +99,12 @@ impl<P: Protocol> StreamContext for Connection<P> {
             let _ = host::close_downstream();
             return Action::Pause;
         }
-        let Ok(envoy) = host::get_buffer(BufferType::DownstreamData) else {
-            return Action::Continue;
-        };
         let Ok(mut st) = self.state.0.try_borrow_mut() else {
             return Action::Pause;
         };
-        let applied = match st.client_data(&envoy) {
+        let mut envoy = HostBuffer::new(BufferType::DownstreamData, size);
+        let applied = match st.client_data(&mut envoy) {
+            _ if envoy.failed() => Err("host refused to read the buffer".to_owned()),
             Ok(plan) => paused::in_callback(plan).map_err(|s| format!("host refused the buffer: {s:?}")),
             Err(why) => Err(why.to_owned()),
         };
@@ -123,18 +124,21 @@ impl<P: Protocol> StreamContext for Connection<P> {
         if size == 0 {
             return Action::Continue;
         }
-        let Ok(buf) = host::get_buffer(BufferType::UpstreamData) else {
-            return Action::Continue;
-        };
         let Ok(mut st) = self.state.0.try_borrow_mut() else {
             return Action::Continue;
         };
-        if let Some(replacement) = st.server_data(&buf) {
-            if let Err(s) = host::replace_buffer(BufferType::UpstreamData, &replacement) {
-                log::warn!("weighstation: closing connection: host refused the server's bytes: {s:?}");
-                st.close();
-                let _ = host::close_downstream();
-            }
+        let mut server = HostBuffer::new(BufferType::UpstreamData, size);
+        let replaced = st.server_data(&mut server);
+        let applied = match replaced {
+            _ if server.failed() => Err("host refused to read the server's bytes".to_owned()),
+            Some(replacement) => host::replace_buffer(BufferType::UpstreamData, &replacement)
+                .map_err(|s| format!("host refused the server's bytes: {s:?}")),
+            None => Ok(()),
+        };
+        if let Err(why) = applied {
+            log::warn!("weighstation: closing connection: {why}");
+            st.close();
+            let _ = host::close_downstream();
         }
         let release = st.release_held();
         drop(st);

@@ -32,19 +32,24 @@ fn ok(status: Status) -> Result<(), Status> {
     }
 }
 
-/// The whole buffer; Ok(empty) when the host has none to give.
-pub fn get_buffer(buffer_type: BufferType) -> Result<Vec<u8>, Status> {
+/// `len` bytes of a buffer from `start` (fewer where it ends); Ok(empty) when the host has none.
+pub fn get_range(buffer_type: BufferType, start: usize, len: usize) -> Result<Vec<u8>, Status> {
     let mut data: *mut u8 = null_mut();
     let mut size: usize = 0;
     // SAFETY: the host writes a pointer it allocated through this module's allocator (as the
     // SDK's get_buffer relies on) and its size; ownership passes to the Vec.
     unsafe {
-        match proxy_get_buffer_bytes(buffer_type, 0, usize::MAX, &mut data, &mut size) {
+        match proxy_get_buffer_bytes(buffer_type, start, len, &mut data, &mut size) {
             Status::Ok if !data.is_null() => Ok(Vec::from_raw_parts(data, size, size)),
             Status::Ok | Status::NotFound => Ok(Vec::new()),
             other => Err(other),
         }
     }
+}
+
+/// The whole buffer; Ok(empty) when the host has none to give.
+pub fn get_buffer(buffer_type: BufferType) -> Result<Vec<u8>, Status> {
+    get_range(buffer_type, 0, usize::MAX)
 }
 
 /// Envoy replaces a whole network buffer only when asked for at least its length (a shorter

@@ -20,6 +20,7 @@ use weighstation_core::kafka::{
 };
 use weighstation_core::limits::Reason;
 use weighstation_core::scan::Admission;
+use weighstation_core::source::Source;
 
 use crate::clock::now_ns;
 use crate::connection::{self, Connection};
@@ -80,6 +81,8 @@ struct Conn {
     /// The Produce's topics as (offset in the body, length, records), kept for the usage report
     /// while reporting is on (reused, like `batches`).
     topics: Vec<(usize, usize, u64)>,
+    /// A Produce's topic names while its headers are walked (reused, like `batches`).
+    topic: Vec<u8>,
     /// The SASL mechanism of the connection's SaslHandshake.
     mechanism: Mechanism,
     /// Who the client's SaslAuthenticate says it is, until the broker answers.
@@ -135,7 +138,7 @@ impl Conn {
         }
     }
 
-    fn produce(&mut self, h: &RequestHeader<'_>, body: &[u8], now: u64) -> Admission {
+    fn produce(&mut self, h: &RequestHeader<'_>, body: &mut dyn Source, now: u64) -> Admission {
         self.who.ensure_attributed();
         let Some(who) = self.who.current() else {
             return Admission::Forward;
@@ -153,12 +156,11 @@ impl Conn {
         let mut topics = std::mem::take(&mut self.topics);
         topics.clear();
         let reporting = reports::enabled();
-        let base = body.as_ptr() as usize;
-        let summary = visit_produce(body, h.api_version, |p| {
+        let summary = visit_produce(body, h.api_version, &mut self.topic, |p| {
             batches.push(Batch::of(p));
             largest = largest.max(p.largest_batch);
             if reporting {
-                topics.push((p.topic.as_ptr() as usize - base, p.topic.len(), p.records));
+                topics.push((p.topic_at, p.topic.len(), p.records));
             }
             let o = plan.override_for(Protocol::Kafka, p.topic);
             over = over.or(o);
@@ -190,7 +192,7 @@ impl Conn {
     fn decide(
         &mut self,
         h: &RequestHeader<'_>,
-        body: &[u8],
+        body: &mut dyn Source,
         batches: &[Batch],
         produce: &Inspected,
         now: u64,
@@ -254,7 +256,7 @@ impl Conn {
                 }
                 let usage = who.metrics.usage_slot();
                 for &(at, len, records) in &self.topics {
-                    reports::kafka_topic(usage, body.get(at..at + len).unwrap_or_default(), records);
+                    reports::kafka_topic(usage, body.at(at, len).get(..len).unwrap_or_default(), records);
                 }
                 self.retries.spent(batches);
                 if awaits_reply {
@@ -299,7 +301,7 @@ impl Conn {
     fn refuse(
         &mut self,
         h: &RequestHeader<'_>,
-        body: &[u8],
+        body: &mut dyn Source,
         produce: &Inspected,
         now: u64,
         refused: (Reason, Option<usize>),
@@ -342,7 +344,7 @@ impl Conn {
             None => (None, None),
         };
         let mut topics: Vec<(Vec<u8>, Vec<PartitionError>)> = Vec::new();
-        let _ = visit_produce(body, h.api_version, |p| {
+        let _ = visit_produce(body, h.api_version, &mut self.topic, |p| {
             let error = match reason {
                 Reason::Size => {
                     let max = plan
@@ -391,9 +393,9 @@ impl Conn {
 }
 
 /// A Produce's first topic, for a decision event.
-fn first_topic(body: &[u8], version: i16) -> Vec<u8> {
+fn first_topic(body: &mut dyn Source, version: i16) -> Vec<u8> {
     let mut topic = Vec::new();
-    let _ = visit_produce(body, version, |p| {
+    let _ = visit_produce(body, version, &mut Vec::new(), |p| {
         if topic.is_empty() {
             topic = p.topic.to_vec();
         }
@@ -403,11 +405,12 @@ fn first_topic(body: &[u8], version: i16) -> Vec<u8> {
 
 struct Requests<'a> {
     conn: &'a mut Conn,
-    now: u64,
+    /// Envoy's clock, read once a Produce is decided.
+    now: Option<u64>,
 }
 
 impl RequestHandler for Requests<'_> {
-    fn request(&mut self, h: &RequestHeader<'_>, body: Option<&[u8]>) -> Admission {
+    fn request(&mut self, h: &RequestHeader<'_>, body: Option<&mut dyn Source>) -> Admission {
         match h.api_key {
             // The handshake that precedes authentication: the connection is nobody's but the
             // default tenant's (or its certificate's) yet, whatever client id it claims.
@@ -416,14 +419,17 @@ impl RequestHandler for Requests<'_> {
         }
         match (h.api_key, body) {
             (API_SASL_HANDSHAKE, Some(body)) => {
-                self.conn.mechanism = handshake_mechanism(body);
+                self.conn.mechanism = handshake_mechanism(body.all());
                 Admission::Forward
             }
             (API_SASL_AUTHENTICATE, body) => {
-                self.conn.authenticating(h, body);
+                self.conn.authenticating(h, body.map(|b| b.all()));
                 Admission::Forward
             }
-            (API_PRODUCE, Some(body)) if !self.conn.refused => self.conn.produce(h, body, self.now),
+            (API_PRODUCE, Some(body)) if !self.conn.refused => {
+                let now = *self.now.get_or_insert_with(now_ns);
+                self.conn.produce(h, body, now)
+            }
             (API_VERSIONS, _) => {
                 self.conn
                     .pending
@@ -508,14 +514,13 @@ pub struct State {
 impl State {
     /// Scans what Envoy holds, behind any carried bytes (see weighstation_core::carry); Err
     /// closes.
-    fn client_data(&mut self, envoy: &[u8]) -> Result<Plan, &'static str> {
-        let now = now_ns();
+    fn client_data(&mut self, envoy: &mut dyn Source) -> Result<Plan, &'static str> {
         self.conn.who.read_certificate();
         self.conn.who.refresh();
         let State {
             conn, requests, carry, ..
         } = self;
-        let (plan, forwarded) = carry.scan(envoy, |buf| requests.process(buf, &mut Requests { conn, now }))?;
+        let (plan, forwarded) = carry.scan(envoy, |buf| requests.process(buf, &mut Requests { conn, now: None }))?;
         requests.forwarded(forwarded);
         Ok(plan)
     }
@@ -555,6 +560,7 @@ pub fn connection(context_id: u32) -> Connection<State> {
                 retries: Retries::default(),
                 batches: Vec::new(),
                 topics: Vec::new(),
+                topic: Vec::new(),
                 mechanism: Mechanism::default(),
                 claimed: None,
             },
@@ -566,7 +572,7 @@ pub fn connection(context_id: u32) -> Connection<State> {
 }
 
 impl connection::Protocol for State {
-    fn client_data(&mut self, envoy: &[u8]) -> Result<Plan, &'static str> {
+    fn client_data(&mut self, envoy: &mut dyn Source) -> Result<Plan, &'static str> {
         let plan = State::client_data(self, envoy);
         if self.conn.refused {
             // Kafka has no way to say "too many connections": a broker's answer is to close.
@@ -575,7 +581,7 @@ impl connection::Protocol for State {
         plan
     }
 
-    fn server_data(&mut self, buf: &[u8]) -> Option<Vec<u8>> {
+    fn server_data(&mut self, buf: &mut dyn Source) -> Option<Vec<u8>> {
         let State { conn, responses, .. } = self;
         responses.process(buf, &mut Responses { conn })
     }

@@ -7,6 +7,7 @@ use weighstation_core::config::Protocol;
 use weighstation_core::identity::{Authenticated, NatsCredentials};
 use weighstation_core::limits::Reason;
 use weighstation_core::nats::{Gate, Publish, Session, Verdict};
+use weighstation_core::source::Source;
 
 use crate::clock::now_ns;
 use crate::connection::{self, Connection};
@@ -59,7 +60,15 @@ impl Conn {
 
 struct NatsGate<'a> {
     conn: &'a mut Conn,
-    now: u64,
+    /// Envoy's clock, read once a decision needs it: a read that is all payload asks nothing
+    /// of the host.
+    now: Option<u64>,
+}
+
+impl NatsGate<'_> {
+    fn now(&mut self) -> u64 {
+        *self.now.get_or_insert_with(now_ns)
+    }
 }
 
 impl Gate for NatsGate<'_> {
@@ -80,6 +89,7 @@ impl Gate for NatsGate<'_> {
     }
 
     fn publish(&mut self, p: &Publish<'_>) -> Verdict {
+        let now = self.now();
         let conn = &mut *self.conn;
         conn.who.ensure_attributed();
         let Some(who) = conn.who.current() else {
@@ -92,13 +102,12 @@ impl Gate for NatsGate<'_> {
             bytes: p.total_bytes as u64,
             messages: 1,
             awaits_reply: p.reply.is_some(),
-            now: self.now,
+            now,
             me: conn.id,
             check_size: true,
             prepaid: Prepaid::default(),
         };
         let outcome = gatekeeper::admit(&ask, &mut conn.held);
-        let now = self.now;
         let log = |by: Option<usize>, decision: &dyn Fn(&reports::Site<'_>)| {
             if let Some(site) = conn.who.site(by, now) {
                 decision(&site);
@@ -113,7 +122,7 @@ impl Gate for NatsGate<'_> {
                 reports::nats_subject(who.metrics.usage_slot(), p.subject);
                 if let (Some(slot), Some(reply)) = (slot, p.reply) {
                     who.metrics.in_flight(1);
-                    let deadline = self.now + IN_FLIGHT_TIMEOUT_NS;
+                    let deadline = now + IN_FLIGHT_TIMEOUT_NS;
                     if let Some(old) = conn.pending.insert(reply.into(), Pending { slot, deadline }) {
                         // The same reply subject twice: the earlier request's slot goes back now.
                         old.slot.release();
@@ -180,8 +189,10 @@ pub struct State {
 
 impl State {
     fn gate(&mut self) -> (&mut Session, NatsGate<'_>) {
-        let now = now_ns();
-        self.conn.expire_pending(now);
+        let now = (!self.conn.pending.is_empty()).then(now_ns);
+        if let Some(now) = now {
+            self.conn.expire_pending(now);
+        }
         if self.conn.who.refresh() {
             let gate = NatsGate {
                 conn: &mut self.conn,
@@ -213,7 +224,7 @@ impl State {
     }
 
     /// Scans what Envoy holds, behind any carried bytes (see weighstation_core::carry).
-    fn client_data(&mut self, envoy: &[u8]) -> Plan {
+    fn client_data(&mut self, envoy: &mut dyn Source) -> Plan {
         self.start();
         let mut carry = std::mem::take(&mut self.carry);
         let scanned = carry.scan(envoy, |buf| {
@@ -262,11 +273,11 @@ pub fn connection(context_id: u32) -> Connection<State> {
 }
 
 impl connection::Protocol for State {
-    fn client_data(&mut self, envoy: &[u8]) -> Result<Plan, &'static str> {
+    fn client_data(&mut self, envoy: &mut dyn Source) -> Result<Plan, &'static str> {
         Ok(State::client_data(self, envoy))
     }
 
-    fn server_data(&mut self, buf: &[u8]) -> Option<Vec<u8>> {
+    fn server_data(&mut self, buf: &mut dyn Source) -> Option<Vec<u8>> {
         self.start();
         let (session, mut gate) = self.gate();
         session.server_data(buf, &mut gate)

@@ -9,6 +9,7 @@ use weighstation_core::kafka::{
     MAX_HEADER_BYTES,
 };
 use weighstation_core::scan::Admission;
+use weighstation_core::source::{Ranges, Source};
 
 /// Walks every body it is given; holds each request once, then forwards or replaces it by
 /// its correlation id, so holding, editing and forwarding all run.
@@ -18,9 +19,10 @@ struct Walk {
 }
 
 impl RequestHandler for Walk {
-    fn request(&mut self, h: &RequestHeader<'_>, body: Option<&[u8]>) -> Admission {
-        let Some(b) = body else { return Admission::Forward };
-        let _ = visit_produce(b, h.api_version, |_| {});
+    fn request(&mut self, h: &RequestHeader<'_>, body: Option<&mut dyn Source>) -> Admission {
+        let Some(body) = body else { return Admission::Forward };
+        let _ = visit_produce(body, h.api_version, &mut Vec::new(), |_| {});
+        let b = body.all();
         for mechanism in [Mechanism::Plain, Mechanism::Scram, Mechanism::OAuthBearer] {
             let _ = authenticate_step(b, h.api_version, mechanism);
         }
@@ -51,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
         held.extend_from_slice(chunk);
         // A hold is retried once more, as a tick would, before the next read arrives.
         for _ in 0..2 {
-            let Ok(outcome) = scanner.process(&held, &mut walk) else {
+            let Ok(outcome) = scanner.process(&mut Ranges::new(&held), &mut walk) else {
                 return;
             };
             let out = outcome.replace.unwrap_or_else(|| held.clone());

@@ -17,6 +17,7 @@ use weighstation_core::kafka::{
     Interest, PartitionError, ResponseHandler, ResponseStream, API_FIND_COORDINATOR, API_METADATA, MAX_PRODUCE_VERSION,
     MAX_WHOLE, MIN_PRODUCE_VERSION, THROTTLING_QUOTA_EXCEEDED,
 };
+use weighstation_core::source::Ranges;
 
 /// The address a broker advertises and the gateway's for it; the map swaps them, so rewriting
 /// twice gives back the frame.
@@ -276,7 +277,7 @@ fuzz_target!(|data: &[u8]| {
     let mut walk = Walk::default();
     let mut forwarded = Vec::new();
     for (i, chunk) in stream.chunks(usize::from(split).max(1)).enumerate() {
-        match scanner.process(chunk, &mut glue) {
+        match scanner.process(&mut Ranges::new(chunk), &mut glue) {
             Some(r) => forwarded.extend(r),
             None => forwarded.extend_from_slice(chunk),
         }

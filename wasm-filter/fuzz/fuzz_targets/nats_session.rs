@@ -16,6 +16,7 @@ use libfuzzer_sys::fuzz_target;
 use std::cell::Cell;
 use weighstation_core::identity::NatsCredentials;
 use weighstation_core::nats::{Gate, Publish, Session, Verdict, SERVER_REFUSES_PAYLOAD, TLS_FIRST_REQUIRED};
+use weighstation_core::source::Ranges;
 
 /// No refusal or close adds more than this to the client's stream beyond the bytes it replaces:
 /// a close's oversized PUB; a refused message's no-responders PUB or HPUB and PING add less (the
@@ -135,7 +136,7 @@ impl Client {
         let Client { dir, held, .. } = self;
         dir.given.extend_from_slice(chunk);
         held.extend_from_slice(chunk);
-        let o = session.client_data(held, gate);
+        let o = session.client_data(&mut Ranges::new(held), gate);
         if let Some(r) = o.replace {
             *held = r;
         }
@@ -202,7 +203,7 @@ fuzz_target!(|data: &[u8]| {
             session.limit_changed(&gate);
         }
         server.given.extend_from_slice(chunk);
-        match session.server_data(chunk, &mut gate) {
+        match session.server_data(&mut Ranges::new(chunk), &mut gate) {
             Some(r) => server.forwarded.extend(r),
             None => server.forwarded.extend_from_slice(chunk),
         }

@@ -17,6 +17,7 @@ use crate::kafka::{
     API_VERSIONS, FIRST_FLEXIBLE_PRODUCE, MAX_PRODUCE_VERSION, MIN_PRODUCE_VERSION, THROTTLING_QUOTA_EXCEEDED,
 };
 use crate::scan::Admission;
+use crate::source::{Ranges, Source, Whole};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -231,7 +232,7 @@ impl Broker {
         let header_tags = usize::from(version >= FIRST_FLEXIBLE_PRODUCE);
         let body = frame.get(14 + client_id_len + header_tags..)?;
         let mut topics: Vec<(Vec<u8>, Vec<PartitionError>)> = Vec::new();
-        let summary = visit_produce(body, version, |p| {
+        let summary = visit_produce(&mut Whole(body), version, &mut Vec::new(), |p| {
             let partition = PartitionError {
                 partition: p.partition,
                 error: 0,
@@ -265,12 +266,12 @@ struct Glue {
 }
 
 impl RequestHandler for Glue {
-    fn request(&mut self, h: &RequestHeader<'_>, body: Option<&[u8]>) -> Admission {
+    fn request(&mut self, h: &RequestHeader<'_>, body: Option<&mut dyn Source>) -> Admission {
         let (API_PRODUCE, Some(body)) = (h.api_key, body) else {
             return Admission::Forward;
         };
         let mut refusal: Vec<(Vec<u8>, Vec<PartitionError>)> = Vec::new();
-        let summary = visit_produce(body, h.api_version, |p| {
+        let summary = visit_produce(body, h.api_version, &mut Vec::new(), |p| {
             let partition = PartitionError {
                 partition: p.partition,
                 error: THROTTLING_QUOTA_EXCEEDED,
@@ -382,7 +383,7 @@ impl Connection {
             glue, requests, carry, ..
         } = self;
         let (plan, forwarded) = carry
-            .scan(&self.envoy_buffer, |buf| requests.process(buf, glue))
+            .scan(&mut Ranges::new(&self.envoy_buffer), |buf| requests.process(buf, glue))
             .map_err(|why| TestCaseError::fail(format!("the filter closed the connection: {why}")))?;
         requests.forwarded(forwarded);
         let (buffer, pass_on, paused) = match plan {
@@ -419,7 +420,7 @@ impl Connection {
             return;
         }
         let read: Vec<u8> = self.broker.answers.drain(..n).collect();
-        match self.responses.process(&read, &mut self.glue) {
+        match self.responses.process(&mut Ranges::new(&read), &mut self.glue) {
             Some(replaced) => self.to_client.extend(replaced),
             None => self.to_client.extend(read),
         }

@@ -5,6 +5,12 @@
 use super::cursor::Cursor;
 use super::FIRST_FLEXIBLE_PRODUCE;
 use crate::edit::{scan_carried, Editor};
+use crate::source::{ahead_after, Source};
+
+/// A response's size and correlation id.
+const RESPONSE_HEAD: usize = 8;
+/// What is fetched with them after a large response: a Produce or ApiVersions response whole.
+const RESPONSE_AHEAD: usize = 512;
 
 /// The largest response the filter reads whole (Produce and ApiVersions answers are far smaller).
 pub const MAX_WHOLE: usize = 1 << 20;
@@ -31,6 +37,8 @@ pub struct ResponseStream {
     /// A size too small for a correlation id: the stream no longer frames, so the rest is
     /// forwarded as it is (the client closes on it) and no response is attributed from it.
     unframed: bool,
+    /// The size of the last response (see crate::source::ahead_after).
+    last_size: usize,
 }
 
 /// A response's size counts its correlation id at least.
@@ -38,7 +46,7 @@ const MIN_RESPONSE_SIZE: i32 = 4;
 
 impl ResponseStream {
     /// Scans one read from the broker; returns the bytes to forward instead, if they differ.
-    pub fn process(&mut self, chunk: &[u8], handler: &mut impl ResponseHandler) -> Option<Vec<u8>> {
+    pub fn process(&mut self, src: &mut dyn Source, handler: &mut impl ResponseHandler) -> Option<Vec<u8>> {
         if self.unframed {
             return None;
         }
@@ -46,23 +54,28 @@ impl ResponseStream {
             carry,
             pass_left,
             unframed,
+            last_size,
         } = self;
-        scan_carried(carry, chunk, |data| {
+        scan_carried(carry, src, |data| {
+            let len = data.len();
             let mut edit = Editor::default();
             let mut pos = 0;
             loop {
                 if *pass_left > 0 {
-                    let n = (*pass_left).min(data.len() - pos);
+                    let n = (*pass_left).min(len - pos);
                     pos += n;
                     *pass_left -= n;
                     if *pass_left > 0 {
                         break;
                     }
                 }
-                let Some(rest) = data.get(pos..).filter(|r| !r.is_empty()) else {
+                if pos >= len {
                     break;
-                };
-                let (Some(size), Some(corr)) = (be_i32(rest, 0), be_i32(rest, 4)) else {
+                }
+                // Only the size and correlation id of a response that passes are read (fetched
+                // with more, see crate::source::ahead_after).
+                let head = data.fetch(pos, RESPONSE_HEAD, ahead_after(*last_size, RESPONSE_AHEAD));
+                let (Some(size), Some(corr)) = (be_i32(head, 0), be_i32(head, 4)) else {
                     return (edit, pos);
                 };
                 if size < MIN_RESPONSE_SIZE {
@@ -70,24 +83,26 @@ impl ResponseStream {
                     break;
                 }
                 let total = 4 + usize::try_from(size).unwrap_or(0);
+                *last_size = total;
                 match handler.arriving(corr, total - 4) {
                     Interest::Whole if total <= MAX_WHOLE => {
-                        let Some(frame) = rest.get(..total) else {
+                        if len - pos < total {
                             return (edit, pos);
-                        };
+                        }
+                        let frame = data.at(pos, total).get(..total).unwrap_or_default();
                         if let Some(with) = handler.response(corr, frame) {
-                            edit.replace(data, pos, pos + total, &with);
+                            edit.replace(len, pos, pos + total, &with);
                         }
                         pos += total;
                     }
                     _ => {
-                        let n = total.min(rest.len());
+                        let n = total.min(len - pos);
                         pos += n;
                         *pass_left = total - n;
                     }
                 }
             }
-            (edit, data.len())
+            (edit, len)
         })
     }
 }
@@ -180,6 +195,7 @@ pub fn cap_produce_version(frame: &mut [u8], api_versions_version: i16, max: i16
 mod tests {
     use super::*;
     use crate::kafka::encode::{produce_response, PartitionError, THROTTLING_QUOTA_EXCEEDED};
+    use crate::source::Ranges;
 
     #[test]
     fn a_synthesised_response_can_have_its_throttle_found_in_every_version() {
@@ -300,7 +316,7 @@ mod tests {
                 let mut s = ResponseStream::default();
                 let mut out = Vec::new();
                 for part in [&stream[..at], &stream[at..], b"more"] {
-                    match s.process(part, &mut Swap) {
+                    match s.process(&mut Ranges::new(part), &mut Swap) {
                         Some(r) => out.extend(r),
                         None => out.extend_from_slice(part),
                     }
@@ -318,7 +334,7 @@ mod tests {
             let mut s = ResponseStream::default();
             let mut out = Vec::new();
             for part in [&stream[..at], &stream[at..]] {
-                match s.process(part, &mut Swap) {
+                match s.process(&mut Ranges::new(part), &mut Swap) {
                     Some(r) => out.extend(r),
                     None => out.extend_from_slice(part),
                 }

@@ -188,6 +188,7 @@ mod tests {
     fn batch(topic: &'static [u8], partition: i32, crc: u32) -> Batch {
         Batch::of(&PartitionBatch {
             topic,
+            topic_at: 0,
             partition,
             bytes: 1000,
             largest_batch: 1000,

@@ -4,10 +4,12 @@
 //! up to `hold_limit`; every other frame is passed through after its header, without buffering.
 
 use super::cursor::Cursor;
+use super::produce::{visit_produce, ProduceError};
 use super::sasl::{API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE};
 use super::API_PRODUCE;
 use crate::edit::Editor;
 use crate::scan::{Admission, Outcome};
+use crate::source::{ahead_after, Source, Window};
 
 /// Kafka brokers refuse requests above socket.request.max.bytes (100 MiB by default) by closing
 /// the connection; the filter does the same rather than stream an absurd frame.
@@ -16,6 +18,9 @@ pub const MAX_REQUEST_BYTES: usize = 100 << 20;
 /// A request header (api key, version, correlation id, client id of at most 32 KiB, tagged
 /// fields) never needs more; one that does is refused rather than buffered.
 pub const MAX_HEADER_BYTES: usize = 64 << 10;
+
+/// What is read of a frame first: its size and a header with a client id of ordinary length.
+const HEADER_READ: usize = 256;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestHeader<'a> {
@@ -29,16 +34,26 @@ pub struct RequestHeader<'a> {
 
 pub trait RequestHandler {
     /// Called once per request (again after it was held). `body` (the bytes after the request
-    /// header) is present for Produce and SaslAuthenticate requests that fit the hold limit;
-    /// only those may be held or replaced.
-    fn request(&mut self, header: &RequestHeader<'_>, body: Option<&[u8]>) -> Admission;
+    /// header, read by range) is present for SaslHandshake and SaslAuthenticate requests that
+    /// are all here, and for Produce requests whose every header is here (their records may
+    /// still be arriving), within the hold limit; only those may be held or replaced.
+    fn request(&mut self, header: &RequestHeader<'_>, body: Option<&mut dyn Source>) -> Admission;
 }
 
 #[derive(Debug)]
 pub struct RequestStream {
     consumed: usize,
     skip_left: usize,
+    /// The bytes skipped are those of a request that was replaced: they are dropped.
+    dropping: bool,
     hold_limit: usize,
+    /// The client id of the request being decided, copied out of Envoy's buffer (reused).
+    client_id: Vec<u8>,
+    /// A Produce's topic names while its headers are walked (reused).
+    topic: Vec<u8>,
+    /// The size of the last request: what to fetch at the next header depends on it (see
+    /// crate::source::ahead_after).
+    last_size: usize,
 }
 
 impl RequestStream {
@@ -46,43 +61,55 @@ impl RequestStream {
         RequestStream {
             consumed: 0,
             skip_left: 0,
+            dropping: false,
             hold_limit,
+            client_id: Vec::new(),
+            topic: Vec::new(),
+            last_size: 0,
         }
     }
 
     /// Scans what Envoy presents; Err is a reason to close the connection (as a broker would).
-    pub fn process(&mut self, buf: &[u8], handler: &mut impl RequestHandler) -> Result<Outcome, &'static str> {
+    pub fn process(
+        &mut self,
+        src: &mut dyn Source,
+        handler: &mut impl RequestHandler,
+    ) -> Result<Outcome, &'static str> {
+        let len = src.len();
         let mut edit = Editor::default();
-        let mut pos = self.consumed.min(buf.len());
+        let mut pos = self.consumed.min(len);
         loop {
             if self.skip_left > 0 {
-                let n = self.skip_left.min(buf.len() - pos);
+                let n = self.skip_left.min(len - pos);
+                if self.dropping {
+                    edit.replace(len, pos, pos + n, &[]);
+                }
                 pos += n;
                 self.skip_left -= n;
                 if self.skip_left > 0 {
                     break;
                 }
             }
-            let rest = buf.get(pos..).unwrap_or_default();
-            if rest.is_empty() {
+            if pos >= len {
                 break;
             }
-            match self.frame(rest, handler) {
+            match self.frame(src, pos, handler) {
                 Frame::Incomplete | Frame::Held => {
                     self.consumed = edit.output_offset(pos);
                     let decided = self.consumed;
                     return Ok(Outcome {
                         hold: true,
-                        replace: edit.finish(buf, buf.len()),
+                        replace: edit.finish(src, len),
                         decided,
                     });
                 }
                 Frame::Bad(why) => return Err(why),
                 Frame::Done { total, replace } => {
+                    self.dropping = replace.is_some();
                     if let Some(with) = replace {
-                        edit.replace(buf, pos, pos + total, &with);
+                        edit.replace(len, pos, pos + total, &with);
                     }
-                    let available = rest.len().min(total);
+                    let available = (len - pos).min(total);
                     pos += available;
                     self.skip_left = total - available;
                 }
@@ -91,7 +118,7 @@ impl RequestStream {
         self.consumed = 0;
         Ok(Outcome {
             hold: false,
-            replace: edit.finish(buf, buf.len()),
+            replace: edit.finish(src, len),
             decided: 0,
         })
     }
@@ -101,37 +128,111 @@ impl RequestStream {
         self.consumed = self.consumed.saturating_sub(n);
     }
 
-    fn frame(&self, rest: &[u8], handler: &mut impl RequestHandler) -> Frame {
-        let Some(len) = rest.get(..4).and_then(|b| <[u8; 4]>::try_from(b).ok()) else {
+    /// The frame at `pos`: its size and header are read by range, and its body only as far as
+    /// the handler reads it.
+    fn frame(&mut self, src: &mut dyn Source, pos: usize, handler: &mut impl RequestHandler) -> Frame {
+        let available = src.len() - pos;
+        let ahead = ahead_after(self.last_size, HEADER_READ);
+        let Some(size) = src.fetch(pos, 4, ahead).get(..4).map(|b| [b[0], b[1], b[2], b[3]]) else {
             return Frame::Incomplete;
         };
-        let size = i32::from_be_bytes(len);
-        let Ok(size) = usize::try_from(size) else {
+        let Ok(size) = usize::try_from(i32::from_be_bytes(size)) else {
             return Frame::Bad("negative request size");
         };
         if size > MAX_REQUEST_BYTES {
             return Frame::Bad("request larger than socket.request.max.bytes");
         }
         let total = 4 + size;
-        let frame = rest.get(4..total.min(rest.len())).unwrap_or_default();
-        let (header, header_len) = match parse_header(frame, size) {
-            HeaderParse::Ok(h, l) => (h, l),
-            HeaderParse::Incomplete if frame.len() < size.min(MAX_HEADER_BYTES) => return Frame::Incomplete,
-            HeaderParse::Incomplete | HeaderParse::Bad => return Frame::Bad("malformed request header"),
+        self.last_size = total;
+        let (header, header_len) = {
+            // A client id longer than the first read: read up to the header's limit.
+            let head = match src.fetch(pos, 4, ahead) {
+                h if matches!(parse_header(frame_of(h, total), size), HeaderParse::Incomplete) => {
+                    src.at(pos, 4 + size.min(MAX_HEADER_BYTES))
+                }
+                _ => src.fetch(pos, 4, ahead),
+            };
+            let frame = frame_of(head, total);
+            match parse_header(frame, size) {
+                HeaderParse::Ok(h, l) => {
+                    self.client_id.clear();
+                    if let Some(id) = h.client_id {
+                        self.client_id.extend_from_slice(id);
+                    }
+                    (Owned::from(&h), l)
+                }
+                HeaderParse::Incomplete if frame.len() < size.min(MAX_HEADER_BYTES) => return Frame::Incomplete,
+                HeaderParse::Incomplete | HeaderParse::Bad => return Frame::Bad("malformed request header"),
+            }
         };
-        let wants_body = matches!(header.api_key, API_PRODUCE | API_SASL_HANDSHAKE | API_SASL_AUTHENTICATE)
-            && total <= self.hold_limit;
-        if wants_body && rest.len() < total {
+        let header = header.with_client_id(&self.client_id);
+        let reads_body = match header.api_key {
+            API_PRODUCE => total <= self.hold_limit,
+            API_SASL_HANDSHAKE | API_SASL_AUTHENTICATE => total <= self.hold_limit,
+            _ => false,
+        };
+        if !reads_body {
+            handler.request(&header, None);
+            return Frame::Done { total, replace: None };
+        }
+        let body_at = pos + 4 + header_len;
+        let mut body = Window::new(src, body_at, total - 4 - header_len);
+        let ready = match header.api_key {
+            // Decided on its headers: the records need not have arrived.
+            API_PRODUCE => {
+                available >= total
+                    || visit_produce(&mut body, header.api_version, &mut self.topic, |_| {})
+                        != Err(ProduceError::NotYet)
+            }
+            _ => available >= total,
+        };
+        if !ready {
             return Frame::Incomplete;
         }
-        let body = if wants_body { frame.get(header_len..) } else { None };
-        match handler.request(&header, body) {
-            Admission::Hold if wants_body => Frame::Held,
-            Admission::Replace(with) | Admission::Close(with) if wants_body => Frame::Done {
+        match handler.request(&header, Some(&mut body)) {
+            Admission::Hold => Frame::Held,
+            Admission::Replace(with) | Admission::Close(with) => Frame::Done {
                 total,
                 replace: Some(with),
             },
-            _ => Frame::Done { total, replace: None },
+            Admission::Forward => Frame::Done { total, replace: None },
+        }
+    }
+}
+
+/// The frame's bytes in `head` (after its size), at most `total` from its start.
+fn frame_of(head: &[u8], total: usize) -> &[u8] {
+    head.get(4..total.min(head.len())).unwrap_or_default()
+}
+
+/// A parsed header without its client id, which is copied out of Envoy's buffer so the body
+/// can be read by range while the header is in use.
+struct Owned {
+    api_key: i16,
+    api_version: i16,
+    correlation_id: i32,
+    has_client_id: bool,
+    size: usize,
+}
+
+impl Owned {
+    fn from(h: &RequestHeader<'_>) -> Self {
+        Owned {
+            api_key: h.api_key,
+            api_version: h.api_version,
+            correlation_id: h.correlation_id,
+            has_client_id: h.client_id.is_some(),
+            size: h.size,
+        }
+    }
+
+    fn with_client_id(self, id: &[u8]) -> RequestHeader<'_> {
+        RequestHeader {
+            api_key: self.api_key,
+            api_version: self.api_version,
+            correlation_id: self.correlation_id,
+            client_id: self.has_client_id.then_some(id),
+            size: self.size,
         }
     }
 }
@@ -192,6 +293,7 @@ fn parse_header(frame: &[u8], size: usize) -> HeaderParse<'_> {
 mod tests {
     use super::*;
     use crate::kafka::produce::tests::{batch, produce_body};
+    use crate::source::Ranges;
     use proptest::prelude::*;
 
     fn request(api_key: i16, version: i16, corr: i32, client_id: &str, body: &[u8]) -> Vec<u8> {
@@ -217,12 +319,12 @@ mod tests {
     }
 
     impl RequestHandler for Recorder {
-        fn request(&mut self, h: &RequestHeader<'_>, body: Option<&[u8]>) -> Admission {
+        fn request(&mut self, h: &RequestHeader<'_>, body: Option<&mut dyn Source>) -> Admission {
             self.seen.push((
                 h.api_key,
                 h.correlation_id,
                 h.client_id.map(<[u8]>::to_vec),
-                body.map(<[u8]>::len),
+                body.map(|b| b.len()),
             ));
             if h.api_key == API_PRODUCE {
                 if let Some(with) = self.replace_produce.take() {
@@ -238,7 +340,7 @@ mod tests {
         let mut fwd = Vec::new();
         for c in chunks {
             held.extend_from_slice(c);
-            match s.process(&held, h) {
+            match s.process(&mut Ranges::new(&held), h) {
                 Ok(o) => {
                     if let Some(r) = o.replace {
                         held = r;
@@ -313,6 +415,36 @@ mod tests {
             assert_eq!(err, None);
             assert_eq!(fwd, want, "split at {at}");
         }
+    }
+
+    #[test]
+    fn the_records_of_large_produces_are_never_fetched() {
+        let mut stream = Vec::new();
+        for corr in 0..8 {
+            let body = produce_body(9, "orders", 1, &[(0, batch(1000, 100_000))]);
+            stream.extend(request(API_PRODUCE, 9, corr, "acme-1", &body));
+        }
+        let (mut s, mut h, mut held, mut served) = (RequestStream::new(1 << 20), Recorder::default(), Vec::new(), 0);
+        for chunk in stream.chunks(16 << 10) {
+            held.extend_from_slice(chunk);
+            let mut src = Ranges::new(&held);
+            let Ok(o) = s.process(&mut src, &mut h) else {
+                panic!("closed")
+            };
+            served += src.served;
+            assert_eq!(o.replace, None, "nothing edited");
+            if !o.hold {
+                held.clear();
+            }
+        }
+        assert_eq!(h.seen.len(), 8, "each request decided once, on its headers");
+        // The first read is read through (nothing is known of the sizes yet); after it, a
+        // request's headers each.
+        assert!(
+            served <= (16 << 10) + 8 * 2 * HEADER_READ,
+            "{served} of {} bytes fetched",
+            stream.len()
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 mod line;
 mod proxy;
+mod reading;
 mod server;
 mod session;
 mod stream;

@@ -5,7 +5,9 @@
 //! Unlike the client direction this one is never paused: a control line split across reads is
 //! cut from the forwarded bytes and carried (bounded) into the next read.
 
+use super::reading::{ahead_after, line_at};
 use crate::edit::{scan_carried, Editor};
+use crate::source::Source;
 
 /// nats-server's INFO can outgrow the client's 4 KiB control line (cluster URLs); past this the
 /// scanner stops interpreting and forwards everything unchanged.
@@ -117,11 +119,14 @@ pub struct ServerStream {
     payload_left: usize,
     passthrough: bool,
     ended: bool,
+    /// The size of the last message: what to fetch at the next control line depends on it
+    /// (see super::reading).
+    last_size: usize,
 }
 
 impl ServerStream {
     /// Scans one read; returns the bytes to forward instead, if they differ.
-    pub fn process(&mut self, chunk: &[u8], handler: &mut impl ServerHandler) -> Option<Vec<u8>> {
+    pub fn process(&mut self, src: &mut dyn Source, handler: &mut impl ServerHandler) -> Option<Vec<u8>> {
         if self.ended {
             return Some(Vec::new());
         }
@@ -133,53 +138,61 @@ impl ServerStream {
             payload_left,
             passthrough,
             ended,
+            last_size,
         } = self;
-        scan_carried(carry, chunk, |data| {
+        scan_carried(carry, src, |data| {
+            let len = data.len();
             let mut edit = Editor::default();
             let mut pos = 0;
             loop {
                 if *payload_left > 0 {
-                    let n = (*payload_left).min(data.len() - pos);
+                    let n = (*payload_left).min(len - pos);
                     pos += n;
                     *payload_left -= n;
                     if *payload_left > 0 {
                         break;
                     }
                 }
-                let Some(rest) = data.get(pos..).filter(|r| !r.is_empty()) else {
+                if pos >= len {
                     break;
-                };
-                match parse_server_line(rest) {
-                    Line::Incomplete => return (edit, pos),
-                    Line::TooLong => {
-                        *passthrough = true;
-                        break;
-                    }
-                    Line::Op { op, line_len, payload } => {
-                        let line_end = pos + line_len;
-                        match handler.op(&op) {
-                            ServerEdit::Keep => {}
-                            ServerEdit::KeepThenInsert(with) => edit.replace(data, line_end, line_end, &with),
-                            ServerEdit::Replace(with) => edit.replace(data, pos, line_end, &with),
-                            ServerEdit::ReplaceThenEnd(with) => {
-                                edit.replace(data, pos, data.len(), &with);
-                                *ended = true;
-                                return (edit, data.len());
-                            }
+                }
+                let (edited, line_end, payload) =
+                    match parse_server_line(line_at(data, pos, ahead_after(*last_size), MAX_SERVER_LINE)) {
+                        Line::Incomplete => return (edit, pos),
+                        Line::TooLong => {
+                            *passthrough = true;
+                            break;
                         }
-                        *payload_left = payload;
-                        pos = line_end;
+                        Line::Op { op, line_len, payload } => {
+                            if matches!(op, ServerOp::Msg { .. }) {
+                                *last_size = payload;
+                            }
+                            (handler.op(&op), pos + line_len, payload)
+                        }
+                    };
+                match edited {
+                    ServerEdit::Keep => {}
+                    ServerEdit::KeepThenInsert(with) => edit.replace(len, line_end, line_end, &with),
+                    ServerEdit::Replace(with) => edit.replace(len, pos, line_end, &with),
+                    ServerEdit::ReplaceThenEnd(with) => {
+                        edit.replace(len, pos, len, &with);
+                        *ended = true;
+                        return (edit, len);
                     }
                 }
+                *payload_left = payload;
+                pos = line_end;
             }
-            (edit, data.len())
+            (edit, len)
         })
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::reading::LINE_READ;
     use super::*;
+    use crate::source::Ranges;
     use proptest::prelude::*;
 
     /// Replaces every PONG with -ERR and records message subjects.
@@ -215,7 +228,7 @@ HMSG _INBOX.x.1 2 _INBOX.r 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPING\r\n-ERR 'x'\r\n";
         let mut s = ServerStream::default();
         let mut out = Vec::new();
         for c in chunks {
-            match s.process(c, h) {
+            match s.process(&mut Ranges::new(c), h) {
                 Some(r) => out.extend(r),
                 None => out.extend_from_slice(c),
             }
@@ -234,7 +247,10 @@ HMSG _INBOX.x.1 2 _INBOX.r 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPING\r\n-ERR 'x'\r\n";
     #[test]
     fn unedited_reads_are_forwarded_as_they_are() {
         let mut s = ServerStream::default();
-        assert_eq!(s.process(b"MSG a 1 2\r\nhi\r\nPING\r\n", &mut Swap::default()), None);
+        assert_eq!(
+            s.process(&mut Ranges::new(b"MSG a 1 2\r\nhi\r\nPING\r\n"), &mut Swap::default()),
+            None
+        );
     }
 
     #[test]
@@ -244,6 +260,28 @@ HMSG _INBOX.x.1 2 _INBOX.r 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPING\r\n-ERR 'x'\r\n";
             assert_eq!(feed(&[&STREAM[..at], &STREAM[at..]], &mut h), WANT, "split at {at}");
             assert_eq!(h.subjects.len(), 2, "split at {at}");
         }
+    }
+
+    #[test]
+    fn large_deliveries_are_stepped_over_unread() {
+        let mut stream = Vec::new();
+        for i in 0..16 {
+            stream.extend_from_slice(format!("MSG s.{i} 1 65536\r\n").as_bytes());
+            stream.resize(stream.len() + 65536, b'x');
+            stream.extend_from_slice(b"\r\n");
+        }
+        let (mut s, mut h, mut served) = (ServerStream::default(), Swap::default(), 0);
+        for chunk in stream.chunks(16 << 10) {
+            let mut src = Ranges::new(chunk);
+            assert_eq!(s.process(&mut src, &mut h), None, "forwarded as it is");
+            served += src.served;
+        }
+        assert_eq!(h.subjects.len(), 16);
+        assert!(
+            served <= (16 << 10) + 16 * LINE_READ,
+            "{served} of {} bytes read",
+            stream.len()
+        );
     }
 
     proptest! {

@@ -33,6 +33,7 @@ use super::server::{ServerEdit, ServerHandler, ServerOp, ServerStream};
 use super::stream::{ClientHandler, ClientStream, Publish};
 use crate::identity::NatsCredentials;
 use crate::scan::{Admission, Outcome};
+use crate::source::Source;
 
 /// Sent to nats-server in place of an oversized message: no server's max_payload reaches 1 GB.
 pub const SERVER_REFUSES_PAYLOAD: &[u8] = b"PUB _WEIGHSTATION.MAX_PAYLOAD 999999999\r\n";
@@ -147,9 +148,9 @@ impl Session {
     }
 
     /// Client → server bytes.
-    pub fn client_data(&mut self, buf: &[u8], gate: &mut impl Gate) -> Outcome {
+    pub fn client_data(&mut self, src: &mut dyn Source, gate: &mut impl Gate) -> Outcome {
         self.client.process(
-            buf,
+            src,
             &mut ClientSide {
                 state: &mut self.state,
                 gate,
@@ -158,9 +159,9 @@ impl Session {
     }
 
     /// Server → client bytes; returns what to forward instead, if it differs.
-    pub fn server_data(&mut self, chunk: &[u8], gate: &mut impl Gate) -> Option<Vec<u8>> {
+    pub fn server_data(&mut self, src: &mut dyn Source, gate: &mut impl Gate) -> Option<Vec<u8>> {
         self.server.process(
-            chunk,
+            src,
             &mut ServerSide {
                 state: &mut self.state,
                 gate,

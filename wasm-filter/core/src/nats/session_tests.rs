@@ -1,6 +1,7 @@
 //! The NATS session's tests: handshake and verdict, refusals, INFO ordering.
 
 use super::*;
+use crate::source::Ranges;
 
 #[derive(Default)]
 struct FakeGate {
@@ -46,13 +47,14 @@ impl Gate for FakeGate {
 const SERVER_INFO: &[u8] = b"INFO {\"server_id\":\"S\",\"headers\":true,\"max_payload\":8388608}\r\n";
 
 fn client(s: &mut Session, g: &mut FakeGate, bytes: &[u8]) -> Vec<u8> {
-    let o = s.client_data(bytes, g);
+    let o = s.client_data(&mut Ranges::new(bytes), g);
     assert!(!o.hold);
     o.replace.unwrap_or_else(|| bytes.to_vec())
 }
 
 fn server(s: &mut Session, g: &mut FakeGate, bytes: &[u8]) -> Vec<u8> {
-    s.server_data(bytes, g).unwrap_or_else(|| bytes.to_vec())
+    s.server_data(&mut Ranges::new(bytes), g)
+        .unwrap_or_else(|| bytes.to_vec())
 }
 
 fn text(b: &[u8]) -> String {
@@ -136,7 +138,10 @@ fn a_handshake_ping_that_arrives_after_the_verdict_still_gets_its_pong_first() {
 fn publishes_before_the_verdict_wait_for_it_and_are_then_charged() {
     let (mut s, mut g) = (Session::default(), FakeGate::default());
     server(&mut s, &mut g, SERVER_INFO);
-    let o = s.client_data(b"CONNECT {\"user\":\"acme\"}\r\nPUB a 1\r\nx\r\n", &mut g);
+    let o = s.client_data(
+        &mut Ranges::new(b"CONNECT {\"user\":\"acme\"}\r\nPUB a 1\r\nx\r\n"),
+        &mut g,
+    );
     assert!(o.hold, "the PUB waits");
     let replaced = o.replace.clone().unwrap_or_default();
     assert_eq!(
@@ -151,7 +156,7 @@ fn publishes_before_the_verdict_wait_for_it_and_are_then_charged() {
     assert!(s.release_held());
     assert!(!s.release_held(), "once");
     s.forwarded(o.decided);
-    let again = s.client_data(b"PUB a 1\r\nx\r\n", &mut g);
+    let again = s.client_data(&mut Ranges::new(b"PUB a 1\r\nx\r\n"), &mut g);
     assert!(!again.hold);
     assert_eq!(g.published, 1, "decided once the tenant is known");
     let out = text(&server(&mut s, &mut g, b"PING\r\n"));
@@ -166,7 +171,7 @@ fn refused_credentials_charge_no_one_and_are_counted() {
     let (mut s, mut g) = (Session::default(), FakeGate::default());
     server(&mut s, &mut g, SERVER_INFO);
     let o = s.client_data(
-        b"CONNECT {\"user\":\"globex\",\"pass\":\"wrong\"}\r\nPUB a 1\r\nx\r\n",
+        &mut Ranges::new(b"CONNECT {\"user\":\"globex\",\"pass\":\"wrong\"}\r\nPUB a 1\r\nx\r\n"),
         &mut g,
     );
     assert!(o.hold);
@@ -175,7 +180,7 @@ fn refused_credentials_charge_no_one_and_are_counted() {
     assert_eq!((g.failures, g.accepted.len()), (1, 0));
     assert!(s.release_held());
     s.forwarded(o.decided);
-    let again = s.client_data(b"PUB a 1\r\nx\r\n", &mut g);
+    let again = s.client_data(&mut Ranges::new(b"PUB a 1\r\nx\r\n"), &mut g);
     assert_eq!(
         again.replace.as_deref(),
         Some(SERVER_REFUSES_PAYLOAD),
@@ -187,7 +192,10 @@ fn refused_credentials_charge_no_one_and_are_counted() {
 #[test]
 fn another_error_before_the_verdict_refuses_without_counting_an_authentication_failure() {
     let (mut s, mut g) = (Session::default(), FakeGate::default());
-    assert!(s.client_data(b"CONNECT {}\r\nPUB a 1\r\nx\r\n", &mut g).hold);
+    assert!(
+        s.client_data(&mut Ranges::new(b"CONNECT {}\r\nPUB a 1\r\nx\r\n"), &mut g)
+            .hold
+    );
     server(&mut s, &mut g, b"-ERR 'maximum connections exceeded'\r\n");
     assert_eq!(g.failures, 0);
     assert!(s.release_held(), "the held PUB is decided: refused");
@@ -408,7 +416,9 @@ fn a_plaintext_client_on_a_tls_first_listener_is_told_to_handshake_first() {
         "no one charged, no failure counted"
     );
     assert!(
-        s.client_data(b"PUB a 1\r\nx\r\n", &mut g).replace.is_some(),
+        s.client_data(&mut Ranges::new(b"PUB a 1\r\nx\r\n"), &mut g)
+            .replace
+            .is_some(),
         "a PUB after it is not forwarded"
     );
     assert_eq!(g.published, 0);

@@ -4,9 +4,11 @@
 //! far into a held buffer it got, so nothing is parsed twice, and how much of a message payload
 //! is still to come, so payloads are skipped without being copied or scanned.
 
-use super::line::{parse_client_line, ClientOp, Parsed};
+use super::line::{parse_client_line, ClientOp, Parsed, MAX_CONTROL_LINE};
+use super::reading::{ahead_after, line_at};
 use crate::edit::Editor;
 use crate::scan::{Admission, Outcome};
+use crate::source::Source;
 
 /// A PUB or HPUB, as the handler sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +35,9 @@ pub struct ClientStream {
     dropping: bool,
     /// Nothing more from this client is forwarded.
     closed: bool,
+    /// The size of the last message: what to fetch at the next control line depends on it
+    /// (see super::reading).
+    last_size: usize,
 }
 
 impl ClientStream {
@@ -40,7 +45,7 @@ impl ClientStream {
         self.closed
     }
 
-    pub fn process(&mut self, buf: &[u8], handler: &mut impl ClientHandler) -> Outcome {
+    pub fn process(&mut self, src: &mut dyn Source, handler: &mut impl ClientHandler) -> Outcome {
         if self.closed {
             return Outcome {
                 hold: false,
@@ -48,13 +53,14 @@ impl ClientStream {
                 decided: 0,
             };
         }
+        let len = src.len();
         let mut edit = Editor::default();
-        let mut pos = self.consumed.min(buf.len());
+        let mut pos = self.consumed.min(len);
         loop {
             if self.payload_left > 0 {
-                let n = self.payload_left.min(buf.len() - pos);
+                let n = self.payload_left.min(len - pos);
                 if self.dropping {
-                    edit.replace(buf, pos, pos + n, &[]);
+                    edit.replace(len, pos, pos + n, &[]);
                 }
                 pos += n;
                 self.payload_left -= n;
@@ -62,68 +68,69 @@ impl ClientStream {
                     break;
                 }
             }
-            let Some(rest) = buf.get(pos..).filter(|r| !r.is_empty()) else {
+            if pos >= len {
                 break;
-            };
-            let (op, line_len) = match parse_client_line(rest) {
-                Parsed::Incomplete => return self.hold_at(pos, edit, buf),
+            }
+            let line = line_at(src, pos, ahead_after(self.last_size), MAX_CONTROL_LINE + 1);
+            let (admission, line_len, payload) = match parse_client_line(line) {
+                Parsed::Incomplete => return self.hold_at(pos, edit, src),
                 Parsed::Error(_) => {
                     // Let nats-server see the fault and answer in its own words; forward nothing after.
                     self.closed = true;
                     return Outcome {
                         hold: false,
-                        replace: edit.finish(buf, buf.len()),
+                        replace: edit.finish(src, len),
                         decided: 0,
                     };
                 }
-                Parsed::Op(op, line_len) => (op, line_len),
-            };
-            let (admission, payload) = match op {
-                ClientOp::Connect { json } => (handler.connect(json), 0),
-                ClientOp::Ping => {
-                    handler.ping();
-                    (Admission::Forward, 0)
-                }
-                ClientOp::Pub {
-                    subject,
-                    reply,
-                    header_bytes,
-                    total_bytes,
-                } => {
-                    let p = Publish {
+                Parsed::Op(op, line_len) => match op {
+                    ClientOp::Connect { json } => (handler.connect(json), line_len, 0),
+                    ClientOp::Ping => {
+                        handler.ping();
+                        (Admission::Forward, line_len, 0)
+                    }
+                    ClientOp::Pub {
                         subject,
                         reply,
                         header_bytes,
                         total_bytes,
-                    };
-                    (handler.publish(&p), total_bytes + 2)
-                }
-                ClientOp::Sub | ClientOp::Unsub | ClientOp::Pong => (Admission::Forward, 0),
+                    } => {
+                        let p = Publish {
+                            subject,
+                            reply,
+                            header_bytes,
+                            total_bytes,
+                        };
+                        self.last_size = total_bytes;
+                        (handler.publish(&p), line_len, total_bytes + 2)
+                    }
+                    ClientOp::Sub | ClientOp::Unsub | ClientOp::Pong => (Admission::Forward, line_len, 0),
+                },
             };
             let end = pos + line_len + payload;
             let forwarded = admission == Admission::Forward;
             match admission {
                 Admission::Forward => {}
-                Admission::Hold => return self.hold_at(pos, edit, buf),
-                Admission::Replace(with) => edit.replace(buf, pos, end, &with),
+                Admission::Hold => return self.hold_at(pos, edit, src),
+                Admission::Replace(with) => edit.replace(len, pos, end, &with),
                 Admission::Close(with) => {
                     self.closed = true;
-                    edit.replace(buf, pos, buf.len(), &with);
+                    edit.replace(len, pos, len, &with);
                     return Outcome {
                         hold: false,
-                        replace: edit.finish(buf, buf.len()),
+                        replace: edit.finish(src, len),
                         decided: 0,
                     };
                 }
             }
-            self.dropping = end > buf.len() && !forwarded;
-            self.payload_left = end.saturating_sub(buf.len());
-            pos = end.min(buf.len());
+            self.dropping = end > len && !forwarded;
+            self.payload_left = end.saturating_sub(len);
+            pos = end.min(len);
         }
         self.consumed = 0;
         Outcome {
             hold: false,
-            replace: edit.finish(buf, buf.len()),
+            replace: edit.finish(src, len),
             decided: 0,
         }
     }
@@ -133,11 +140,12 @@ impl ClientStream {
         self.consumed = self.consumed.saturating_sub(n);
     }
 
-    fn hold_at(&mut self, pos: usize, edit: Editor, buf: &[u8]) -> Outcome {
+    fn hold_at(&mut self, pos: usize, edit: Editor, src: &mut dyn Source) -> Outcome {
         self.consumed = edit.output_offset(pos);
+        let len = src.len();
         Outcome {
             hold: true,
-            replace: edit.finish(buf, buf.len()),
+            replace: edit.finish(src, len),
             decided: self.consumed,
         }
     }
@@ -145,7 +153,9 @@ impl ClientStream {
 
 #[cfg(test)]
 mod tests {
+    use super::super::reading::LINE_READ;
     use super::*;
+    use crate::source::Ranges;
     use proptest::prelude::*;
 
     #[derive(Default)]
@@ -194,7 +204,7 @@ mod tests {
         let mut forwarded = Vec::new();
         for c in chunks {
             held.extend_from_slice(c);
-            let o = s.process(&held, h);
+            let o = s.process(&mut Ranges::new(&held), h);
             if let Some(r) = o.replace {
                 held = r;
             }
@@ -204,7 +214,7 @@ mod tests {
         }
         // Any hold is retried once more, as a tick would.
         if !held.is_empty() {
-            let o = s.process(&held, h);
+            let o = s.process(&mut Ranges::new(&held), h);
             if let Some(r) = o.replace {
                 held = r;
             }
@@ -306,7 +316,7 @@ PUB e 0\r\n\r\nPUB crlf.inside 4\r\n\r\n\r\n\r\nUNSUB 1\r\nPONG\r\n";
             decided: Vec::new(),
         };
         let mut s = ClientStream::default();
-        let first = s.process(b"PUB no 3\r\nabc\r\nPUB later 1\r\nx\r\n", &mut h);
+        let first = s.process(&mut Ranges::new(b"PUB no 3\r\nabc\r\nPUB later 1\r\nx\r\n"), &mut h);
         assert!(first.hold);
         assert_eq!(
             first.decided, 6,
@@ -314,7 +324,7 @@ PUB e 0\r\n\r\nPUB crlf.inside 4\r\n\r\n\r\n\r\nUNSUB 1\r\nPONG\r\n";
         );
         let held = first.replace.unwrap_or_default();
         assert_eq!(held, b"PING\r\nPUB later 1\r\nx\r\n");
-        let second = s.process(&held, &mut h);
+        let second = s.process(&mut Ranges::new(&held), &mut h);
         assert_eq!(
             second,
             Outcome {
@@ -334,7 +344,7 @@ PUB e 0\r\n\r\nPUB crlf.inside 4\r\n\r\n\r\n\r\nUNSUB 1\r\nPONG\r\n";
     fn garbage_is_forwarded_for_the_server_to_refuse_and_nothing_after_it() {
         let mut h = Recorder::default();
         let mut s = ClientStream::default();
-        let o = s.process(b"PING\r\nHELLO\r\n", &mut h);
+        let o = s.process(&mut Ranges::new(b"PING\r\nHELLO\r\n"), &mut h);
         assert_eq!(
             o,
             Outcome {
@@ -344,7 +354,10 @@ PUB e 0\r\n\r\nPUB crlf.inside 4\r\n\r\n\r\n\r\nUNSUB 1\r\nPONG\r\n";
             }
         );
         assert!(s.is_closed());
-        assert_eq!(s.process(b"PUB a 1\r\n!\r\n", &mut h).replace, Some(Vec::new()));
+        assert_eq!(
+            s.process(&mut Ranges::new(b"PUB a 1\r\n!\r\n"), &mut h).replace,
+            Some(Vec::new())
+        );
     }
 
     proptest! {
@@ -379,6 +392,92 @@ PUB e 0\r\n\r\nPUB crlf.inside 4\r\n\r\n\r\n\r\nUNSUB 1\r\nPONG\r\n";
             let mut h = Recorder { refuse_subject: Some(b"a"), max_payload: Some(3), ..Recorder::default() };
             let at = split.min(data.len());
             let _ = feed(&[&data[..at], &data[at..]], &mut h);
+        }
+    }
+
+    /// Feeds `chunks` as Envoy does and returns what reaches the server and how many bytes the
+    /// scanner had served.
+    fn feed_counting(chunks: &[&[u8]], h: &mut Recorder) -> (Vec<u8>, usize) {
+        let mut s = ClientStream::default();
+        let mut held: Vec<u8> = Vec::new();
+        let (mut forwarded, mut served) = (Vec::new(), 0);
+        for c in chunks {
+            held.extend_from_slice(c);
+            let mut src = Ranges::new(&held);
+            let o = s.process(&mut src, h);
+            served += src.served;
+            if let Some(r) = o.replace {
+                held = r;
+            }
+            if !o.hold {
+                forwarded.append(&mut held);
+            }
+        }
+        (forwarded, served)
+    }
+
+    /// PUBs of these payload sizes, each payload a run of 'x'.
+    fn publishes(sizes: &[usize]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (i, size) in sizes.iter().enumerate() {
+            out.extend_from_slice(format!("PUB s.{i} {size}\r\n").as_bytes());
+            out.resize(out.len() + size, b'x');
+            out.extend_from_slice(b"\r\n");
+        }
+        out
+    }
+
+    #[test]
+    fn large_payloads_are_stepped_over_unread() {
+        let sizes = [64 << 10; 16];
+        let stream = publishes(&sizes);
+        // Reads of 16 KiB, as Envoy makes them.
+        let chunks: Vec<&[u8]> = stream.chunks(16 << 10).collect();
+        let mut h = Recorder::default();
+        let (forwarded, served) = feed_counting(&chunks, &mut h);
+        assert!(forwarded == stream, "every byte forwarded, once, in order");
+        assert_eq!(h.pubs.iter().map(|p| p.3).collect::<Vec<_>>(), sizes);
+        // The first read is read through (nothing is known of the sizes yet); after it, a
+        // control line each.
+        assert!(
+            served <= (16 << 10) + sizes.len() * LINE_READ,
+            "{served} of {} bytes read",
+            stream.len()
+        );
+    }
+
+    #[test]
+    fn small_messages_are_read_through_in_one_host_read() {
+        let stream = publishes(&[128; 400]);
+        let mut src = Ranges::new(&stream);
+        let mut h = Recorder::default();
+        let o = ClientStream::default().process(&mut src, &mut h);
+        assert_eq!((o.hold, o.replace), (false, None));
+        assert_eq!(h.pubs.len(), 400);
+        assert_eq!(src.reads, 1, "one host read for the whole buffer");
+    }
+
+    proptest! {
+        /// Mixed sizes, small and over the read-through size, cut anywhere: the same messages,
+        /// every byte forwarded once and in order.
+        #[test]
+        fn mixed_sizes_at_any_split_yield_every_message_once(
+            sizes in proptest::collection::vec(prop_oneof![0usize..300, 2000usize..70_000], 1..12),
+            cuts in proptest::collection::vec(1usize..40_000, 0..24),
+        ) {
+            let stream = publishes(&sizes);
+            let mut chunks = Vec::new();
+            let mut rest = stream.as_slice();
+            for c in cuts {
+                let (a, b) = rest.split_at(c.min(rest.len()));
+                chunks.push(a);
+                rest = b;
+            }
+            chunks.push(rest);
+            let mut h = Recorder::default();
+            let (forwarded, _) = feed_counting(&chunks, &mut h);
+            prop_assert!(forwarded == stream);
+            prop_assert_eq!(h.pubs.iter().map(|p| p.3).collect::<Vec<_>>(), sizes);
         }
     }
 
