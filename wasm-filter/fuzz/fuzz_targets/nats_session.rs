@@ -15,7 +15,9 @@
 use libfuzzer_sys::fuzz_target;
 use std::cell::Cell;
 use weighstation_core::identity::NatsCredentials;
-use weighstation_core::nats::{Gate, Publish, Session, Verdict, SERVER_REFUSES_PAYLOAD, TLS_FIRST_REQUIRED};
+use weighstation_core::nats::{
+    Gate, Publish, Session, Verdict, SERVER_REFUSES_PAYLOAD, TLS_FIRST_CONNECT, TLS_FIRST_REQUIRED,
+};
 use weighstation_core::source::Ranges;
 
 /// No refusal or close adds more than this to the client's stream beyond the bytes it replaces:
@@ -154,7 +156,10 @@ impl Client {
             // Its PING's PONG becomes the error that tells the client to handshake first.
             gate.errors_owed += err_line_growth(TLS_FIRST_REQUIRED);
         }
-        let bound = given + gate.client_inserts * CLIENT_INSERT + usize::from(self.connect_seen) * CONNECT_INSERT;
+        // On a TLS-first listener a plaintext client's CONNECT, however short, is replaced by the
+        // filter's own.
+        let connect_insert = CONNECT_INSERT + usize::from(self.tls_first_required) * TLS_FIRST_CONNECT.len();
+        let bound = given + gate.client_inserts * CLIENT_INSERT + usize::from(self.connect_seen) * connect_insert;
         assert!(
             forwarded <= bound,
             "client: forwarded {forwarded} of {given}, bound {bound}"

@@ -11,7 +11,7 @@ mod stream;
 pub use line::{parse_client_line, ClientOp, Parsed, ProtocolError, MAX_CONTROL_LINE};
 pub use proxy::ProxyKey;
 pub use server::{ServerEdit, ServerHandler, ServerOp, ServerStream, MAX_SERVER_LINE};
-pub use session::{Gate, Session, Verdict, SERVER_REFUSES_PAYLOAD, TLS_FIRST_REQUIRED};
+pub use session::{Gate, Session, Verdict, SERVER_REFUSES_PAYLOAD, TLS_FIRST_CONNECT, TLS_FIRST_REQUIRED};
 pub use stream::{ClientHandler, ClientStream, Publish};
 
 use crate::identity::NatsCredentials;

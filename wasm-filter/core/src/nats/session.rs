@@ -44,6 +44,9 @@ const INBOX_PREFIX: &[u8] = b"_INBOX.";
 /// The no-responders status nats-server sends a requester, as headers of an empty message.
 const NO_RESPONDERS_STATUS: &[u8] = b"NATS/1.0 503\r\n\r\n";
 
+/// Sent to nats-server in place of the CONNECT of a plaintext client on a TLS-first listener.
+pub const TLS_FIRST_CONNECT: &[u8] = br#"{"verbose":false,"pedantic":false}"#;
+
 /// Told to a plaintext client on a TLS-first listener, in place of the answer to its CONNECT.
 pub const TLS_FIRST_REQUIRED: &str = "weighstation: this listener needs the TLS handshake first: \
      nats.go TLSHandshakeFirst(), nats CLI --tlsfirst, handshake_first in a leafnode remote";
@@ -229,7 +232,7 @@ impl<G: Gate> ClientHandler for ClientSide<'_, G> {
             // client in order.
             self.state.authentication = Authentication::Refused;
             self.state.pongs.push_back(PongOwner::Fatal(TLS_FIRST_REQUIRED));
-            return Admission::Replace(self.signed_connect(br#"{"verbose":false,"pedantic":false}"#));
+            return Admission::Replace(self.signed_connect(TLS_FIRST_CONNECT));
         }
         let connect = super::parse_connect(json);
         self.state.headers = connect.headers;
