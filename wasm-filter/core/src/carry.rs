@@ -52,27 +52,25 @@ impl<const LIMIT: usize> Carry<LIMIT> {
             let forward = changed.then(|| outcome.replace.unwrap_or_else(|| input.all().to_vec()));
             return (Plan::Forward(forward), 0);
         }
-        let output = match outcome.replace {
+        // Under sustained overload the tail stays in Envoy's buffer: nothing is copied unless
+        // the buffer was edited or carried bytes lead it.
+        let output_len = outcome.replace.as_ref().map_or_else(|| input.len(), Vec::len);
+        let decided = outcome.decided.min(output_len);
+        if output_len - decided > LIMIT {
+            let buffer = changed.then(|| outcome.replace.unwrap_or_else(|| input.all().to_vec()));
+            return (Plan::Hold { buffer, resume: false }, 0);
+        }
+        let mut ahead = match outcome.replace {
             Some(replaced) => replaced,
             None => input.all().to_vec(),
         };
-        let (ahead, behind) = output.split_at(outcome.decided.min(output.len()));
-        if behind.len() > LIMIT {
-            return (
-                Plan::Hold {
-                    buffer: changed.then(|| output.clone()),
-                    resume: false,
-                },
-                0,
-            );
-        }
-        self.0 = behind.to_vec();
+        self.0 = ahead.split_off(decided);
         (
             Plan::Hold {
-                buffer: Some(ahead.to_vec()),
                 resume: !ahead.is_empty(),
+                buffer: Some(ahead),
             },
-            ahead.len(),
+            decided,
         )
     }
 }
