@@ -52,25 +52,27 @@ impl<const LIMIT: usize> Carry<LIMIT> {
             let forward = changed.then(|| outcome.replace.unwrap_or_else(|| input.all().to_vec()));
             return (Plan::Forward(forward), 0);
         }
-        // Under sustained overload the tail stays in Envoy's buffer: nothing is copied unless
-        // the buffer was edited or carried bytes lead it.
-        let output_len = outcome.replace.as_ref().map_or_else(|| input.len(), Vec::len);
-        let decided = outcome.decided.min(output_len);
-        if output_len - decided > LIMIT {
-            let buffer = changed.then(|| outcome.replace.unwrap_or_else(|| input.all().to_vec()));
-            return (Plan::Hold { buffer, resume: false }, 0);
-        }
-        let mut ahead = match outcome.replace {
+        let output = match outcome.replace {
             Some(replaced) => replaced,
             None => input.all().to_vec(),
         };
-        self.0 = ahead.split_off(decided);
+        let (ahead, behind) = output.split_at(outcome.decided.min(output.len()));
+        if behind.len() > LIMIT {
+            return (
+                Plan::Hold {
+                    buffer: changed.then(|| output.clone()),
+                    resume: false,
+                },
+                0,
+            );
+        }
+        self.0 = behind.to_vec();
         (
             Plan::Hold {
+                buffer: Some(ahead.to_vec()),
                 resume: !ahead.is_empty(),
-                buffer: Some(ahead),
             },
-            decided,
+            ahead.len(),
         )
     }
 }

@@ -144,21 +144,33 @@ impl RequestStream {
         }
         let total = 4 + size;
         self.last_size = total;
-        let parsed = match self.header_in(src.fetch(pos, 4, ahead), total, size) {
-            Some(parsed) => parsed,
+        let (header, header_len) = {
             // A client id longer than the first read: read up to the header's limit.
-            None => match self.header_in(src.at(pos, 4 + size.min(MAX_HEADER_BYTES)), total, size) {
-                Some(parsed) => parsed,
-                None => return Frame::Incomplete,
-            },
-        };
-        let (header, header_len) = match parsed {
-            Ok(parsed) => parsed,
-            Err(bad) => return bad,
+            let head = match src.fetch(pos, 4, ahead) {
+                h if matches!(parse_header(frame_of(h, total), size), HeaderParse::Incomplete) => {
+                    src.at(pos, 4 + size.min(MAX_HEADER_BYTES))
+                }
+                _ => src.fetch(pos, 4, ahead),
+            };
+            let frame = frame_of(head, total);
+            match parse_header(frame, size) {
+                HeaderParse::Ok(h, l) => {
+                    self.client_id.clear();
+                    if let Some(id) = h.client_id {
+                        self.client_id.extend_from_slice(id);
+                    }
+                    (Owned::from(&h), l)
+                }
+                HeaderParse::Incomplete if frame.len() < size.min(MAX_HEADER_BYTES) => return Frame::Incomplete,
+                HeaderParse::Incomplete | HeaderParse::Bad => return Frame::Bad("malformed request header"),
+            }
         };
         let header = header.with_client_id(&self.client_id);
-        let reads_body = matches!(header.api_key, API_PRODUCE | API_SASL_HANDSHAKE | API_SASL_AUTHENTICATE)
-            && total <= self.hold_limit;
+        let reads_body = match header.api_key {
+            API_PRODUCE => total <= self.hold_limit,
+            API_SASL_HANDSHAKE | API_SASL_AUTHENTICATE => total <= self.hold_limit,
+            _ => false,
+        };
         if !reads_body {
             handler.request(&header, None);
             return Frame::Done { total, replace: None };
@@ -184,25 +196,6 @@ impl RequestStream {
                 replace: Some(with),
             },
             Admission::Forward => Frame::Done { total, replace: None },
-        }
-    }
-}
-
-impl RequestStream {
-    /// The request header at the start of `head` (a frame's first bytes as fetched), its client
-    /// id copied out; None if it runs past `head` and the header's limit is not reached yet.
-    fn header_in(&mut self, head: &[u8], total: usize, size: usize) -> Option<Result<(Owned, usize), Frame>> {
-        let frame = frame_of(head, total);
-        match parse_header(frame, size) {
-            HeaderParse::Ok(h, len) => {
-                self.client_id.clear();
-                if let Some(id) = h.client_id {
-                    self.client_id.extend_from_slice(id);
-                }
-                Some(Ok((Owned::from(&h), len)))
-            }
-            HeaderParse::Incomplete if frame.len() < size.min(MAX_HEADER_BYTES) => None,
-            HeaderParse::Incomplete | HeaderParse::Bad => Some(Err(Frame::Bad("malformed request header"))),
         }
     }
 }
