@@ -94,7 +94,7 @@ test-soak: wasm control-plane $(BIN)/weighstation-soak
 # FUZZ_SECONDS per target; the corpus grows in .tools/fuzz-corpus, seeded from wasm-filter/fuzz/seeds
 # (Go: the example policies, the package's testdata and testdata/fuzz/FuzzParse).
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := nats_session kafka_requests kafka_responses partial_reads
+FUZZ_TARGETS := nats_session kafka_requests kafka_responses partial_reads fetch_responses
 CARGO_FUZZ := env RUSTUP_TOOLCHAIN=nightly CARGO_TARGET_DIR=$(TOOLS)/fuzz-target $(TOOLS)/cargo/bin/cargo-fuzz
 fuzz:
 	@scripts/install-tools.sh cargo-fuzz

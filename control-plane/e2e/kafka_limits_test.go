@@ -37,7 +37,7 @@ func produceEach(t *testing.T, clientID, topic string, n, size int) (int, []erro
 
 // topicRecords reads partition 0 of topic from the start up to its high watermark, read first:
 // every record the broker has committed (acks=all acknowledges only committed records), and no
-// waiting for a quiet moment. Fetch passes through the gateway untouched.
+// waiting for a quiet moment. acme consumes within its default consume limit.
 func topicRecords(t *testing.T, topic string) []string {
 	t.Helper()
 	client, err := sarama.NewClient([]string{addr(ports.Kafka)}, kafkaConfig("acme-reader"))

@@ -37,6 +37,30 @@ type Limits struct {
 	// +kubebuilder:validation:Pattern=`^unlimited$`
 	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1 (write \"unlimited\" to remove the limit)"
 	Connections *intstr.IntOrString `json:"connections,omitempty"`
+	// The read side: what the tenant's consumers may receive.
+	// +optional
+	Consume *Consume `json:"consume,omitempty"`
+}
+
+// Consume is a tenant's read-side bucket. Kafka: the record bytes of Fetch responses; a
+// response that takes the bucket into debt gets throttle_time_ms and the connection's next
+// Fetch is held until the debt is paid, as Kafka's consumer_byte_rate quota does.
+type Consume struct {
+	// Record bytes received per second.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(KiB|MiB|GiB)?|unlimited)$`
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1 (write \"unlimited\" to remove the limit)"
+	BytesPerSecond *intstr.IntOrString `json:"bytesPerSecond,omitempty"`
+	// Depth of the bucket; default one second of bytesPerSecond. A Fetch asks for at most this
+	// much (its max_bytes and partition_max_bytes are clamped to it).
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(KiB|MiB|GiB)?|unlimited)$`
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1 (write \"unlimited\" to remove the limit)"
+	BurstBytes *intstr.IntOrString `json:"burstBytes,omitempty"`
 }
 
 // Rate is a tenant's token buckets, in messages and in bytes.
@@ -106,4 +130,7 @@ type OverrideLimits struct {
 	// +kubebuilder:validation:Pattern=`^unlimited$`
 	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1 (write \"unlimited\" to remove the limit)"
 	InFlight *intstr.IntOrString `json:"inFlight,omitempty"`
+	// As in spec.limits: the consumers of matching topics, within the tenant's.
+	// +optional
+	Consume *Consume `json:"consume,omitempty"`
 }

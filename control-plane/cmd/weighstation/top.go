@@ -92,22 +92,24 @@ func writeTop(w io.Writer, tenants []usage.TenantNow) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "TENANT\tPROTO\tLOAD\tMSG/S\tLIMIT\tBYTES/S\tLIMIT\tIN FLIGHT\tHELD\tCONNS\tDELAYED/S\tREFUSED/S\tREPLICAS\t  TOP SUBJECTS/TOPICS (MSG/S)")
+	fmt.Fprintln(tw, "TENANT\tPROTO\tLOAD\tMSG/S\tLIMIT\tBYTES/S\tLIMIT\tREAD/S\tLIMIT\tIN FLIGHT\tHELD\tCONNS\tDELAYED/S\tREFUSED/S\tREPLICAS\t  TOP SUBJECTS/TOPICS (MSG/S)")
 	for _, t := range tenants {
-		var mps, bps, mode string
+		var mps, bps, read, mode string
 		if l := t.Limits; l != nil {
 			scale := uint64(1)
 			if !l.Global {
 				scale = uint64(max(t.Replicas, 1))
 			}
 			mps, bps = limitText(l.MessagesPerSecond, scale), limitText(l.BytesPerSecond, scale)
+			// Consume buckets are per replica whatever the scope.
+			read = limitText(l.ConsumeBytesPerSecond, uint64(max(t.Replicas, 1)))
 			if l.Mode != "" && l.Mode != "enforce" {
 				mode = " (" + l.Mode + ")"
 			}
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%.0f%%\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t  %s\n",
+		fmt.Fprintf(tw, "%s%s\t%s\t%.0f%%\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t  %s\n",
 			t.Tenant, mode, t.Protocol, t.Load*100, quantity(t.MessagesPerSecond), mps,
-			quantity(t.BytesPerSecond), bps, t.InFlight, t.Held, t.Connections,
+			quantity(t.BytesPerSecond), bps, quantity(t.ConsumedPerSecond), read, t.InFlight, t.Held, t.Connections,
 			quantity(t.DelayedPerSecond), byReason(t.RefusedPerSecond), t.Replicas, subjects(t.TopSubjects))
 	}
 	_ = tw.Flush()

@@ -100,6 +100,9 @@ type Limits struct {
 	QueueMaxMessages  *uint64 `json:"queueMaxMessages,omitempty"`
 	QueueMaxWaitMs    *uint64 `json:"queueMaxWaitMs,omitempty"`
 	Connections       *uint64 `json:"connections,omitempty"`
+	// The read side (limits.consume).
+	ConsumeBytesPerSecond *uint64 `json:"consumeBytesPerSecond,omitempty"`
+	ConsumeBurstBytes     *uint64 `json:"consumeBurstBytes,omitempty"`
 }
 
 // Override narrows limits for matching subjects (NATS) or topics (Kafka) of one protocol.
@@ -161,6 +164,9 @@ func limits(e policy.Effective) Limits {
 		InFlight:          e.InFlight,
 		QueueMaxMessages:  e.QueueMaxMessages,
 		Connections:       e.Connections,
+
+		ConsumeBytesPerSecond: e.ConsumeBytesPerSecond,
+		ConsumeBurstBytes:     e.ConsumeBurstBytes,
 	}
 	if e.QueueMaxWait != nil {
 		ms := uint64(*e.QueueMaxWait / time.Millisecond)

@@ -208,6 +208,12 @@ func (d *decoder) limits(n *yaml.Node, path string) Limits {
 			})
 		},
 		"connections": func(n *yaml.Node, p string) { l.Connections = d.quantity(n, p, parseCount) },
+		"consume": func(n *yaml.Node, p string) {
+			d.mapping(n, p, fields{
+				"bytesPerSecond": func(n *yaml.Node, p string) { l.Consume.BytesPerSecond = d.quantity(n, p, parseSize) },
+				"burstBytes":     func(n *yaml.Node, p string) { l.Consume.BurstBytes = d.quantity(n, p, parseSize) },
+			})
+		},
 	})
 	return l
 }

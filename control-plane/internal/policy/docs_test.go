@@ -22,6 +22,7 @@ func TestPolicyReferenceStatesTheBuiltinDefaults(t *testing.T) {
 		"| `queue.maxMessages` | count | " + itoa(int(d.QueueMaxMessages)) + " |",
 		"| `queue.maxWait` | duration | " + d.QueueMaxWait.String() + " |",
 		"| `connections` | count | " + itoa(int(d.Connections)) + " |",
+		"| `consume.bytesPerSecond` | size | " + sizeText(d.ConsumeBytesPerSecond) + " |",
 	} {
 		if !strings.Contains(doc, row) {
 			t.Errorf("docs/policy-reference.md lacks the row %q", row)

@@ -14,12 +14,16 @@ type Effective struct {
 	QueueMaxMessages  *uint64
 	QueueMaxWait      *time.Duration
 	Connections       *uint64
+	// The read side: record bytes received per second and the bucket's depth.
+	ConsumeBytesPerSecond *uint64
+	ConsumeBurstBytes     *uint64
 }
 
 // Built-in defaults: the values a limit takes when neither the policy nor GatewayDefaults sets it.
 // They are documented in docs/policy-reference.md; a test keeps the two in step.
 var BuiltinDefaults = struct {
 	MaxMessageBytes, MessagesPerSecond, BytesPerSecond, InFlight, QueueMaxMessages, Connections uint64
+	ConsumeBytesPerSecond                                                                       uint64
 	QueueMaxWait                                                                                time.Duration
 }{
 	MaxMessageBytes:   1 << 20,
@@ -29,6 +33,9 @@ var BuiltinDefaults = struct {
 	QueueMaxMessages:  1000,
 	QueueMaxWait:      time.Second,
 	Connections:       1000,
+	// As much as a tenant may send by default: a tenant replaying a topic takes no more of the
+	// brokers than one producing at its default rate.
+	ConsumeBytesPerSecond: 64 << 20,
 }
 
 // source says where a resolved value came from, for error messages.
@@ -77,6 +84,8 @@ func resolve(own Limits, ownPath string, ownPos Pos, dflt Limits, c *collector) 
 	inFlight := pick(own.InFlight, dflt.InFlight, ptr(b.InFlight), f("inFlight"), d("inFlight"), fb)
 	qMax := pick(own.Queue.MaxMessages, dflt.Queue.MaxMessages, ptr(b.QueueMaxMessages), f("queue.maxMessages"), d("queue.maxMessages"), fb)
 	conns := pick(own.Connections, dflt.Connections, ptr(b.Connections), f("connections"), d("connections"), fb)
+	consumeBps := pick(own.Consume.BytesPerSecond, dflt.Consume.BytesPerSecond, ptr(b.ConsumeBytesPerSecond), f("consume.bytesPerSecond"), d("consume.bytesPerSecond"), fb)
+	consumeBurst := pick(own.Consume.BurstBytes, dflt.Consume.BurstBytes, consumeBps.value, f("consume.burstBytes"), d("consume.burstBytes"), consumeBps.from)
 
 	e := Effective{
 		MaxMessageBytes:   maxMsg.value,
@@ -85,6 +94,9 @@ func resolve(own Limits, ownPath string, ownPos Pos, dflt Limits, c *collector) 
 		InFlight:          inFlight.value,
 		QueueMaxMessages:  qMax.value,
 		Connections:       conns.value,
+	}
+	if consumeBps.value != nil {
+		e.ConsumeBytesPerSecond, e.ConsumeBurstBytes = consumeBps.value, consumeBurst.value
 	}
 	if mps.value != nil {
 		e.BurstMessages = burstMsg.value
@@ -111,6 +123,10 @@ func resolve(own Limits, ownPath string, ownPos Pos, dflt Limits, c *collector) 
 	atLeastOne(bps, "bytesPerSecond")
 	atLeastOne(inFlight, "inFlight")
 	atLeastOne(conns, "connections")
+	atLeastOne(consumeBps, "consume.bytesPerSecond")
+	if e.ConsumeBurstBytes != nil && (own.Consume.BurstBytes.Set || dflt.Consume.BurstBytes.Set) {
+		atLeastOne(consumeBurst, "consume.burstBytes")
+	}
 	if e.BurstMessages != nil {
 		atLeastOne(burstMsg, "burstMessages")
 	}

@@ -70,7 +70,7 @@ func TestLoadReportsEachErrorClassWithPosition(t *testing.T) {
 		{
 			name:  "unknown field",
 			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": acme("    maxMesageBytes: 1KiB\n")},
-			want:  []string{"b.yaml:11:5: spec.limits.maxMesageBytes: unknown field (known: connections, inFlight, maxMessageBytes, queue, rate)"},
+			want:  []string{"b.yaml:11:5: spec.limits.maxMesageBytes: unknown field (known: connections, consume, inFlight, maxMessageBytes, queue, rate)"},
 		},
 		{
 			name:  "bad unit",
@@ -121,6 +121,17 @@ func TestLoadReportsEachErrorClassWithPosition(t *testing.T) {
 			want:  []string{"b.yaml:12:29: spec.limits.rate.bytesPerSecond: burstBytes (524288) is smaller than maxMessageBytes (1048576): a message of the maximum size could never be admitted"},
 		},
 		{
+			name:  "consume rate 0",
+			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": acme("    consume: { bytesPerSecond: 0 }\n")},
+			want:  []string{`b.yaml:11:32: spec.limits.consume.bytesPerSecond: consume.bytesPerSecond must be at least 1 (write "unlimited" to remove the limit)`},
+		},
+		{
+			name: "consume burst in an override without its rate",
+			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": acme("    inFlight: 5\n") +
+				"  overrides:\n    - match: { kafka: [\"audit-*\"] }\n      limits: { consume: { burstBytes: 1MiB } }\n"},
+			want: []string{"b.yaml:14:40: spec.overrides[0].limits.consume.burstBytes: needs consume.bytesPerSecond in the same override"},
+		},
+		{
 			name:  "inFlight 0",
 			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": acme("    inFlight: 0\n")},
 			want:  []string{`b.yaml:11:15: spec.limits.inFlight: inFlight must be at least 1 (write "unlimited" to remove the limit)`},
@@ -147,7 +158,7 @@ func TestLoadReportsEachErrorClassWithPosition(t *testing.T) {
 				`b.yaml:1:1: "": unknown field (known: apiVersion, kind, metadata, spec)`,
 				`b.yaml:2:3: (key): a field name must be a single value`,
 				`b.yaml:4:3: (key): a field name must be a single value`,
-				`b.yaml:17:5: spec.limits."": unknown field (known: connections, inFlight, maxMessageBytes, queue, rate)`,
+				`b.yaml:17:5: spec.limits."": unknown field (known: connections, consume, inFlight, maxMessageBytes, queue, rate)`,
 			},
 		},
 		{
@@ -288,7 +299,8 @@ func TestEveryErrorIsReportedAtOnce(t *testing.T) {
 func TestLimitsResolveFromPolicyThenDefaultsThenBuiltins(t *testing.T) {
 	defaults := strings.Replace(defaultsDoc, "  defaultTenant: anonymous\n",
 		"  defaultTenant: anonymous\n  defaultLimits:\n    inFlight: 50\n    connections: unlimited\n    queue: { maxWait: 2s }\n", 1)
-	set, err := parse(map[string]string{"a.yaml": defaults, "b.yaml": acme("    rate: { messagesPerSecond: 300, bytesPerSecond: unlimited }\n    inFlight: 7\n")})
+	defaults = strings.Replace(defaults, "    inFlight: 50\n", "    inFlight: 50\n    consume: { bytesPerSecond: 1MiB }\n", 1)
+	set, err := parse(map[string]string{"a.yaml": defaults, "b.yaml": acme("    rate: { messagesPerSecond: 300, bytesPerSecond: unlimited }\n    inFlight: 7\n    consume: { burstBytes: 4MiB }\n")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,6 +332,10 @@ func TestLimitsResolveFromPolicyThenDefaultsThenBuiltins(t *testing.T) {
 		{"acme burstBytes (no byte rate)", u(acmeT.Limits.BurstBytes), "unlimited"},
 		{"anonymous messagesPerSecond (built-in)", u(anon.Limits.MessagesPerSecond), BuiltinDefaults.MessagesPerSecond},
 		{"anonymous queue maxWait (defaults)", *anon.Limits.QueueMaxWait, 2 * time.Second},
+		{"anonymous consume (defaults)", u(anon.Limits.ConsumeBytesPerSecond), uint64(1 << 20)},
+		{"anonymous consume burst (one second of it)", u(anon.Limits.ConsumeBurstBytes), uint64(1 << 20)},
+		{"acme consume (defaults)", u(acmeT.Limits.ConsumeBytesPerSecond), uint64(1 << 20)},
+		{"acme consume burst (own)", u(acmeT.Limits.ConsumeBurstBytes), uint64(4 << 20)},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

@@ -59,6 +59,12 @@ type Rate struct {
 	BurstBytes        Quantity
 }
 
+// Consume is the read side's bucket (spec.limits.consume).
+type Consume struct {
+	BytesPerSecond Quantity
+	BurstBytes     Quantity
+}
+
 type Queue struct {
 	MaxMessages Quantity
 	MaxWait     Span
@@ -71,6 +77,7 @@ type Limits struct {
 	InFlight        Quantity
 	Queue           Queue
 	Connections     Quantity
+	Consume         Consume
 }
 
 // Identify has the shape of `spec.identify`: who a tenant's connections are. Credentials count

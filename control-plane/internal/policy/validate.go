@@ -162,6 +162,7 @@ func resolveOverrides(p LimitPolicy, tenant Effective, c *collector) []Effective
 			{l.MaxMessageBytes, "maxMessageBytes"}, {l.Rate.MessagesPerSecond, "rate.messagesPerSecond"},
 			{l.Rate.BytesPerSecond, "rate.bytesPerSecond"}, {l.Rate.BurstMessages, "rate.burstMessages"},
 			{l.Rate.BurstBytes, "rate.burstBytes"}, {l.InFlight, "inFlight"},
+			{l.Consume.BytesPerSecond, "consume.bytesPerSecond"}, {l.Consume.BurstBytes, "consume.burstBytes"},
 		} {
 			if q.q.Unlimited {
 				c.add(q.q.Pos, lp+"."+q.field, "an override can only narrow a limit; %q is not allowed here", unlimited)
@@ -209,7 +210,8 @@ func resolveOverride(l Limits, path string, pos Pos, tenant Effective, c *collec
 		q     Quantity
 		field string
 	}{{l.MaxMessageBytes, "maxMessageBytes"}, {l.Rate.MessagesPerSecond, "rate.messagesPerSecond"},
-		{l.Rate.BytesPerSecond, "rate.bytesPerSecond"}, {l.InFlight, "inFlight"}, {l.Rate.BurstMessages, "rate.burstMessages"}} {
+		{l.Rate.BytesPerSecond, "rate.bytesPerSecond"}, {l.InFlight, "inFlight"}, {l.Rate.BurstMessages, "rate.burstMessages"},
+		{l.Consume.BytesPerSecond, "consume.bytesPerSecond"}, {l.Consume.BurstBytes, "consume.burstBytes"}} {
 		if z.q.Finite() && z.q.Value == 0 {
 			c.add(z.q.Pos, path+"."+z.field, "must be at least 1")
 		}
@@ -235,6 +237,15 @@ func resolveOverride(l Limits, path string, pos Pos, tenant Effective, c *collec
 		checkBurstFitsMessage(burst, maxMsg, c)
 	} else if l.Rate.BurstBytes.Set {
 		c.add(l.Rate.BurstBytes.Pos, path+".rate.burstBytes", "needs rate.bytesPerSecond in the same override")
+	}
+	if l.Consume.BytesPerSecond.Finite() {
+		e.ConsumeBytesPerSecond = ptr(l.Consume.BytesPerSecond.Value)
+		e.ConsumeBurstBytes = e.ConsumeBytesPerSecond
+		if l.Consume.BurstBytes.Finite() {
+			e.ConsumeBurstBytes = ptr(l.Consume.BurstBytes.Value)
+		}
+	} else if l.Consume.BurstBytes.Set {
+		c.add(l.Consume.BurstBytes.Pos, path+".consume.burstBytes", "needs consume.bytesPerSecond in the same override")
 	}
 	return e
 }

@@ -221,6 +221,8 @@ type Limits struct {
 	InFlight          *uint64 `json:"inFlight,omitempty"`
 	QueueMaxMessages  *uint64 `json:"queueMaxMessages,omitempty"`
 	Connections       *uint64 `json:"connections,omitempty"`
+	// ConsumeBytesPerSecond is the read side's limit, always per replica (docs/kafka.md).
+	ConsumeBytesPerSecond *uint64 `json:"consumeBytesPerSecond,omitempty"`
 	// Global: the limits hold across every replica together; otherwise each replica has them.
 	Global bool   `json:"global,omitempty"`
 	Mode   string `json:"mode"`
@@ -238,8 +240,11 @@ type TenantNow struct {
 	Connections       int64              `json:"connections"`
 	InFlight          int64              `json:"inFlight"`
 	Held              int64              `json:"held"`
-	Replicas          int                `json:"replicas"`
-	Limits            *Limits            `json:"limits,omitempty"`
+	// The read side: record bytes delivered per second, and fetches throttled or held per second.
+	ConsumedPerSecond         float64 `json:"consumedBytesPerSecond"`
+	ConsumeThrottledPerSecond float64 `json:"consumeThrottledPerSecond"`
+	Replicas                  int     `json:"replicas"`
+	Limits                    *Limits `json:"limits,omitempty"`
 	// Load is the highest ratio of use to limit (messages/s, bytes/s, in flight, held,
 	// connections), the limits of perGateway tenants multiplied by the replicas reporting.
 	Load float64 `json:"load"`
@@ -298,6 +303,8 @@ func (b *Book) Now(now time.Time, limits func(protocol, tenant string) (Limits, 
 			t.MessagesPerSecond += rate(c.Messages, p.Messages)
 			t.BytesPerSecond += rate(c.Bytes, p.Bytes)
 			t.DelayedPerSecond += rate(c.Delayed, p.Delayed)
+			t.ConsumedPerSecond += rate(c.Consumed, p.Consumed)
+			t.ConsumeThrottledPerSecond += rate(c.ConsumeThrottled, p.ConsumeThrottled)
 			for i, r := range Reasons {
 				if v := rate(c.Refused[i], p.Refused[i]); v > 0 {
 					t.RefusedPerSecond[r] += v
@@ -357,6 +364,10 @@ func load(t TenantNow, l Limits) float64 {
 	ratio(float64(t.InFlight), l.InFlight)
 	ratio(float64(t.Held), l.QueueMaxMessages)
 	ratio(float64(t.Connections), l.Connections)
+	// Consume buckets are per replica whatever the scope.
+	if l := l.ConsumeBytesPerSecond; l != nil && *l > 0 {
+		worst = max(worst, t.ConsumedPerSecond/(float64(*l)*float64(max(t.Replicas, 1))))
+	}
 	return worst
 }
 
@@ -376,8 +387,10 @@ func LimitsOf(set *policy.Set, tenant string) (Limits, bool) {
 			InFlight:          l.InFlight,
 			QueueMaxMessages:  l.QueueMaxMessages,
 			Connections:       l.Connections,
-			Global:            t.Policy.Scope == policy.ScopeGlobal,
-			Mode:              string(t.Policy.Mode),
+
+			ConsumeBytesPerSecond: l.ConsumeBytesPerSecond,
+			Global:                t.Policy.Scope == policy.ScopeGlobal,
+			Mode:                  string(t.Policy.Mode),
 		}, true
 	}
 	return Limits{}, false

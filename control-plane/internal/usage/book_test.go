@@ -199,7 +199,7 @@ func TestHistoryAddsWhatWorkersCountedBetweenReports(t *testing.T) {
 	if err := WriteHistory(&csv, "csv", got); err != nil {
 		t.Fatal(err)
 	}
-	if lines := strings.Split(strings.TrimSpace(csv.String()), "\n"); len(lines) != 3 || lines[0] != "start,protocol,tenant,messages,bytes,refused,delayed" || !strings.HasSuffix(lines[1], ",nats,acme,179,17914,5,0") {
+	if lines := strings.Split(strings.TrimSpace(csv.String()), "\n"); len(lines) != 3 || lines[0] != "start,protocol,tenant,messages,bytes,refused,delayed,consumed" || !strings.HasSuffix(lines[1], ",nats,acme,179,17914,5,0,0") {
 		t.Errorf("csv:\n%s", csv.String())
 	}
 	if err := WriteHistory(&pq, "parquet", got); err != nil {
@@ -251,5 +251,32 @@ func TestHistoryKeepsABoundedWindow(t *testing.T) {
 	}
 	if got := b.History(time.UnixMilli(0), false); len(got) != 3 || got[0].Start != time.UnixMilli(base+7*60000).UTC() {
 		t.Errorf("kept %+v: want the last 3 minutes", got)
+	}
+}
+
+// The read side: what consumers received per second, against the consume limit, which is
+// per replica whatever the tenant's scope.
+func TestNowWeighsTheReadSide(t *testing.T) {
+	b := New(10, DefaultMinutes, DefaultSeconds)
+	now := time.Unix(1000, 0)
+	for _, r := range []Report{
+		{Replica: "a", Worker: 1, AtMs: 1000, Tenants: []TenantCount{{Protocol: "kafka", Tenant: "reader"}}},
+		{Replica: "b", Worker: 1, AtMs: 1000, Tenants: []TenantCount{{Protocol: "kafka", Tenant: "reader"}}},
+		{Replica: "a", Worker: 1, AtMs: 2000, Tenants: []TenantCount{{Protocol: "kafka", Tenant: "reader", Consumed: 3000, ConsumeThrottled: 4}}},
+		{Replica: "b", Worker: 1, AtMs: 2000, Tenants: []TenantCount{{Protocol: "kafka", Tenant: "reader", Consumed: 1000}}},
+	} {
+		b.Ingest(r, now)
+	}
+	limits := func(_, _ string) (Limits, bool) {
+		return Limits{ConsumeBytesPerSecond: u64(2500), Global: true}, true
+	}
+	got := b.Now(now, limits)
+	if len(got) != 1 {
+		t.Fatalf("tenants: %+v", got)
+	}
+	r := got[0]
+	if r.ConsumedPerSecond != 4000 || r.ConsumeThrottledPerSecond != 4 || math.Abs(r.Load-0.8) > 1e-9 {
+		t.Errorf("consumed %.0f/s, throttled %.0f/s, load %.2f; want 4000, 4, 0.80 (of 2500 × 2 replicas)",
+			r.ConsumedPerSecond, r.ConsumeThrottledPerSecond, r.Load)
 	}
 }

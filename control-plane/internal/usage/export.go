@@ -20,11 +20,12 @@ func WriteHistory(w io.Writer, format string, rows []Bucket) error {
 	switch format {
 	case "csv":
 		c := csv.NewWriter(w)
-		_ = c.Write([]string{"start", "protocol", "tenant", "messages", "bytes", "refused", "delayed"})
+		_ = c.Write([]string{"start", "protocol", "tenant", "messages", "bytes", "refused", "delayed", "consumed"})
 		for _, r := range rows {
 			_ = c.Write([]string{r.Start.Format(time.RFC3339), r.Protocol, r.Tenant,
 				strconv.FormatUint(r.Messages, 10), strconv.FormatUint(r.Bytes, 10),
-				strconv.FormatUint(r.Refused, 10), strconv.FormatUint(r.Delayed, 10)})
+				strconv.FormatUint(r.Refused, 10), strconv.FormatUint(r.Delayed, 10),
+				strconv.FormatUint(r.Consumed, 10)})
 		}
 		c.Flush()
 		return c.Error()

@@ -33,6 +33,9 @@ type TenantCount struct {
 	Connections int64     `json:"connections"`
 	InFlight    int64     `json:"inFlight"`
 	Held        int64     `json:"held"`
+	// The read side: record bytes delivered to consumers, and fetches throttled or held.
+	Consumed         uint64 `json:"consumed"`
+	ConsumeThrottled uint64 `json:"consumeThrottled"`
 	// Subjects are the worker's busiest subjects (NATS, sampled) or topics (Kafka) since its
 	// previous report.
 	Subjects []SubjectCount `json:"subjects"`

@@ -15,6 +15,8 @@ type Bucket struct {
 	Bytes    uint64    `json:"bytes" parquet:"bytes"`
 	Refused  uint64    `json:"refused" parquet:"refused"`
 	Delayed  uint64    `json:"delayed" parquet:"delayed"`
+	// Consumed is the record bytes delivered to the tenant's consumers (the read side).
+	Consumed uint64 `json:"consumed" parquet:"consumed"`
 }
 
 // series is a ring of time buckets of widthMs: each report spreads what its worker counted since
@@ -42,13 +44,14 @@ func (s *series) add(fromMs, toMs, nowMs int64, cur, prev TenantCount) {
 		refused += cur.Refused[i]
 		prevRefused += prev.Refused[i]
 	}
-	d := [4]uint64{
+	d := [5]uint64{
 		delta(cur.Messages, prev.Messages),
 		delta(cur.Bytes, prev.Bytes),
 		delta(refused, prevRefused),
 		delta(cur.Delayed, prev.Delayed),
+		delta(cur.Consumed, prev.Consumed),
 	}
-	if d == [4]uint64{} || toMs <= fromMs {
+	if d == [5]uint64{} || toMs <= fromMs {
 		return
 	}
 	oldest := nowMs/s.widthMs - int64(s.keep)
@@ -58,12 +61,12 @@ func (s *series) add(fromMs, toMs, nowMs int64, cur, prev TenantCount) {
 		}
 	}
 	span := toMs - fromMs
-	var given [4]uint64
+	var given [5]uint64
 	for slot := fromMs / s.widthMs; slot*s.widthMs < toMs; slot++ {
 		// Each bucket's part is the rounded share of the time up to its end, less what earlier
 		// buckets got: the parts add up to the whole exactly.
 		end := min((slot+1)*s.widthMs, toMs)
-		var part [4]uint64
+		var part [5]uint64
 		for i, total := range d {
 			upTo := uint64(float64(total) * float64(end-fromMs) / float64(span))
 			if end == toMs {
@@ -71,7 +74,7 @@ func (s *series) add(fromMs, toMs, nowMs int64, cur, prev TenantCount) {
 			}
 			part[i], given[i] = upTo-given[i], upTo
 		}
-		if slot <= oldest || part == [4]uint64{} {
+		if slot <= oldest || part == [5]uint64{} {
 			continue
 		}
 		b := s.buckets[slot]
@@ -89,6 +92,7 @@ func (s *series) add(fromMs, toMs, nowMs int64, cur, prev TenantCount) {
 		t.Bytes += part[1]
 		t.Refused += part[2]
 		t.Delayed += part[3]
+		t.Consumed += part[4]
 	}
 }
 

@@ -15,6 +15,9 @@ const (
 	kafkaProduce direction = "kafka produce"
 	// kafkaProducerPerf is Kafka's own Java producer, which follows the broker's metadata.
 	kafkaProducerPerf direction = "kafka producer-perf"
+	// kafkaFetch is a consumer's Fetch requests over one pinned connection (kafkafetch.go), each
+	// answered with Bytes of records.
+	kafkaFetch direction = "kafka fetch"
 )
 
 // workloadShape is what one message of a workload is: for Kafka Produce one request carrying a
@@ -66,6 +69,8 @@ var (
 		{1, 100, 10_000}, {100, 100, 4_000}, {1000, 100, 800},
 		{1, 1 << 10, 8_000}, {1, 16 << 10, 4_000}, {1, 64 << 10, 1_200},
 	}
+	// fetchSizes: what each Fetch asks for (and gets), one at a time.
+	fetchSizes = []struct{ bytes, requests int }{{16 << 10, 10_000}, {256 << 10, 3_000}, {1 << 20, 1_000}}
 )
 
 func (s *suite) cpuWorkloads() []cpuWorkload {
@@ -111,7 +116,24 @@ func (s *suite) cpuWorkloads() []cpuWorkload {
 			messages:      p.requests / scale,
 			targets:       []string{"gateway", "tcp-proxy"},
 			send: func(ctx context.Context, target string, requests int) (float64, error) {
-				return produceOnOneConnection(ctx, kafkaAddr[target], acme.kafkaClientID, p.records, p.bytes, requests)
+				return produceOnOneConnection(ctx, kafkaAddr[target], acme.kafkaClientID, produceTopic, p.records, p.bytes, requests)
+			},
+		})
+	}
+	// The read side: acme's consumers have a consume limit they never reach (each response is
+	// walked and charged), reader's have none (responses pass unread).
+	fetchClient := map[string]string{"gateway": acme.kafkaClientID, "gateway-unlimited": reader.kafkaClientID, "tcp-proxy": acme.kafkaClientID}
+	fetchAddr := map[string]string{"gateway": kafkaAddr["gateway"], "gateway-unlimited": kafkaAddr["gateway"], "tcp-proxy": kafkaAddr["tcp-proxy"]}
+	for _, f := range fetchSizes {
+		out = append(out, cpuWorkload{
+			workloadShape: workloadShape{Direction: kafkaFetch, Bytes: f.bytes, Records: 1},
+			messages:      f.requests / scale,
+			targets:       []string{"gateway", "gateway-unlimited", "tcp-proxy"},
+			send: func(ctx context.Context, target string, requests int) (float64, error) {
+				if err := s.fetchTopicFilled(ctx, kafkaAddr["gateway"]); err != nil {
+					return 0, err
+				}
+				return fetchOnOneConnection(ctx, fetchAddr[target], fetchClient[target], f.bytes, requests)
 			},
 		})
 	}

@@ -33,12 +33,12 @@ const (
 )
 
 // produceOnOneConnection sends `requests` Produce requests (acks=1) to addr as clientID, each carrying one
-// record batch of `records` records of `size` bytes to partition 0, with at most kafkaInFlight
+// record batch of `records` records of `size` bytes to partition 0 of topic, with at most kafkaInFlight
 // unanswered, checks that every partition of every response has error code 0, and returns
 // requests per second. No SASL: the broker listener behind both the gateway's Kafka listener
 // and its plain tcp_proxy is the one that admits the gateway's client certificate, and the
 // gateway tells the tenant by the client id (acme-…) alone.
-func produceOnOneConnection(ctx context.Context, addr, clientID string, records, size, requests int) (float64, error) {
+func produceOnOneConnection(ctx context.Context, addr, clientID, topic string, records, size, requests int) (float64, error) {
 	batch := recordBatch(records, size, time.Now().UnixMilli())
 	if len(batch) > maxBatchBytes {
 		return 0, fmt.Errorf("a batch of %d × %d B is %d bytes, over %d", records, size, len(batch), maxBatchBytes)
@@ -56,12 +56,12 @@ func produceOnOneConnection(ctx context.Context, addr, clientID string, records,
 		return 0, err
 	}
 	k := kafkaConn{conn: conn, in: bufio.NewReaderSize(conn, 64<<10), format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))}
-	if err := k.awaitTopic(ctx, produceTopic); err != nil {
+	if err := k.awaitTopic(ctx, topic); err != nil {
 		return 0, err
 	}
 	req := kmsg.NewPtrProduceRequest()
 	req.Version, req.Acks, req.TimeoutMillis = produceVersion, 1, 30_000
-	req.Topics = []kmsg.ProduceRequestTopic{{Topic: produceTopic, Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: batch}}}}
+	req.Topics = []kmsg.ProduceRequestTopic{{Topic: topic, Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: batch}}}}
 	// Encoded once: each send only rewrites the correlation id (bytes 8–11: after the length,
 	// API key and version).
 	wire := k.format.AppendRequest(nil, req, 0)

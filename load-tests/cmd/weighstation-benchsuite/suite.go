@@ -54,6 +54,8 @@ var (
 	acme      = tenant{"acme", "unlimited", "acme", "acme-secret", "acme-bench"}
 	globex    = tenant{"globex", "delay", "globex", "globex-secret", "globex-bench"}
 	anonymous = tenant{"anonymous", "reject", "anon", "", "bench-anonymous"}
+	// reader is acme without a consume limit: its Fetch responses pass unread.
+	reader = tenant{"reader", "unlimited", "", "", "reader-bench"}
 	// baseline is who the direct measurements connect to the brokers as: an identity that
 	// belongs to no tenant (the brokers admit tenants only through the gateway).
 	baseline = tenant{"", "", "baseline", "baseline-secret", "baseline-bench"}
@@ -67,6 +69,8 @@ type suite struct {
 	timing timing
 	watch  map[string]int
 	only   map[string]bool // scenarios to measure; empty: all
+	// fetchFilled: fetchTopic holds its backlog (kafkafetch.go).
+	fetchFilled bool
 
 	Probes      []probe
 	Comparisons []comparison

@@ -4,6 +4,7 @@
 use serde::Deserialize;
 
 use crate::attribution::Directory;
+use crate::consume::ConsumeLimit;
 use crate::identity::Identity;
 use crate::leases::Scope;
 use crate::limits::RateLimit;
@@ -25,6 +26,8 @@ pub struct Limits {
     pub queue_max_messages: Option<u64>,
     pub queue_max_wait_ms: Option<u64>,
     pub connections: Option<u64>,
+    pub consume_bytes_per_second: Option<u64>,
+    pub consume_burst_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -139,6 +142,8 @@ pub struct Config {
 #[derive(Debug)]
 pub struct TenantPlan {
     pub rate: RateLimit,
+    /// The read side's bucket (limits.consume).
+    pub consume: Option<ConsumeLimit>,
     pub overrides: Vec<OverridePlan>,
     /// (pattern, override index), most specific first.
     order: Vec<(String, usize)>,
@@ -148,10 +153,13 @@ pub struct TenantPlan {
 #[derive(Debug)]
 pub struct OverridePlan {
     pub rate: RateLimit,
+    pub consume: Option<ConsumeLimit>,
     pub max_message_bytes: Option<u64>,
     pub in_flight: Option<u64>,
     /// Identifies the override's patterns and limits, to key its shared state.
     pub fingerprint: u64,
+    /// Identifies the override's patterns and consume bucket, to key that bucket's state.
+    pub consume_fingerprint: u64,
 }
 
 /// A limit's rate buckets; a burst left out is one second of its rate.
@@ -160,6 +168,12 @@ pub(crate) fn rate_limit(l: &Limits) -> RateLimit {
         l.messages_per_second.map(|r| (r, l.burst_messages.unwrap_or(r))),
         l.bytes_per_second.map(|r| (r, l.burst_bytes.unwrap_or(r))),
     )
+}
+
+/// A limit's consume bucket; a burst left out is one second of its rate.
+fn consume_limit(l: &Limits) -> Option<ConsumeLimit> {
+    let rate = l.consume_bytes_per_second?;
+    ConsumeLimit::new(rate, l.consume_burst_bytes.unwrap_or(rate))
 }
 
 impl TenantPlan {
@@ -175,8 +189,19 @@ impl TenantPlan {
                         fingerprint = (fingerprint ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
                     }
                 }
+                let consume = consume_limit(&o.limits);
+                // The consume bucket's own key: a change of the override's rate keeps it.
+                let consume_fingerprint = o
+                    .patterns
+                    .iter()
+                    .flat_map(|p| p.bytes().chain([0]))
+                    .fold(consume.map_or(0, |c| c.fingerprint()), |h, b| {
+                        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                    });
                 OverridePlan {
+                    consume_fingerprint,
                     rate,
+                    consume,
                     max_message_bytes: o.limits.max_message_bytes,
                     in_flight: o.limits.in_flight,
                     fingerprint,
@@ -192,6 +217,7 @@ impl TenantPlan {
         order.sort_by_key(|(p, _)| std::cmp::Reverse(patterns::specificity(protocol, p)));
         TenantPlan {
             rate: rate_limit(&t.limits),
+            consume: consume_limit(&t.limits),
             overrides,
             order,
         }

@@ -6,6 +6,7 @@
 pub mod attribution;
 pub mod carry;
 pub mod config;
+pub mod consume;
 mod edit;
 pub mod identity;
 pub mod impact;

@@ -26,6 +26,14 @@ pub enum TenantMetric {
     /// Time a delayed message was held, in milliseconds.
     DelayMs,
     LimitMaxMessageBytes,
+    /// The read side: record bytes delivered to the tenant's consumers.
+    BytesConsumed,
+    /// Fetches (responses throttled or requests held) because the consume bucket was in debt.
+    ConsumeThrottled,
+    /// Milliseconds fetches were held, summed.
+    ConsumeHeldMs,
+    /// dryRun: fetches that would have been throttled.
+    ConsumeWouldThrottle,
 }
 
 impl TenantMetric {
@@ -39,14 +47,22 @@ impl TenantMetric {
             TenantMetric::QueueDepth => "weighstation_queue_depth",
             TenantMetric::DelayMs => "weighstation_delay_ms",
             TenantMetric::LimitMaxMessageBytes => "weighstation_limit_max_message_bytes",
+            TenantMetric::BytesConsumed => "weighstation_bytes_consumed",
+            TenantMetric::ConsumeThrottled => "weighstation_consume_throttled",
+            TenantMetric::ConsumeHeldMs => "weighstation_consume_held_ms",
+            TenantMetric::ConsumeWouldThrottle => "weighstation_dryrun_consume_would_throttle",
         }
     }
 
     pub fn kind(self) -> Kind {
         match self {
-            TenantMetric::MessagesAccepted | TenantMetric::BytesAccepted | TenantMetric::MessagesDelayed => {
-                Kind::Counter
-            }
+            TenantMetric::MessagesAccepted
+            | TenantMetric::BytesAccepted
+            | TenantMetric::MessagesDelayed
+            | TenantMetric::BytesConsumed
+            | TenantMetric::ConsumeThrottled
+            | TenantMetric::ConsumeHeldMs
+            | TenantMetric::ConsumeWouldThrottle => Kind::Counter,
             TenantMetric::DelayMs => Kind::Histogram,
             _ => Kind::Gauge,
         }

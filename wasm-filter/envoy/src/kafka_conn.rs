@@ -4,19 +4,23 @@
 //! Responses: a refused Produce was sent to the broker as an ApiVersions request with the same
 //! correlation id (Kafka answers a connection's requests in order), and that answer is replaced
 //! by a Produce response carrying the refusal; a delayed Produce's real response reports the
-//! delay in throttle_time_ms; ApiVersions answers advertise no Produce version the filter
-//! cannot read.
+//! delay in throttle_time_ms; ApiVersions answers advertise no Produce or Fetch version the
+//! filter cannot read.
+//! The read side (limits.consume): each Fetch response's record bytes are charged as it streams
+//! by; one that leaves the tenant in debt carries throttle_time_ms until the debt is paid, and
+//! the connection's next Fetch is held until then (KIP-219), asking for no more than the bucket
+//! holds.
 
 use std::collections::HashMap;
 use weighstation_core::carry::{Carry, Plan};
 use weighstation_core::config::Protocol;
 use weighstation_core::identity::{Authenticated, KafkaPrincipal};
 use weighstation_core::kafka::{
-    api_versions_request, authenticate_answer, authenticate_step, cap_produce_version, handshake_mechanism,
+    api_versions_request, authenticate_answer, authenticate_step, cap_versions, fetch_topics, handshake_mechanism,
     produce_response, raise_produce_throttle, rewrite_brokers, visit_produce, Batch, Interest, Mechanism,
     PartitionError, ProduceSummary, RequestHandler, RequestHeader, RequestStream, ResponseHandler, ResponseStream,
-    Retries, Step, API_FIND_COORDINATOR, API_METADATA, API_PRODUCE, API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE,
-    API_VERSIONS, HORIZON_NS, MAX_PRODUCE_VERSION, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
+    Retries, Step, API_FETCH, API_FIND_COORDINATOR, API_METADATA, API_PRODUCE, API_SASL_AUTHENTICATE,
+    API_SASL_HANDSHAKE, API_VERSIONS, HORIZON_NS, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
 };
 use weighstation_core::limits::Reason;
 use weighstation_core::scan::Admission;
@@ -27,7 +31,7 @@ use crate::connection::{self, Connection};
 use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot, Prepaid};
 use crate::state;
 use crate::tenancy::Attribution;
-use crate::{reports, trust, waiters};
+use crate::{consume, reports, trust, waiters};
 use weighstation_core::report::observed;
 
 /// What a forwarded request's response must do.
@@ -47,6 +51,14 @@ enum Pending {
     /// A SaslAuthenticate: the broker's answer says whether the claimed principal counts.
     /// `scram_final`: it answers SCRAM's client-final message.
     Authenticate { version: i16, scram_final: bool },
+    /// A Fetch of a tenant whose consumers are limited: its records are charged.
+    Fetch { version: i16 },
+}
+
+/// The Fetch response being walked: what was charged on its arrival, and its records so far.
+struct Fetching {
+    provisional: u64,
+    records: u64,
 }
 
 /// A Produce request as read: its totals, the first override met, and whether a batch is over
@@ -87,6 +99,11 @@ struct Conn {
     mechanism: Mechanism,
     /// Who the client's SaslAuthenticate says it is, until the broker answers.
     claimed: Option<KafkaPrincipal>,
+    /// Since when the connection's next Fetch has been held for its tenant's consume debt.
+    fetch_held: Option<u64>,
+    /// The overrides with consume buckets of the Fetch being decided (reused).
+    fetch_overrides: Vec<usize>,
+    fetching: Option<Fetching>,
 }
 
 impl Conn {
@@ -381,6 +398,96 @@ impl Conn {
         Admission::Replace(api_versions_request(h.correlation_id, h.client_id))
     }
 
+    /// A Fetch request: held while a consume bucket it passes is in debt (dryRun: never held),
+    /// else forwarded with its sizes clamped to the shallowest bucket. Returns that bound.
+    fn fetch(&mut self, h: &RequestHeader<'_>, body: &mut dyn Source, now: u64) -> (Admission, Option<i32>) {
+        self.who.ensure_attributed();
+        let Some(who) = self.who.current() else {
+            return (Admission::Forward, None);
+        };
+        let (Some(tenant), Some(plan)) = (who.tenant(), who.plan()) else {
+            return (Admission::Forward, None);
+        };
+        let mut overrides = std::mem::take(&mut self.fetch_overrides);
+        overrides.clear();
+        if !plan.overrides.is_empty() {
+            let _ = fetch_topics(body.all(), h.api_version, |topic| {
+                if let Some(i) = plan.override_for(Protocol::Kafka, topic) {
+                    if plan.overrides.get(i).is_some_and(|o| o.consume.is_some()) && !overrides.contains(&i) {
+                        overrides.push(i);
+                    }
+                }
+            });
+        }
+        let limited = consume::limited(who, &overrides);
+        let wait = if limited {
+            consume::wait_ns(who, &overrides, now)
+        } else {
+            0
+        };
+        let most = consume::most(who, &overrides);
+        self.fetch_overrides = overrides;
+        if !limited {
+            return (Admission::Forward, None);
+        }
+        // dryRun: counted where the debt is made (fetch_arrived), once per response.
+        if wait > 0 && !tenant.dry_run {
+            let since = *self.fetch_held.get_or_insert(now);
+            waiters::hold(self.id, &tenant.name, since, now.saturating_add(wait));
+            return (Admission::Hold, None);
+        }
+        if let Some(since) = self.fetch_held.take() {
+            waiters::release(self.id);
+            who.metrics.consume_throttled(now.saturating_sub(since) / 1_000_000);
+        }
+        self.pending
+            .insert(h.correlation_id, Pending::Fetch { version: h.api_version });
+        let most = most.filter(|_| !tenant.dry_run);
+        (Admission::Forward, most.map(|m| i32::try_from(m).unwrap_or(i32::MAX)))
+    }
+
+    /// A Fetch response arrives, `size` bytes: charged to the tenant's bucket now, in full, so
+    /// that its throttle_time_ms can say how long the debt lasts (what is not records is given
+    /// back once the walk has counted them). Returns the throttle to raise the response's to.
+    fn fetch_arrived(&mut self, size: usize, now: u64) -> Option<i32> {
+        let who = self.who.current()?;
+        let provisional = size as u64;
+        let debt = consume::charge_tenant(who, now, provisional);
+        self.fetching = Some(Fetching {
+            provisional,
+            records: 0,
+        });
+        if debt == 0 {
+            return None;
+        }
+        if who.tenant()?.dry_run {
+            who.metrics.consume_would_throttle();
+            return None;
+        }
+        who.metrics.consume_throttled(0);
+        Some(throttle_ms(debt))
+    }
+
+    fn fetch_records(&mut self, topic: &[u8], bytes: u64, now: u64) {
+        let Some(who) = self.who.current() else { return };
+        if let Some(f) = &mut self.fetching {
+            f.records = f.records.saturating_add(bytes);
+        }
+        who.metrics.consumed(bytes);
+        if let Some(i) = who.plan().and_then(|p| p.override_for(Protocol::Kafka, topic)) {
+            consume::charge_override(who, i, now, bytes);
+        }
+    }
+
+    /// The walk is over: what was charged beyond the records goes back (unless the response did
+    /// not parse: then its records are not known, and the whole response stays charged).
+    fn fetch_done(&mut self, complete: bool, now: u64) {
+        let Some(f) = self.fetching.take() else { return };
+        if let (true, Some(who)) = (complete, self.who.current()) {
+            consume::refund_tenant(who, now, f.provisional.saturating_sub(f.records));
+        }
+    }
+
     fn rewrites_brokers(&self) -> bool {
         state::active(Protocol::Kafka).is_some_and(|c| c.rewrites_brokers())
     }
@@ -405,8 +512,10 @@ fn first_topic(body: &mut dyn Source, version: i16) -> Vec<u8> {
 
 struct Requests<'a> {
     conn: &'a mut Conn,
-    /// Envoy's clock, read once a Produce is decided.
+    /// Envoy's clock, read once a Produce or Fetch is decided.
     now: Option<u64>,
+    /// The most the Fetch just forwarded may ask for.
+    fetch_most: Option<i32>,
 }
 
 impl RequestHandler for Requests<'_> {
@@ -430,6 +539,12 @@ impl RequestHandler for Requests<'_> {
                 let now = *self.now.get_or_insert_with(now_ns);
                 self.conn.produce(h, body, now)
             }
+            (API_FETCH, Some(body)) if !self.conn.refused => {
+                let now = *self.now.get_or_insert_with(now_ns);
+                let (admission, most) = self.conn.fetch(h, body, now);
+                self.fetch_most = most;
+                admission
+            }
             (API_VERSIONS, _) => {
                 self.conn
                     .pending
@@ -447,10 +562,22 @@ impl RequestHandler for Requests<'_> {
             _ => Admission::Forward,
         }
     }
+
+    fn fetch_most(&self) -> Option<i32> {
+        self.fetch_most
+    }
 }
 
 struct Responses<'a> {
     conn: &'a mut Conn,
+    /// Envoy's clock, read once a Fetch response is charged.
+    now: Option<u64>,
+}
+
+impl Responses<'_> {
+    fn now(&mut self) -> u64 {
+        *self.now.get_or_insert_with(now_ns)
+    }
 }
 
 impl ResponseHandler for Responses<'_> {
@@ -463,8 +590,27 @@ impl ResponseHandler for Responses<'_> {
                 }
                 Interest::Pass
             }
+            Some(&Pending::Fetch { version }) => {
+                self.conn.pending.remove(&correlation_id);
+                Interest::Fetch(version)
+            }
             Some(_) => Interest::Whole,
         }
+    }
+
+    fn fetch_head(&mut self, size: usize, _throttle_ms: i32) -> Option<i32> {
+        let now = self.now();
+        self.conn.fetch_arrived(size, now)
+    }
+
+    fn fetch_records(&mut self, topic: &[u8], bytes: u64) {
+        let now = self.now();
+        self.conn.fetch_records(topic, bytes, now);
+    }
+
+    fn fetch_done(&mut self, complete: bool) {
+        let now = self.now();
+        self.conn.fetch_done(complete, now);
     }
 
     fn response(&mut self, correlation_id: i32, frame: &[u8]) -> Option<Vec<u8>> {
@@ -481,7 +627,7 @@ impl ResponseHandler for Responses<'_> {
             }
             Pending::Versions { version } => {
                 let mut patched = frame.to_vec();
-                cap_produce_version(&mut patched, version, MAX_PRODUCE_VERSION).map(|()| patched)
+                cap_versions(&mut patched, version).map(|()| patched)
             }
             Pending::Addresses { api_key, version } => {
                 let config = state::active(Protocol::Kafka)?;
@@ -491,6 +637,7 @@ impl ResponseHandler for Responses<'_> {
                 self.conn.authenticated(frame, version, scram_final);
                 None
             }
+            Pending::Fetch { .. } => None,
         }
     }
 }
@@ -520,7 +667,16 @@ impl State {
         let State {
             conn, requests, carry, ..
         } = self;
-        let (plan, forwarded) = carry.scan(envoy, |buf| requests.process(buf, &mut Requests { conn, now: None }))?;
+        let (plan, forwarded) = carry.scan(envoy, |buf| {
+            requests.process(
+                buf,
+                &mut Requests {
+                    conn,
+                    now: None,
+                    fetch_most: None,
+                },
+            )
+        })?;
         requests.forwarded(forwarded);
         Ok(plan)
     }
@@ -563,6 +719,9 @@ pub fn connection(context_id: u32) -> Connection<State> {
                 topic: Vec::new(),
                 mechanism: Mechanism::default(),
                 claimed: None,
+                fetch_held: None,
+                fetch_overrides: Vec::new(),
+                fetching: None,
             },
             requests: RequestStream::new(HOLD_LIMIT),
             responses: ResponseStream::default(),
@@ -583,7 +742,7 @@ impl connection::Protocol for State {
 
     fn server_data(&mut self, buf: &mut dyn Source) -> Option<Vec<u8>> {
         let State { conn, responses, .. } = self;
-        responses.process(buf, &mut Responses { conn })
+        responses.process(buf, &mut Responses { conn, now: None })
     }
 
     fn close(&mut self) {

@@ -70,6 +70,8 @@ impl SlotKey {
 pub struct OverrideKeys {
     pub rate: RateKey,
     pub in_flight: SlotKey,
+    /// The override's consume bucket, if it has one.
+    pub consume: Option<String>,
 }
 
 #[derive(Debug)]
@@ -78,6 +80,8 @@ pub struct TenantKeys {
     pub in_flight: SlotKey,
     pub queue: String,
     pub connections: String,
+    /// The tenant's consume bucket, if it has one.
+    pub consume: Option<String>,
     pub overrides: Vec<OverrideKeys>,
 }
 
@@ -89,12 +93,16 @@ impl TenantKeys {
             in_flight: SlotKey::new(format!("{base}/inflight")),
             queue: format!("{base}/queue"),
             connections: connections_key(&base),
+            consume: plan.consume.map(|c| format!("{base}/consume/{:016x}", c.fingerprint())),
             overrides: plan
                 .overrides
                 .iter()
                 .map(|o| OverrideKeys {
                     rate: RateKey::new(override_rate_key(&base, o.fingerprint), &o.rate, scope),
                     in_flight: SlotKey::new(format!("{base}/override/{:016x}/inflight", o.fingerprint)),
+                    consume: o
+                        .consume
+                        .map(|_| format!("{base}/override/{:016x}/consume", o.consume_fingerprint)),
                 })
                 .collect(),
         }

@@ -6,6 +6,7 @@
 mod buffer;
 mod clock;
 mod connection;
+mod consume;
 mod gatekeeper;
 mod host;
 mod kafka_conn;

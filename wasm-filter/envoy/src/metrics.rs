@@ -81,6 +81,10 @@ pub struct TenantMetrics {
     delay_ms: Option<u32>,
     refused: [Option<u32>; 5],
     would_refuse: [Option<u32>; 5],
+    consumed: Option<u32>,
+    consume_throttled: Option<u32>,
+    consume_held_ms: Option<u32>,
+    consume_would_throttle: Option<u32>,
     /// The tenant's slot in this worker's usage report (crate::reports).
     usage: usize,
 }
@@ -101,6 +105,10 @@ impl TenantMetrics {
             delay_ms: m(TenantMetric::DelayMs),
             refused: r(ReasonMetric::Refused),
             would_refuse: r(ReasonMetric::WouldRefuse),
+            consumed: m(TenantMetric::BytesConsumed),
+            consume_throttled: m(TenantMetric::ConsumeThrottled),
+            consume_held_ms: m(TenantMetric::ConsumeHeldMs),
+            consume_would_throttle: m(TenantMetric::ConsumeWouldThrottle),
             usage: reports::slot(protocol, tenant),
         }
     }
@@ -138,6 +146,24 @@ impl TenantMetrics {
     pub fn would_refuse(&self, reason: Reason, n: u64) {
         add(self.would_refuse.get(reason.index()).copied().flatten(), n);
         reports::count(self.usage, |u| u.would_refuse(reason, n));
+    }
+
+    /// Record bytes a consumer of the tenant received.
+    pub fn consumed(&self, bytes: u64) {
+        add(self.consumed, bytes);
+        reports::count(self.usage, |u| u.consumed += bytes);
+    }
+
+    /// A fetch throttled (its response's throttle_time_ms raised) or held (`held_ms`).
+    pub fn consume_throttled(&self, held_ms: u64) {
+        add(self.consume_throttled, 1);
+        add(self.consume_held_ms, held_ms);
+        reports::count(self.usage, |u| u.consume_throttled += 1);
+    }
+
+    /// dryRun: a fetch that would have been throttled.
+    pub fn consume_would_throttle(&self) {
+        add(self.consume_would_throttle, 1);
     }
 
     pub fn connections(&self, delta: i64) {

@@ -13,7 +13,7 @@ use libfuzzer_sys::fuzz_target;
 use std::cell::Cell;
 use std::collections::VecDeque;
 use weighstation_core::kafka::{
-    authenticate_answer, cap_produce_version, produce_response, raise_produce_throttle, rewrite_brokers, BrokerMap,
+    authenticate_answer, cap_versions, produce_response, raise_produce_throttle, rewrite_brokers, BrokerMap,
     Interest, PartitionError, ResponseHandler, ResponseStream, API_FIND_COORDINATOR, API_METADATA, MAX_PRODUCE_VERSION,
     MAX_WHOLE, MIN_PRODUCE_VERSION, THROTTLING_QUOTA_EXCEEDED,
 };
@@ -98,16 +98,16 @@ fn answer(pending: Pending, correlation_id: i32, frame: &[u8]) -> Option<Vec<u8>
             }
             Some(patched)
         }
-        // ApiVersions: the advertised Produce version is capped, in place, idempotently.
+        // ApiVersions: the advertised Produce and Fetch versions are capped, in place, idempotently.
         2 => {
             let mut patched = frame.to_vec();
-            let Some(()) = cap_produce_version(&mut patched, version, MAX_PRODUCE_VERSION) else {
+            let Some(()) = cap_versions(&mut patched, version) else {
                 assert_eq!(patched, frame, "changed although it did not parse");
                 return None;
             };
             assert_eq!(patched.len(), frame.len());
             let mut again = patched.clone();
-            cap_produce_version(&mut again, version, MAX_PRODUCE_VERSION).expect("parses again");
+            cap_versions(&mut again, version).expect("parses again");
             assert_eq!(again, patched, "capping twice changed it");
             Some(patched)
         }

@@ -4,6 +4,7 @@
 
 mod cursor;
 mod encode;
+mod fetch;
 #[cfg(test)]
 mod order_tests;
 mod produce;
@@ -16,10 +17,11 @@ mod stream;
 pub use encode::{
     api_versions_request, produce_response, PartitionError, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
 };
+pub use fetch::{fetch_topics, API_FETCH, MAX_FETCH_VERSION, MIN_FETCH_VERSION};
 pub use produce::{
     visit_produce, PartitionBatch, ProduceError, ProduceSummary, MAX_PRODUCE_VERSION, MIN_PRODUCE_VERSION,
 };
-pub use response::{cap_produce_version, raise_produce_throttle, Interest, ResponseHandler, ResponseStream, MAX_WHOLE};
+pub use response::{cap_versions, raise_produce_throttle, Interest, ResponseHandler, ResponseStream, MAX_WHOLE};
 pub use retries::{Batch, Claim, Retries, HORIZON_NS};
 pub use rewrite::{rewrite_brokers, BrokerMap, API_FIND_COORDINATOR, API_METADATA};
 pub use sasl::{

@@ -104,7 +104,14 @@ impl Request {
                 let records = batch(*records, BATCH_HEADER_LEN + padding);
                 f.extend(produce_body(*version, TOPIC, *acks, &[(*partition, records)]));
             }
-            Kind::Other { body, .. } => f.extend_from_slice(body),
+            Kind::Other {
+                api_key, version, body, ..
+            } => {
+                if *api_key == FETCH && *version >= 12 {
+                    f.push(0); // request header v2, as the Fetch versions the filter reads use
+                }
+                f.extend_from_slice(body);
+            }
         }
         framed(f)
     }

@@ -3,6 +3,8 @@
 //! asked to see whole (it keeps at most `MAX_WHOLE` bytes of one), which it can then replace.
 
 use super::cursor::Cursor;
+use super::fetch::{FetchHandler, FetchWalk, API_FETCH, MAX_FETCH_VERSION};
+use super::produce::MAX_PRODUCE_VERSION;
 use super::FIRST_FLEXIBLE_PRODUCE;
 use crate::edit::{scan_carried, Editor};
 use crate::source::{ahead_after, Source};
@@ -21,6 +23,9 @@ pub enum Interest {
     Pass,
     /// Collect it whole and hand it to [`ResponseHandler::response`].
     Whole,
+    /// A Fetch response of this version: walk it as it streams by, reporting its records to
+    /// the handler's fetch methods.
+    Fetch(i16),
 }
 
 pub trait ResponseHandler {
@@ -28,6 +33,29 @@ pub trait ResponseHandler {
     fn arriving(&mut self, correlation_id: i32, size: usize) -> Interest;
     /// The whole response frame (size prefix included); Some replaces it.
     fn response(&mut self, correlation_id: i32, frame: &[u8]) -> Option<Vec<u8>>;
+    /// A walked Fetch response's head (see [`FetchHandler::head`]).
+    fn fetch_head(&mut self, _size: usize, _throttle_ms: i32) -> Option<i32> {
+        None
+    }
+    /// One partition's record bytes in the walked Fetch response.
+    fn fetch_records(&mut self, _topic: &[u8], _bytes: u64) {}
+    /// The walked Fetch response is over (see [`FetchHandler::done`]).
+    fn fetch_done(&mut self, _complete: bool) {}
+}
+
+/// A response handler seen as the walk's.
+struct Walked<'h, H>(&'h mut H);
+
+impl<H: ResponseHandler> FetchHandler for Walked<'_, H> {
+    fn head(&mut self, size: usize, throttle_ms: i32) -> Option<i32> {
+        self.0.fetch_head(size, throttle_ms)
+    }
+    fn records(&mut self, topic: &[u8], bytes: u64) {
+        self.0.fetch_records(topic, bytes);
+    }
+    fn done(&mut self, complete: bool) {
+        self.0.fetch_done(complete);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -39,6 +67,8 @@ pub struct ResponseStream {
     unframed: bool,
     /// The size of the last response (see crate::source::ahead_after).
     last_size: usize,
+    /// The Fetch response being walked.
+    walk: Option<FetchWalk>,
 }
 
 /// A response's size counts its correlation id at least.
@@ -55,12 +85,21 @@ impl ResponseStream {
             pass_left,
             unframed,
             last_size,
+            walk,
         } = self;
         scan_carried(carry, src, |data| {
             let len = data.len();
             let mut edit = Editor::default();
             let mut pos = 0;
             loop {
+                if let Some(w) = walk {
+                    let (stop, finished) = w.walk(data, pos, len, len, &mut edit, &mut Walked(handler));
+                    if !finished {
+                        return (edit, stop);
+                    }
+                    *walk = None;
+                    pos = stop;
+                }
                 if *pass_left > 0 {
                     let n = (*pass_left).min(len - pos);
                     pos += n;
@@ -94,6 +133,9 @@ impl ResponseStream {
                             edit.replace(len, pos, pos + total, &with);
                         }
                         pos += total;
+                    }
+                    Interest::Fetch(version) if FetchWalk::new(version, total).is_some() => {
+                        *walk = FetchWalk::new(version, total);
                     }
                     _ => {
                         let n = total.min(len - pos);
@@ -163,11 +205,12 @@ fn produce_throttle_offset(frame: &[u8], version: i16) -> Option<usize> {
     Some(c.position())
 }
 
-/// Lowers the Produce max version an ApiVersions response advertises, in place (every Produce
-/// entry's, should a broker list it twice: a client may read either).
-pub fn cap_produce_version(frame: &mut [u8], api_versions_version: i16, max: i16) -> Option<()> {
+/// Lowers the Produce and Fetch max versions an ApiVersions response advertises to what the
+/// filter parses, in place (every entry's, should a broker list one twice: a client may read
+/// either).
+pub fn cap_versions(frame: &mut [u8], api_versions_version: i16) -> Option<()> {
     let flexible = api_versions_version >= 3;
-    let mut produce_max_at = Vec::new();
+    let mut capped_at = Vec::new();
     let mut c = Cursor::new(frame);
     c.i32()?; // size
     c.i32()?; // correlation id (ApiVersions responses always use header v0)
@@ -181,11 +224,16 @@ pub fn cap_produce_version(frame: &mut [u8], api_versions_version: i16, max: i16
         if flexible {
             c.skip_tagged_fields()?;
         }
-        if key == super::API_PRODUCE && advertised > max {
-            produce_max_at.push(at);
+        let max = match key {
+            super::API_PRODUCE => MAX_PRODUCE_VERSION,
+            API_FETCH => MAX_FETCH_VERSION,
+            _ => continue,
+        };
+        if advertised > max {
+            capped_at.push((at, max));
         }
     }
-    for at in produce_max_at {
+    for (at, max) in capped_at {
         frame.get_mut(at..at + 2)?.copy_from_slice(&max.to_be_bytes());
     }
     Some(())
@@ -261,13 +309,13 @@ mod tests {
     }
 
     #[test]
-    fn caps_the_advertised_produce_version() {
+    fn caps_the_advertised_produce_and_fetch_versions() {
         for v in [0, 2, 3, 4] {
             let mut f = api_versions_response(v, &[(0, 3, 13), (1, 4, 17), (18, 0, 4)]);
-            cap_produce_version(&mut f, v, 12).unwrap();
+            cap_versions(&mut f, v).unwrap();
             assert_eq!(
                 f,
-                api_versions_response(v, &[(0, 3, 12), (1, 4, 17), (18, 0, 4)]),
+                api_versions_response(v, &[(0, 3, 12), (1, 4, 12), (18, 0, 4)]),
                 "v{v}"
             );
         }
@@ -278,7 +326,7 @@ mod tests {
     #[test]
     fn caps_every_produce_entry() {
         let mut f = api_versions_response(3, &[(0, 3, 13), (18, 0, 4), (0, 3, 14)]);
-        cap_produce_version(&mut f, 3, 12).unwrap();
+        cap_versions(&mut f, 3).unwrap();
         assert_eq!(f, api_versions_response(3, &[(0, 3, 12), (18, 0, 4), (0, 3, 12)]));
     }
 
@@ -340,6 +388,76 @@ mod tests {
                 }
             }
             assert_eq!(out, want, "split at {at}");
+        }
+    }
+
+    /// Fetch responses walked among others: each partition's records reported once, the
+    /// throttle raised in place, every other byte as the broker sent it, at any two cuts.
+    #[test]
+    fn fetch_responses_are_walked_in_stream_at_any_cuts() {
+        use crate::kafka::fetch::tests::{batches, fetch_response};
+
+        #[derive(Default)]
+        struct Fetches {
+            records: Vec<(Vec<u8>, u64)>,
+            heads: usize,
+            done: Vec<bool>,
+        }
+        impl ResponseHandler for Fetches {
+            fn arriving(&mut self, corr: i32, _size: usize) -> Interest {
+                if corr % 2 == 0 {
+                    Interest::Fetch(if corr == 2 { 11 } else { 12 })
+                } else {
+                    Interest::Pass
+                }
+            }
+            fn response(&mut self, _corr: i32, _frame: &[u8]) -> Option<Vec<u8>> {
+                None
+            }
+            fn fetch_head(&mut self, _size: usize, _throttle_ms: i32) -> Option<i32> {
+                self.heads += 1;
+                Some(700)
+            }
+            fn fetch_records(&mut self, topic: &[u8], bytes: u64) {
+                self.records.push((topic.to_vec(), bytes));
+            }
+            fn fetch_done(&mut self, complete: bool) {
+                self.done.push(complete);
+            }
+        }
+        let topics = |n: isize| vec![("orders", vec![(0, batches(&[90 + n])), (1, batches(&[63, -80]))])];
+        let stream = [
+            frame(1, &[7; 30]),
+            fetch_response(11, 2, 0, &topics(1)),
+            fetch_response(12, 4, 0, &topics(2)),
+            frame(5, &[9; 5]),
+        ]
+        .concat();
+        let want = [
+            frame(1, &[7; 30]),
+            fetch_response(11, 2, 700, &topics(1)),
+            fetch_response(12, 4, 700, &topics(2)),
+            frame(5, &[9; 5]),
+        ]
+        .concat();
+        for a in 0..=stream.len() {
+            for b in [a, a + 1, a + 7, a + 40, stream.len()].map(|b| b.min(stream.len())) {
+                let (mut s, mut h, mut out) = (ResponseStream::default(), Fetches::default(), Vec::new());
+                for part in [&stream[..a], &stream[a..b], &stream[b..]] {
+                    match s.process(&mut Ranges::new(part), &mut h) {
+                        Some(r) => out.extend(r),
+                        None => out.extend_from_slice(part),
+                    }
+                }
+                assert_eq!(out, want, "cut at {a}, {b}");
+                assert_eq!(h.heads, 2);
+                assert_eq!(
+                    h.records.iter().map(|r| r.1).collect::<Vec<_>>(),
+                    [91, 63, 92, 63],
+                    "cut at {a}, {b}"
+                );
+                assert_eq!(h.done, [true, true]);
+            }
         }
     }
 }

@@ -4,6 +4,7 @@
 //! up to `hold_limit`; every other frame is passed through after its header, without buffering.
 
 use super::cursor::Cursor;
+use super::fetch::{clamp_fetch, fetch_parsed, flexible_fetch, API_FETCH};
 use super::produce::{visit_produce, ProduceError};
 use super::sasl::{API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE};
 use super::API_PRODUCE;
@@ -38,6 +39,12 @@ pub trait RequestHandler {
     /// are all here, and for Produce requests whose every header is here (their records may
     /// still be arriving), within the hold limit; only those may be held or replaced.
     fn request(&mut self, header: &RequestHeader<'_>, body: Option<&mut dyn Source>) -> Admission;
+
+    /// The most a forwarded Fetch request may ask for (its max_bytes and each
+    /// partition_max_bytes are lowered to it); None: what it asks.
+    fn fetch_most(&self) -> Option<i32> {
+        None
+    }
 }
 
 #[derive(Debug)]
@@ -93,7 +100,7 @@ impl RequestStream {
             if pos >= len {
                 break;
             }
-            match self.frame(src, pos, handler) {
+            match self.frame(src, pos, handler, &mut edit) {
                 Frame::Incomplete | Frame::Held => {
                     self.consumed = edit.output_offset(pos);
                     let decided = self.consumed;
@@ -130,8 +137,15 @@ impl RequestStream {
 
     /// The frame at `pos`: its size and header are read by range, and its body only as far as
     /// the handler reads it.
-    fn frame(&mut self, src: &mut dyn Source, pos: usize, handler: &mut impl RequestHandler) -> Frame {
-        let available = src.len() - pos;
+    fn frame(
+        &mut self,
+        src: &mut dyn Source,
+        pos: usize,
+        handler: &mut impl RequestHandler,
+        edit: &mut Editor,
+    ) -> Frame {
+        let len = src.len();
+        let available = len - pos;
         let ahead = ahead_after(self.last_size, HEADER_READ);
         let Some(size) = src.fetch(pos, 4, ahead).get(..4).map(|b| [b[0], b[1], b[2], b[3]]) else {
             return Frame::Incomplete;
@@ -168,6 +182,8 @@ impl RequestStream {
         let header = header.with_client_id(&self.client_id);
         let reads_body = match header.api_key {
             API_PRODUCE => total <= self.hold_limit,
+            // A Fetch is read when its sizes may be clamped: the versions parsed.
+            API_FETCH => total <= self.hold_limit && fetch_parsed(header.api_version),
             API_SASL_HANDSHAKE | API_SASL_AUTHENTICATE => total <= self.hold_limit,
             _ => false,
         };
@@ -191,6 +207,12 @@ impl RequestStream {
         }
         match handler.request(&header, Some(&mut body)) {
             Admission::Hold => Frame::Held,
+            Admission::Forward if header.api_key == API_FETCH => {
+                if let Some(most) = handler.fetch_most() {
+                    clamp_fetch(body.all(), header.api_version, most, body_at, len, edit);
+                }
+                Frame::Done { total, replace: None }
+            }
             Admission::Replace(with) | Admission::Close(with) => Frame::Done {
                 total,
                 replace: Some(with),
@@ -268,6 +290,7 @@ fn parse_header(frame: &[u8], size: usize) -> HeaderParse<'_> {
     }
     let flexible = match api_key {
         API_PRODUCE => api_version >= 9,
+        API_FETCH => fetch_parsed(api_version) && flexible_fetch(api_version),
         API_SASL_AUTHENTICATE => api_version >= 2,
         _ => false,
     };

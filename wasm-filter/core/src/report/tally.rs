@@ -23,6 +23,9 @@ pub struct TenantUsage {
     pub connections: i64,
     pub in_flight: i64,
     pub held: i64,
+    /// The read side: record bytes delivered to consumers, and fetches throttled or held.
+    pub consumed: u64,
+    pub consume_throttled: u64,
     /// The busiest subjects (NATS, sampled) or topics (Kafka) since the last report.
     pub subjects: TopSubjects,
 }

@@ -1,0 +1,761 @@
+//! The read side of Kafka: Fetch requests and responses, versions 4 to 12 (v12 flexible). v13
+//! names topics by id; the glue caps the Fetch version it advertises (ApiVersions) to what is
+//! parsed here, so a topic is always known by the name the overrides match.
+//!
+//! A request is small and read whole: the filter clamps the sizes it asks for. A response can
+//! be many megabytes and is walked as it streams by: only its topic and partition headers and
+//! each record batch's offset and length are read, and the batches are stepped over. What counts
+//! is each partition's whole batches: a broker fills a response to its max_bytes with the start
+//! of the next batch, which the consumer drops and fetches again whole.
+
+use super::cursor::Cursor;
+use crate::edit::Editor;
+use crate::source::{ahead_after, Source};
+
+pub const API_FETCH: i16 = 1;
+pub const MIN_FETCH_VERSION: i16 = 4;
+pub const MAX_FETCH_VERSION: i16 = 12;
+const FIRST_FLEXIBLE_FETCH: i16 = 12;
+
+/// Whether a Fetch request header carries tagged fields (request header v2).
+pub(crate) fn flexible_fetch(version: i16) -> bool {
+    version >= FIRST_FLEXIBLE_FETCH
+}
+
+/// Whether this filter parses Fetch requests and responses of `version`.
+pub(crate) fn fetch_parsed(version: i16) -> bool {
+    (MIN_FETCH_VERSION..=MAX_FETCH_VERSION).contains(&version)
+}
+
+/// Lowers every size a Fetch request asks for (max_bytes, and each partition_max_bytes) to at
+/// most `most`, recording the edits at `body_at` (where the body starts in the edited buffer of
+/// `len` bytes): the broker then answers with at most one batch more than `most` (it returns a
+/// first batch whole, whatever its size). None: not a Fetch this filter parses, left as it is.
+pub(crate) fn clamp_fetch(
+    body: &[u8],
+    version: i16,
+    most: i32,
+    body_at: usize,
+    len: usize,
+    edit: &mut Editor,
+) -> Option<()> {
+    let mut sizes: Vec<usize> = Vec::new();
+    walk_request(body, version, &mut sizes, |_| {})?;
+    for at in sizes {
+        let asked = i32::from_be_bytes(body.get(at..at + 4)?.try_into().ok()?);
+        if asked > most {
+            edit.replace(len, body_at + at, body_at + at + 4, &most.to_be_bytes());
+        }
+    }
+    Some(())
+}
+
+/// The topics a Fetch request asks for. None: not a Fetch this filter parses.
+pub fn fetch_topics(body: &[u8], version: i16, topic: impl FnMut(&[u8])) -> Option<()> {
+    walk_request(body, version, &mut Vec::new(), topic)
+}
+
+/// Walks a Fetch request body: `topic` sees each topic, `sizes` gets where each size asked for
+/// is (max_bytes, then each partition_max_bytes).
+fn walk_request(body: &[u8], version: i16, sizes: &mut Vec<usize>, mut topic: impl FnMut(&[u8])) -> Option<()> {
+    if !fetch_parsed(version) {
+        return None;
+    }
+    let flexible = flexible_fetch(version);
+    let mut c = Cursor::new(body);
+    c.bytes(4 + 4 + 4)?; // replica id, max wait, min bytes
+    sizes.push(c.position());
+    c.i32()?; // max_bytes
+    c.bytes(1)?; // isolation level
+    if version >= 7 {
+        c.bytes(4 + 4)?; // session id, epoch
+    }
+    let topics = c.array_len(flexible)?;
+    for _ in 0..topics {
+        topic(c.string_field(flexible)?.unwrap_or_default());
+        let partitions = c.array_len(flexible)?;
+        for _ in 0..partitions {
+            c.i32()?; // partition
+            if version >= 9 {
+                c.i32()?; // current leader epoch
+            }
+            c.bytes(8)?; // fetch offset
+            if version >= 12 {
+                c.i32()?; // last fetched epoch
+            }
+            if version >= 5 {
+                c.bytes(8)?; // log start offset
+            }
+            sizes.push(c.position());
+            c.i32()?; // partition_max_bytes
+            if flexible {
+                c.skip_tagged_fields()?;
+            }
+        }
+        if flexible {
+            c.skip_tagged_fields()?;
+        }
+    }
+    Some(())
+}
+
+/// What a walked Fetch response reports, in order.
+pub(crate) trait FetchHandler {
+    /// The response's head has arrived: its whole size (the frame after its length prefix) and
+    /// the broker's throttle_time_ms. Some raises that to the value returned.
+    fn head(&mut self, size: usize, throttle_ms: i32) -> Option<i32>;
+    /// One partition's record bytes, of `topic`.
+    fn records(&mut self, topic: &[u8], bytes: u64);
+    /// The walk is over (reported once, after [`FetchHandler::head`]): `complete` unless the
+    /// response did not parse (then the records of the partitions not yet reported are not
+    /// known).
+    fn done(&mut self, complete: bool);
+}
+
+/// Where a walk is in the response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum At {
+    /// The size, correlation id, header tags, throttle, error code and session id.
+    Head,
+    /// A topic's name and partition count; `left` topics to go.
+    Topic { left: usize },
+    /// A partition's fields up to its records' length.
+    Partition { topics: usize, left: usize },
+    /// A partition's record batches: `rest` bytes of them to go, `whole` counted so far (whole
+    /// batches), `skip` of the current batch still to step over.
+    Records {
+        topics: usize,
+        left: usize,
+        rest: usize,
+        whole: u64,
+        skip: usize,
+    },
+    /// A partition's tagged fields (flexible versions).
+    PartitionTags { topics: usize, left: usize },
+    /// A topic's tagged fields (flexible versions).
+    TopicTags { topics: usize },
+    /// Everything after the topics (or after a part that did not parse): stepped over.
+    Rest,
+}
+
+/// The most of one header that is read: a topic name (249 bytes at most) with its lengths, a
+/// partition with a short list of aborted transactions.
+const HEADER_READ: usize = 512;
+
+/// A record batch's base offset and length: what frames it.
+const BATCH_FRAMING: usize = 12;
+
+/// A Fetch response being walked across reads.
+#[derive(Debug)]
+pub(crate) struct FetchWalk {
+    version: i16,
+    at: At,
+    /// Bytes of the frame (size prefix included) not yet walked.
+    left: usize,
+    /// The current topic's name (copied: its partitions may arrive in later reads; reused).
+    topic: Vec<u8>,
+    /// The size of the last batch (see crate::source::ahead_after).
+    last_batch: usize,
+}
+
+/// What one step of the walk found.
+enum Step {
+    /// Consumed this many bytes.
+    Took(usize),
+    /// The bytes the step needs have not all arrived: carry from here.
+    Short,
+    /// The response does not parse: step over the rest.
+    Bad,
+}
+
+impl FetchWalk {
+    /// A walk of a response of `total` bytes (size prefix included) to a Fetch of `version`.
+    pub(crate) fn new(version: i16, total: usize) -> Option<FetchWalk> {
+        fetch_parsed(version).then(|| FetchWalk {
+            version,
+            at: At::Head,
+            left: total,
+            topic: Vec::new(),
+            last_batch: 0,
+        })
+    }
+
+    /// Walks `data[pos..end]` (`end`: where the read ends); returns where it stopped and
+    /// whether the frame is walked to its end. Stopping short of `end` means the next header
+    /// has not all arrived: the caller carries from there. The throttle edit, if any, is
+    /// recorded in `edit` (`len`: the read's length).
+    pub(crate) fn walk(
+        &mut self,
+        data: &mut dyn Source,
+        mut pos: usize,
+        end: usize,
+        len: usize,
+        edit: &mut Editor,
+        h: &mut impl FetchHandler,
+    ) -> (usize, bool) {
+        while self.left > 0 && pos < end {
+            let avail = (end - pos).min(self.left);
+            let step = match self.at {
+                At::Rest => Step::Took(avail),
+                At::Records {
+                    topics,
+                    left,
+                    rest,
+                    whole,
+                    skip,
+                } if skip > 0 => {
+                    let n = skip.min(avail);
+                    self.at = At::Records {
+                        topics,
+                        left,
+                        rest: rest - n,
+                        whole,
+                        skip: skip - n,
+                    };
+                    Step::Took(n)
+                }
+                At::Records {
+                    topics,
+                    left,
+                    rest,
+                    whole,
+                    ..
+                } => self.batch(data, pos, avail, (topics, left, rest, whole), h),
+                _ => self.header(data, pos, avail, len, edit, h),
+            };
+            match step {
+                Step::Took(n) => {
+                    pos += n;
+                    self.left -= n;
+                }
+                Step::Short if avail < self.left => return (pos, false),
+                Step::Short | Step::Bad => {
+                    // A walk ends once, and only one whose head was reported.
+                    if self.at != At::Head {
+                        h.done(false);
+                    }
+                    self.at = At::Rest;
+                }
+            }
+        }
+        let finished = self.left == 0;
+        // The frame's last bytes were a partition's last batch: its count is still to report.
+        if let (
+            true,
+            At::Records {
+                topics,
+                left,
+                rest: 0,
+                whole,
+                skip: 0,
+            },
+        ) = (finished, self.at)
+        {
+            self.batch(data, pos, 0, (topics, left, 0, whole), h);
+        }
+        if finished {
+            match self.at {
+                At::Rest | At::Head => {}
+                At::Topic { left: 0 } => h.done(true),
+                _ => h.done(false),
+            }
+            self.at = At::Rest;
+        }
+        (pos, finished)
+    }
+
+    /// At a record batch of a partition (`rest` bytes of its records to go, `whole` counted):
+    /// a whole batch is counted and stepped over; a batch cut short by the response's end is
+    /// stepped over uncounted; with none to go, the partition's count is reported.
+    fn batch(
+        &mut self,
+        data: &mut dyn Source,
+        pos: usize,
+        avail: usize,
+        (topics, left, rest, whole): (usize, usize, usize, u64),
+        h: &mut impl FetchHandler,
+    ) -> Step {
+        let records = |whole, skip| At::Records {
+            topics,
+            left,
+            rest,
+            whole,
+            skip,
+        };
+        if rest == 0 {
+            h.records(&self.topic, whole);
+            self.at = if flexible_fetch(self.version) {
+                At::PartitionTags { topics, left }
+            } else {
+                self.next_partition(topics, left)
+            };
+            return Step::Took(0);
+        }
+        if rest < BATCH_FRAMING {
+            self.at = records(whole, rest);
+            return Step::Took(0);
+        }
+        let ahead = ahead_after(self.last_batch, BATCH_FRAMING);
+        let head = data.fetch(pos, BATCH_FRAMING.min(avail), ahead);
+        let Some(length) = head.get(8..12).and_then(|b| b.try_into().ok()).map(i32::from_be_bytes) else {
+            return Step::Short;
+        };
+        let size = usize::try_from(length).map_or(usize::MAX, |l| l.saturating_add(BATCH_FRAMING));
+        self.last_batch = size;
+        self.at = if size <= rest {
+            records(whole + size as u64, size)
+        } else {
+            records(whole, rest)
+        };
+        Step::Took(0)
+    }
+
+    fn next_partition(&self, topics: usize, left: usize) -> At {
+        match (left, self.version >= FIRST_FLEXIBLE_FETCH) {
+            (0, true) => At::TopicTags { topics },
+            (0, false) => At::Topic { left: topics },
+            _ => At::Partition { topics, left },
+        }
+    }
+
+    /// Parses the header at `pos` (at most `avail` bytes of it are the frame's and here).
+    fn header(
+        &mut self,
+        data: &mut dyn Source,
+        pos: usize,
+        avail: usize,
+        len: usize,
+        edit: &mut Editor,
+        h: &mut impl FetchHandler,
+    ) -> Step {
+        let flexible = flexible_fetch(self.version);
+        let version = self.version;
+        let bytes = data.fetch(pos, avail.min(HEADER_READ), HEADER_READ);
+        let bytes = &bytes[..bytes.len().min(avail).min(HEADER_READ)];
+        let parsed = match self.at {
+            At::Head => parse_head(bytes, version).map(|(n, throttle_at, throttle, topics)| {
+                if let Some(raised) = h.head(self.left - 4, throttle).filter(|&t| t > throttle) {
+                    edit.replace(len, pos + throttle_at, pos + throttle_at + 4, &raised.to_be_bytes());
+                }
+                self.at = At::Topic { left: topics };
+                n
+            }),
+            At::Topic { left: 0 } => {
+                h.done(true);
+                self.at = At::Rest;
+                Some(0)
+            }
+            At::Topic { left } => {
+                let mut c = Cursor::new(bytes);
+                parse_topic(&mut c, flexible).map(|(name, partitions)| {
+                    self.topic.clear();
+                    self.topic.extend_from_slice(name);
+                    self.at = self.next_partition(left - 1, partitions);
+                    c.position()
+                })
+            }
+            At::Partition { topics, left } => parse_partition(bytes, version).map(|(n, records)| {
+                self.at = At::Records {
+                    topics,
+                    left: left - 1,
+                    rest: records,
+                    whole: 0,
+                    skip: 0,
+                };
+                n
+            }),
+            At::PartitionTags { topics, left } => {
+                let mut c = Cursor::new(bytes);
+                c.skip_tagged_fields().map(|()| {
+                    self.at = self.next_partition(topics, left);
+                    c.position()
+                })
+            }
+            At::TopicTags { topics } => {
+                let mut c = Cursor::new(bytes);
+                c.skip_tagged_fields().map(|()| {
+                    self.at = At::Topic { left: topics };
+                    c.position()
+                })
+            }
+            At::Records { .. } | At::Rest => Some(0),
+        };
+        match parsed {
+            Some(n) => Step::Took(n),
+            // A header longer than what is read at once (a long aborted-transaction list) is
+            // not walked: the response is passed on uncounted from there.
+            None if bytes.len() >= HEADER_READ => Step::Bad,
+            None => Step::Short,
+        }
+    }
+}
+
+/// The head: its length, where throttle_time_ms is, its value, and the topic count.
+fn parse_head(b: &[u8], version: i16) -> Option<(usize, usize, i32, usize)> {
+    let flexible = flexible_fetch(version);
+    let mut c = Cursor::new(b);
+    c.i32()?; // size
+    c.i32()?; // correlation id
+    if flexible {
+        c.skip_tagged_fields()?;
+    }
+    let throttle_at = c.position();
+    let throttle = c.i32()?;
+    if version >= 7 {
+        c.bytes(2 + 4)?; // error code, session id
+    }
+    let topics = c.array_len(flexible)?;
+    Some((c.position(), throttle_at, throttle, topics))
+}
+
+fn parse_topic<'a>(c: &mut Cursor<'a>, flexible: bool) -> Option<(&'a [u8], usize)> {
+    let name = c.string_field(flexible)?.unwrap_or_default();
+    let partitions = c.array_len(flexible)?;
+    Some((name, partitions))
+}
+
+/// A partition's fields up to and including its records' length: their length and that of
+/// the records.
+fn parse_partition(b: &[u8], version: i16) -> Option<(usize, usize)> {
+    let flexible = flexible_fetch(version);
+    let mut c = Cursor::new(b);
+    c.bytes(4 + 2 + 8 + 8)?; // index, error, high watermark, last stable offset
+    if version >= 5 {
+        c.bytes(8)?; // log start offset
+    }
+    let aborted = c.array_len(flexible)?;
+    for _ in 0..aborted {
+        c.bytes(8 + 8)?; // producer id, first offset
+        if flexible {
+            c.skip_tagged_fields()?;
+        }
+    }
+    if version >= 11 {
+        c.i32()?; // preferred read replica
+    }
+    let records = if flexible {
+        usize::try_from(c.uvarint()?.saturating_sub(1)).ok()?
+    } else {
+        usize::try_from(c.i32()?.max(0)).ok()?
+    };
+    Some((c.position(), records))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Record batches of these sizes, one after another; a size given negative is a batch of
+    /// that many bytes cut short (to a third), as a broker ends a response filled to max_bytes.
+    pub(crate) fn batches(sizes: &[isize]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for &n in sizes {
+            let b = crate::kafka::produce::tests::batch(1, n.unsigned_abs());
+            let keep = if n < 0 { b.len() / 3 } else { b.len() };
+            out.extend_from_slice(&b[..keep]);
+        }
+        out
+    }
+
+    fn compact_len(b: &mut Vec<u8>, n: usize, flexible: bool) {
+        if flexible {
+            assert!(n < 127);
+            b.push(n as u8 + 1);
+        } else {
+            b.extend_from_slice(&(n as i32).to_be_bytes());
+        }
+    }
+
+    fn put_string(b: &mut Vec<u8>, s: &[u8], flexible: bool) {
+        if flexible {
+            compact_len(b, s.len(), true);
+        } else {
+            b.extend_from_slice(&(s.len() as i16).to_be_bytes());
+        }
+        b.extend_from_slice(s);
+    }
+
+    fn put_records_len(b: &mut Vec<u8>, n: usize) {
+        let mut v = n as u64 + 1;
+        loop {
+            let byte = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                b.push(byte);
+                return;
+            }
+            b.push(byte | 0x80);
+        }
+    }
+
+    /// A Fetch request body of `version` asking `max` for each of `topics`' partitions.
+    pub(crate) fn fetch_request_body(version: i16, max: i32, topics: &[(&str, &[i32])]) -> Vec<u8> {
+        let flexible = flexible_fetch(version);
+        let mut b = Vec::new();
+        b.extend_from_slice(&(-1i32).to_be_bytes());
+        b.extend_from_slice(&500i32.to_be_bytes());
+        b.extend_from_slice(&1i32.to_be_bytes());
+        b.extend_from_slice(&max.to_be_bytes());
+        b.push(0);
+        if version >= 7 {
+            b.extend_from_slice(&[0; 8]);
+        }
+        compact_len(&mut b, topics.len(), flexible);
+        for (t, parts) in topics {
+            put_string(&mut b, t.as_bytes(), flexible);
+            compact_len(&mut b, parts.len(), flexible);
+            for p in *parts {
+                b.extend_from_slice(&p.to_be_bytes());
+                if version >= 9 {
+                    b.extend_from_slice(&0i32.to_be_bytes());
+                }
+                b.extend_from_slice(&0i64.to_be_bytes());
+                if version >= 12 {
+                    b.extend_from_slice(&0i32.to_be_bytes());
+                }
+                if version >= 5 {
+                    b.extend_from_slice(&0i64.to_be_bytes());
+                }
+                b.extend_from_slice(&max.to_be_bytes());
+                if flexible {
+                    b.push(0);
+                }
+            }
+            if flexible {
+                b.push(0);
+            }
+        }
+        if version >= 7 {
+            compact_len(&mut b, 0, flexible);
+        }
+        if version >= 11 {
+            put_string(&mut b, b"", flexible);
+        }
+        if flexible {
+            b.push(0);
+        }
+        b
+    }
+
+    /// A Fetch response frame to `corr`: `topics` of (name, partitions of (index, records)).
+    pub(crate) fn fetch_response(
+        version: i16,
+        corr: i32,
+        throttle: i32,
+        topics: &[(&str, Vec<(i32, Vec<u8>)>)],
+    ) -> Vec<u8> {
+        let flexible = flexible_fetch(version);
+        let mut b = Vec::new();
+        b.extend_from_slice(&corr.to_be_bytes());
+        if flexible {
+            b.push(0);
+        }
+        b.extend_from_slice(&throttle.to_be_bytes());
+        if version >= 7 {
+            b.extend_from_slice(&0i16.to_be_bytes());
+            b.extend_from_slice(&0i32.to_be_bytes());
+        }
+        compact_len(&mut b, topics.len(), flexible);
+        for (t, parts) in topics {
+            put_string(&mut b, t.as_bytes(), flexible);
+            compact_len(&mut b, parts.len(), flexible);
+            for (p, records) in parts {
+                b.extend_from_slice(&p.to_be_bytes());
+                b.extend_from_slice(&0i16.to_be_bytes());
+                b.extend_from_slice(&[0; 16]);
+                if version >= 5 {
+                    b.extend_from_slice(&[0; 8]);
+                }
+                // One aborted transaction, so the walk steps over the list.
+                compact_len(&mut b, 1, flexible);
+                b.extend_from_slice(&[7; 16]);
+                if flexible {
+                    b.push(0);
+                }
+                if version >= 11 {
+                    b.extend_from_slice(&(-1i32).to_be_bytes());
+                }
+                if flexible {
+                    put_records_len(&mut b, records.len());
+                } else {
+                    b.extend_from_slice(&(records.len() as i32).to_be_bytes());
+                }
+                b.extend_from_slice(records);
+                if flexible {
+                    b.push(0);
+                }
+            }
+            if flexible {
+                b.push(0);
+            }
+        }
+        if flexible {
+            b.push(0);
+        }
+        let mut out = (b.len() as i32).to_be_bytes().to_vec();
+        out.extend(b);
+        out
+    }
+
+    #[test]
+    fn every_size_asked_is_clamped_and_no_other_byte_changes() {
+        for version in MIN_FETCH_VERSION..=MAX_FETCH_VERSION {
+            let body = fetch_request_body(version, 50 << 20, &[("orders", &[0, 1]), ("audit", &[3])]);
+            let mut edit = Editor::default();
+            let mut seen = Vec::new();
+            fetch_topics(&body, version, |t| seen.push(t.to_vec())).unwrap_or_else(|| panic!("v{version} parses"));
+            clamp_fetch(&body, version, 1 << 20, 0, body.len(), &mut edit).unwrap_or_else(|| panic!("v{version}"));
+            assert_eq!(seen, [b"orders".to_vec(), b"audit".to_vec()]);
+            let out = edit
+                .finish(&mut crate::source::Whole(&body), body.len())
+                .unwrap_or_default();
+            assert_eq!(
+                out,
+                fetch_request_body(version, 1 << 20, &[("orders", &[0, 1]), ("audit", &[3])]),
+                "v{version}"
+            );
+            let mut none = Editor::default();
+            clamp_fetch(&body, version, 64 << 20, 0, body.len(), &mut none);
+            assert!(none.is_empty(), "a size within the bound is left alone");
+        }
+    }
+
+    #[derive(Default)]
+    struct Seen {
+        head: Option<(usize, i32)>,
+        records: Vec<(Vec<u8>, u64)>,
+        done: Vec<bool>,
+        raise: Option<i32>,
+    }
+
+    impl FetchHandler for Seen {
+        fn head(&mut self, size: usize, throttle_ms: i32) -> Option<i32> {
+            assert!(self.head.is_none(), "head reported once");
+            self.head = Some((size, throttle_ms));
+            self.raise
+        }
+        fn records(&mut self, topic: &[u8], bytes: u64) {
+            self.records.push((topic.to_vec(), bytes));
+        }
+        fn done(&mut self, complete: bool) {
+            self.done.push(complete);
+        }
+    }
+
+    /// Walks `frame` cut at `cuts`, carrying what a step could not parse, as ResponseStream does.
+    fn walk_cut(frame: &[u8], version: i16, cuts: &[usize], h: &mut Seen) -> Vec<u8> {
+        let mut w = FetchWalk::new(version, frame.len()).unwrap_or_else(|| panic!("v{version}"));
+        let (mut carry, mut out) = (Vec::new(), Vec::new());
+        let mut from = 0;
+        for &to in cuts.iter().chain([&frame.len()]) {
+            let mut data = std::mem::take(&mut carry);
+            data.extend_from_slice(&frame[from..to]);
+            from = to;
+            let mut edit = Editor::default();
+            let mut src = crate::source::Ranges::new(&data);
+            let (stop, _) = w.walk(&mut src, 0, data.len(), data.len(), &mut edit, h);
+            let edited = edit.finish(&mut src, data.len()).unwrap_or_else(|| data.clone());
+            out.extend_from_slice(&edited[..stop]);
+            carry = data[stop..].to_vec();
+        }
+        assert!(carry.is_empty(), "nothing left carried");
+        out
+    }
+
+    #[test]
+    fn a_response_cut_anywhere_reports_each_partitions_whole_batches_once_and_passes_unchanged() {
+        for version in MIN_FETCH_VERSION..=MAX_FETCH_VERSION {
+            let frame = fetch_response(
+                version,
+                9,
+                3,
+                &[
+                    ("orders", vec![(0, batches(&[300, 100, -400])), (1, vec![])]),
+                    ("audit", vec![(2, batches(&[70]))]),
+                ],
+            );
+            for a in 0..frame.len() {
+                for b in [a, a + 1, a + 13, frame.len()] {
+                    let b = b.min(frame.len());
+                    let mut h = Seen::default();
+                    let out = walk_cut(&frame, version, &[a, b], &mut h);
+                    assert_eq!(out, frame, "v{version} cut at {a}, {b}");
+                    assert_eq!(h.head, Some((frame.len() - 4, 3)));
+                    assert_eq!(
+                        h.records,
+                        [
+                            (b"orders".to_vec(), 400),
+                            (b"orders".to_vec(), 0),
+                            (b"audit".to_vec(), 70)
+                        ],
+                        "v{version} cut at {a}, {b}: whole batches counted, the cut one not"
+                    );
+                    assert_eq!(h.done, [true]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_throttle_is_raised_in_place_and_never_lowered() {
+        for version in [MIN_FETCH_VERSION, 11, MAX_FETCH_VERSION] {
+            let frame = fetch_response(version, 9, 40, &[("orders", vec![(0, batches(&[100]))])]);
+            let mut h = Seen {
+                raise: Some(250),
+                ..Seen::default()
+            };
+            let out = walk_cut(&frame, version, &[3], &mut h);
+            assert_eq!(
+                out,
+                fetch_response(version, 9, 250, &[("orders", vec![(0, batches(&[100]))])])
+            );
+            let mut lower = Seen {
+                raise: Some(10),
+                ..Seen::default()
+            };
+            assert_eq!(walk_cut(&frame, version, &[], &mut lower), frame);
+        }
+    }
+
+    #[test]
+    fn the_records_are_never_fetched() {
+        let frame = fetch_response(
+            12,
+            1,
+            0,
+            &[(
+                "orders",
+                vec![(0, batches(&[1 << 19, 1 << 19])), (1, batches(&[1 << 20]))],
+            )],
+        );
+        let mut w = FetchWalk::new(12, frame.len()).unwrap_or_else(|| panic!("v12"));
+        let mut src = crate::source::Ranges::new(&frame);
+        let (mut edit, mut h) = (Editor::default(), Seen::default());
+        assert_eq!(
+            w.walk(&mut src, 0, frame.len(), frame.len(), &mut edit, &mut h),
+            (frame.len(), true)
+        );
+        // The head, the topic, per partition its header and the tags after its records, and each
+        // batch's offset and length.
+        assert!(
+            src.served <= 7 * HEADER_READ + 3 * BATCH_FRAMING,
+            "{} bytes fetched",
+            src.served
+        );
+        assert_eq!(
+            h.records,
+            [(b"orders".to_vec(), 1 << 20), (b"orders".to_vec(), 1 << 20)]
+        );
+    }
+
+    #[test]
+    fn a_response_that_does_not_parse_passes_and_says_so() {
+        let mut frame = fetch_response(12, 1, 0, &[("orders", vec![(0, batches(&[40]))])]);
+        // The partition count claims more partitions than follow.
+        let at = frame.iter().position(|&b| b == b'o').unwrap_or(0) + 6;
+        frame[at] = 9;
+        let mut h = Seen::default();
+        assert_eq!(walk_cut(&frame, 12, &[], &mut h), frame);
+        assert_eq!(h.done, [false]);
+    }
+}

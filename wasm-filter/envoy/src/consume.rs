@@ -1,0 +1,70 @@
+//! The read side's buckets (limits.consume) in shared data, one per tenant and per override
+//! that sets one: what the tenant's consumers received is charged after the fact, and a fetch
+//! waits while any bucket it passes is in debt (weighstation_core::consume). Buckets are per
+//! gateway replica whatever the tenant's scope: a fetch is never held on the quota service.
+
+use weighstation_core::consume::ConsumeLimit;
+
+use crate::shared;
+use crate::tenancy::Attributed;
+
+fn tenant_bucket(who: &Attributed) -> Option<(ConsumeLimit, &str)> {
+    who.plan()?.consume.zip(who.keys.consume.as_deref())
+}
+
+fn override_bucket(who: &Attributed, over: usize) -> Option<(ConsumeLimit, &str)> {
+    let limit = who.plan()?.overrides.get(over)?.consume?;
+    Some((limit, who.keys.overrides.get(over)?.consume.as_deref()?))
+}
+
+/// The buckets a fetch passes: the tenant's, then those of `overrides` that set one.
+fn buckets<'a>(who: &'a Attributed, overrides: &'a [usize]) -> impl Iterator<Item = (ConsumeLimit, &'a str)> + 'a {
+    tenant_bucket(who)
+        .into_iter()
+        .chain(overrides.iter().filter_map(|&i| override_bucket(who, i)))
+}
+
+/// Whether the tenant or any of `overrides` limits what its consumers receive.
+pub fn limited(who: &Attributed, overrides: &[usize]) -> bool {
+    buckets(who, overrides).next().is_some()
+}
+
+/// How long until a fetch passing these buckets may go (ns): 0 now.
+pub fn wait_ns(who: &Attributed, overrides: &[usize], now: u64) -> u64 {
+    buckets(who, overrides)
+        .map(|(limit, key)| limit.wait_ns(shared::read(key), now))
+        .max()
+        .unwrap_or(0)
+}
+
+/// The most one fetch passing these buckets may ask for: the shallowest bucket's depth.
+pub fn most(who: &Attributed, overrides: &[usize]) -> Option<u64> {
+    buckets(who, overrides).map(|(limit, _)| limit.burst()).min()
+}
+
+/// Charges `bytes` to the tenant's bucket; returns how long it is then in debt (ns).
+pub fn charge_tenant(who: &Attributed, now: u64, bytes: u64) -> u64 {
+    tenant_bucket(who).map_or(0, |(limit, key)| charge(limit, key, now, bytes))
+}
+
+/// Charges `bytes` to override `over`'s bucket, if it has one.
+pub fn charge_override(who: &Attributed, over: usize, now: u64, bytes: u64) {
+    if let Some((limit, key)) = override_bucket(who, over) {
+        charge(limit, key, now, bytes);
+    }
+}
+
+/// Gives back `bytes` of a provisional charge to the tenant's bucket.
+pub fn refund_tenant(who: &Attributed, now: u64, bytes: u64) {
+    if bytes == 0 {
+        return;
+    }
+    if let Some((limit, key)) = tenant_bucket(who) {
+        shared::update::<1>(key, |[tat]| Some([limit.refund(tat, now, bytes)]));
+    }
+}
+
+fn charge(limit: ConsumeLimit, key: &str, now: u64, bytes: u64) -> u64 {
+    let (before, _) = shared::update::<1>(key, |[tat]| Some([limit.charge(tat, now, bytes)]));
+    limit.wait_ns(limit.charge(before[0], now, bytes), now)
+}
