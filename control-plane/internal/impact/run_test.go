@@ -17,6 +17,7 @@ func TestReadUsageRefusesWhatItCannotReplay(t *testing.T) {
 		{"no header", "x,y\n", "want the header"},
 		{"per minute", "start,protocol,tenant,messages,bytes,refused,delayed\n2026-11-25T15:52:00Z,nats,a,1,1,0,0\n2026-11-25T15:53:00Z,nats,a,1,1,0,0\n", "--resolution 1s"},
 		{"bad count", "start,protocol,tenant,messages,bytes,refused,delayed\n2026-11-25T15:52:00Z,nats,a,x,1,0,0\n", "line 2"},
+		{"short row", "start,protocol,tenant,messages,bytes,refused,delayed,consumed\n2026-11-25T15:52:00Z,nats,a,1,1,0,0\n", "line 2"},
 		{"bad time", "start,protocol,tenant,messages,bytes,refused,delayed\nyesterday,nats,a,1,1,0,0\n", "line 2"},
 	}
 	for _, c := range cases {

@@ -17,15 +17,23 @@ type Demand struct {
 }
 
 // ReadUsage reads `weighstation usage export --resolution 1s` CSV (start, protocol, tenant,
-// messages, bytes, refused, delayed) into each tenant's demand, seconds ascending. A file of
-// per-minute rows is refused: a minute's messages spread evenly would hide every burst.
+// messages, bytes, refused, delayed, and from the read side's release consumed, which the
+// replay does not use) into each tenant's demand, seconds ascending. A file of per-minute rows
+// is refused: a minute's messages spread evenly would hide every burst.
 func ReadUsage(r io.Reader) ([]Demand, error) {
-	rows, err := csv.NewReader(r).ReadAll()
+	reader := csv.NewReader(r)
+	reader.FieldsPerRecord = -1 // the header says how many
+	rows, err := reader.ReadAll()
 	if err != nil {
 		return nil, fmt.Errorf("usage CSV: %w", err)
 	}
-	if len(rows) == 0 || len(rows[0]) != 7 || rows[0][0] != "start" {
-		return nil, fmt.Errorf("usage CSV: want the header of `weighstation usage export`: start,protocol,tenant,messages,bytes,refused,delayed")
+	if len(rows) == 0 || len(rows[0]) < 7 || len(rows[0]) > 8 || rows[0][0] != "start" {
+		return nil, fmt.Errorf("usage CSV: want the header of `weighstation usage export`: start,protocol,tenant,messages,bytes,refused,delayed,consumed")
+	}
+	for i, row := range rows[1:] {
+		if len(row) != len(rows[0]) {
+			return nil, fmt.Errorf("usage CSV line %d: %d fields, the header has %d", i+2, len(row), len(rows[0]))
+		}
 	}
 	by := map[string]*Demand{}
 	stamps := map[int64]bool{}
