@@ -23,12 +23,13 @@ const (
 )
 
 // fetchTopicFilled writes fetchBacklog bytes of 1 KiB records to fetchTopic through addr as
-// acme, once per suite (the topic keeps them).
+// acme, once per suite (the topic keeps them), in batches of 16 KiB: the smallest Fetch's size
+// (a broker answers with a first batch whole, whatever the Fetch asks for).
 func (s *suite) fetchTopicFilled(ctx context.Context, addr string) error {
 	if s.fetchFilled {
 		return nil
 	}
-	const records, size = 512, 1 << 10
+	const records, size = 16, 1 << 10
 	_, err := produceOnOneConnection(ctx, addr, acme.kafkaClientID, fetchTopic, records, size, fetchBacklog/(records*size))
 	s.fetchFilled = err == nil
 	return err
