@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -41,20 +39,11 @@ func (s *suite) fetchTopicFilled(ctx context.Context, addr string) error {
 func fetchOnOneConnection(ctx context.Context, addr, clientID string, maxBytes, requests int) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	k, err := openPinned(ctx, addr, clientID, fetchTopic, 1<<20)
 	if err != nil {
 		return 0, err
 	}
-	defer conn.Close()
-	deadline, _ := ctx.Deadline()
-	if err := conn.SetDeadline(deadline); err != nil {
-		return 0, err
-	}
-	k := kafkaConn{conn: conn, in: bufio.NewReaderSize(conn, 1<<20), format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))}
-	if err := k.awaitTopic(ctx, fetchTopic); err != nil {
-		return 0, err
-	}
+	defer k.conn.Close()
 	req := kmsg.NewPtrFetchRequest()
 	req.Version, req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = fetchVersion, -1, 0, 1, int32(maxBytes)
 	req.SessionEpoch = -1
@@ -64,7 +53,7 @@ func fetchOnOneConnection(ctx context.Context, addr, clientID string, maxBytes, 
 	start := time.Now()
 	for i := range requests {
 		id := int32(i + 1)
-		if _, err := conn.Write(k.format.AppendRequest(nil, req, id)); err != nil {
+		if _, err := k.conn.Write(k.format.AppendRequest(nil, req, id)); err != nil {
 			return 0, err
 		}
 		if err := k.fetched(id); err != nil {

@@ -45,20 +45,12 @@ func produceOnOneConnection(ctx context.Context, addr, clientID, topic string, r
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	k, err := openPinned(ctx, addr, clientID, topic, 64<<10)
 	if err != nil {
 		return 0, err
 	}
-	defer conn.Close()
-	deadline, _ := ctx.Deadline()
-	if err := conn.SetDeadline(deadline); err != nil {
-		return 0, err
-	}
-	k := kafkaConn{conn: conn, in: bufio.NewReaderSize(conn, 64<<10), format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))}
-	if err := k.awaitTopic(ctx, topic); err != nil {
-		return 0, err
-	}
+	defer k.conn.Close()
+	conn := k.conn
 	req := kmsg.NewPtrProduceRequest()
 	req.Version, req.Acks, req.TimeoutMillis = produceVersion, 1, 30_000
 	req.Topics = []kmsg.ProduceRequestTopic{{Topic: topic, Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: batch}}}}
@@ -94,6 +86,27 @@ func produceOnOneConnection(ctx context.Context, addr, clientID, topic string, r
 		return 0, err
 	}
 	return float64(requests) / time.Since(start).Seconds(), nil
+}
+
+// openPinned opens a driver's one connection to addr as clientID, bounded by ctx's deadline and
+// reading through a buffer of `buffer` bytes, once topic's partition 0 has a leader.
+func openPinned(ctx context.Context, addr, clientID, topic string, buffer int) (*kafkaConn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	deadline, _ := ctx.Deadline()
+	k := &kafkaConn{conn: conn, in: bufio.NewReaderSize(conn, buffer), format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))}
+	if err := conn.SetDeadline(deadline); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if err := k.awaitTopic(ctx, topic); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return k, nil
 }
 
 // kafkaConn is one client connection: requests written in order, responses read in order.

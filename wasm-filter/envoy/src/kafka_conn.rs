@@ -11,16 +11,19 @@
 //! the connection's next Fetch is held until then (KIP-219), asking for no more than the bucket
 //! holds.
 
+mod fetch;
+
+use fetch::Fetching;
 use std::collections::HashMap;
 use weighstation_core::carry::{Carry, Plan};
 use weighstation_core::config::Protocol;
 use weighstation_core::identity::{Authenticated, KafkaPrincipal};
 use weighstation_core::kafka::{
-    api_versions_request, authenticate_answer, authenticate_step, cap_versions, fetch_topics, handshake_mechanism,
-    produce_response, raise_produce_throttle, rewrite_brokers, visit_produce, Batch, Interest, Mechanism,
-    PartitionError, ProduceSummary, RequestHandler, RequestHeader, RequestStream, ResponseHandler, ResponseStream,
-    Retries, Step, API_FETCH, API_FIND_COORDINATOR, API_METADATA, API_PRODUCE, API_SASL_AUTHENTICATE,
-    API_SASL_HANDSHAKE, API_VERSIONS, HORIZON_NS, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
+    api_versions_request, authenticate_answer, authenticate_step, cap_versions, handshake_mechanism, produce_response,
+    raise_produce_throttle, rewrite_brokers, visit_produce, Batch, Interest, Mechanism, PartitionError, ProduceSummary,
+    RequestHandler, RequestHeader, RequestStream, ResponseHandler, ResponseStream, Retries, Step, API_FETCH,
+    API_FIND_COORDINATOR, API_METADATA, API_PRODUCE, API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE, API_VERSIONS,
+    HORIZON_NS, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
 };
 use weighstation_core::limits::Reason;
 use weighstation_core::scan::Admission;
@@ -31,7 +34,7 @@ use crate::connection::{self, Connection};
 use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot, Prepaid};
 use crate::state;
 use crate::tenancy::Attribution;
-use crate::{consume, reports, trust, waiters};
+use crate::{reports, trust, waiters};
 use weighstation_core::report::observed;
 
 /// What a forwarded request's response must do.
@@ -53,12 +56,6 @@ enum Pending {
     Authenticate { version: i16, scram_final: bool },
     /// A Fetch of a tenant whose consumers are limited: its records are charged.
     Fetch { version: i16 },
-}
-
-/// The Fetch response being walked: what was charged on its arrival, and its records so far.
-struct Fetching {
-    provisional: u64,
-    records: u64,
 }
 
 /// A Produce request as read: its totals, the first override met, and whether a batch is over
@@ -396,96 +393,6 @@ impl Conn {
         );
         self.pending.insert(h.correlation_id, Pending::Refused { response });
         Admission::Replace(api_versions_request(h.correlation_id, h.client_id))
-    }
-
-    /// A Fetch request: held while a consume bucket it passes is in debt (dryRun: never held),
-    /// else forwarded with its sizes clamped to the shallowest bucket. Returns that bound.
-    fn fetch(&mut self, h: &RequestHeader<'_>, body: &mut dyn Source, now: u64) -> (Admission, Option<i32>) {
-        self.who.ensure_attributed();
-        let Some(who) = self.who.current() else {
-            return (Admission::Forward, None);
-        };
-        let (Some(tenant), Some(plan)) = (who.tenant(), who.plan()) else {
-            return (Admission::Forward, None);
-        };
-        let mut overrides = std::mem::take(&mut self.fetch_overrides);
-        overrides.clear();
-        if !plan.overrides.is_empty() {
-            let _ = fetch_topics(body.all(), h.api_version, |topic| {
-                if let Some(i) = plan.override_for(Protocol::Kafka, topic) {
-                    if plan.overrides.get(i).is_some_and(|o| o.consume.is_some()) && !overrides.contains(&i) {
-                        overrides.push(i);
-                    }
-                }
-            });
-        }
-        let limited = consume::limited(who, &overrides);
-        let wait = if limited {
-            consume::wait_ns(who, &overrides, now)
-        } else {
-            0
-        };
-        let most = consume::most(who, &overrides);
-        self.fetch_overrides = overrides;
-        if !limited {
-            return (Admission::Forward, None);
-        }
-        // dryRun: counted where the debt is made (fetch_arrived), once per response.
-        if wait > 0 && !tenant.dry_run {
-            let since = *self.fetch_held.get_or_insert(now);
-            waiters::hold(self.id, &tenant.name, since, now.saturating_add(wait));
-            return (Admission::Hold, None);
-        }
-        if let Some(since) = self.fetch_held.take() {
-            waiters::release(self.id);
-            who.metrics.consume_throttled(now.saturating_sub(since) / 1_000_000);
-        }
-        self.pending
-            .insert(h.correlation_id, Pending::Fetch { version: h.api_version });
-        let most = most.filter(|_| !tenant.dry_run);
-        (Admission::Forward, most.map(|m| i32::try_from(m).unwrap_or(i32::MAX)))
-    }
-
-    /// A Fetch response arrives, `size` bytes: charged to the tenant's bucket now, in full, so
-    /// that its throttle_time_ms can say how long the debt lasts (what is not records is given
-    /// back once the walk has counted them). Returns the throttle to raise the response's to.
-    fn fetch_arrived(&mut self, size: usize, now: u64) -> Option<i32> {
-        let who = self.who.current()?;
-        let provisional = size as u64;
-        let debt = consume::charge_tenant(who, now, provisional);
-        self.fetching = Some(Fetching {
-            provisional,
-            records: 0,
-        });
-        if debt == 0 {
-            return None;
-        }
-        if who.tenant()?.dry_run {
-            who.metrics.consume_would_throttle();
-            return None;
-        }
-        who.metrics.consume_throttled(0);
-        Some(throttle_ms(debt))
-    }
-
-    fn fetch_records(&mut self, topic: &[u8], bytes: u64, now: u64) {
-        let Some(who) = self.who.current() else { return };
-        if let Some(f) = &mut self.fetching {
-            f.records = f.records.saturating_add(bytes);
-        }
-        who.metrics.consumed(bytes);
-        if let Some(i) = who.plan().and_then(|p| p.override_for(Protocol::Kafka, topic)) {
-            consume::charge_override(who, i, now, bytes);
-        }
-    }
-
-    /// The walk is over: what was charged beyond the records goes back (unless the response did
-    /// not parse: then its records are not known, and the whole response stays charged).
-    fn fetch_done(&mut self, complete: bool, now: u64) {
-        let Some(f) = self.fetching.take() else { return };
-        if let (true, Some(who)) = (complete, self.who.current()) {
-            consume::refund_tenant(who, now, f.provisional.saturating_sub(f.records));
-        }
     }
 
     fn rewrites_brokers(&self) -> bool {

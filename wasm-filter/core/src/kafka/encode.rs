@@ -9,7 +9,7 @@ use super::{API_VERSIONS, FIRST_FLEXIBLE_PRODUCE};
 pub const MESSAGE_TOO_LARGE: i16 = 10;
 pub const THROTTLING_QUOTA_EXCEEDED: i16 = 89;
 
-fn uvarint(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn uvarint(out: &mut Vec<u8>, mut v: u64) {
     loop {
         let byte = (v & 0x7f) as u8;
         v >>= 7;
@@ -21,7 +21,7 @@ fn uvarint(out: &mut Vec<u8>, mut v: u64) {
     }
 }
 
-fn array_len(out: &mut Vec<u8>, n: usize, flexible: bool) {
+pub(crate) fn array_len(out: &mut Vec<u8>, n: usize, flexible: bool) {
     if flexible {
         uvarint(out, n as u64 + 1);
     } else {
@@ -29,7 +29,7 @@ fn array_len(out: &mut Vec<u8>, n: usize, flexible: bool) {
     }
 }
 
-fn string(out: &mut Vec<u8>, s: &[u8], flexible: bool) {
+pub(crate) fn string(out: &mut Vec<u8>, s: &[u8], flexible: bool) {
     if flexible {
         uvarint(out, s.len() as u64 + 1);
     } else {

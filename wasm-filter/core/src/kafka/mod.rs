@@ -6,6 +6,8 @@ mod cursor;
 mod encode;
 mod fetch;
 #[cfg(test)]
+pub(crate) mod fetch_tests;
+#[cfg(test)]
 mod order_tests;
 mod produce;
 mod response;

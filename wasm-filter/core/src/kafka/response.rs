@@ -395,7 +395,7 @@ mod tests {
     /// throttle raised in place, every other byte as the broker sent it, at any two cuts.
     #[test]
     fn fetch_responses_are_walked_in_stream_at_any_cuts() {
-        use crate::kafka::fetch::tests::{batches, fetch_response};
+        use crate::kafka::fetch_tests::{batches, fetch_response};
 
         #[derive(Default)]
         struct Fetches {
