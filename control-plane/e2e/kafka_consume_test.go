@@ -23,16 +23,16 @@ import (
 	"github.com/weighstation/weighstation/control-plane/internal/localstack"
 )
 
-// The read side (limits.consume, testdata/consume.yaml): consume-limited may receive 256 KiB/s,
-// consume-free is unlimited.
-const consumeLimit = 256 << 10
+// The read side (limits.consume, testdata/consume.yaml): consume-limited may receive 256 KiB/s
+// in responses of up to its 32 KiB burst, consume-free is unlimited.
+const consumeLimit, consumeBurst = 256 << 10, 32 << 10
 
 // consumeBacklog is what each consumer reads: 14 s of the limit, so that the measured window
 // (after the first 2 s, which the full bucket's burst skews) holds 10 s of throttled reading.
 const consumeRecords, consumeRecordBytes = 3584, 1024
 
 // consumeBatchBytes is the backlog's largest record batch: what one Fetch may overshoot by.
-const consumeBatchBytes = 64 << 10
+const consumeBatchBytes = 16 << 10
 
 // received is one record as a consumer saw it.
 type received struct {
@@ -58,7 +58,7 @@ func produceBacklog(t *testing.T, topic string, partitions, n int) {
 	}
 	baseline := plain.Auth{User: localstack.BaselineKafkaUser, Pass: localstack.BaselineKafkaUser + "-secret"}
 	// Uncompressed and incompressible: the limit counts record bytes as the broker sends them,
-	// which are then what the consumer receives. Batches of 64 KiB: what one Fetch may
+	// which are then what the consumer receives. Batches of 16 KiB: what one Fetch may
 	// overshoot the bucket by.
 	client, err := kgo.NewClient(kgo.SeedBrokers(addr(ports.KafkaDirect)), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.SASL(baseline.AsMechanism()),
@@ -397,7 +397,7 @@ func consumeAtTheLimit(t *testing.T, name string, partitions int, consume func(*
 	consumed := metric(t, "weighstation_bytes_consumed", limited) - consumed0
 	dropped := 0.0
 	if partitions > 1 {
-		dropped = float64(partitions * (consumeLimit + consumeBatchBytes))
+		dropped = float64(partitions * (consumeBurst + consumeBatchBytes))
 	}
 	if consumed < float64(total) || consumed > 1.05*float64(total)+dropped {
 		t.Errorf("weighstation_bytes_consumed grew by %.0f for %d bytes of keys and values received", consumed, total)
