@@ -38,6 +38,27 @@ func decisionsFor(t *testing.T, tenant, protocol string) []usage.Decision {
 	return out
 }
 
+// awaitConsumeDecision waits for a consume-throttling decision of tenant in the decision log
+// (reports reach the control plane about once a second) and checks what it says.
+func awaitConsumeDecision(t *testing.T, tenant, protocol, detail string) {
+	t.Helper()
+	var found *usage.Decision
+	eventually(t, 10*time.Second, "a consume decision of "+tenant, func() bool {
+		for _, d := range decisionsFor(t, tenant, protocol) {
+			if d.Limit == "consume" {
+				found = &d
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("decision log: %s %s: %s (%s; configured %s)", found.Decision, found.Limit, found.Detail, found.Observed, found.Configured)
+	if found.Decision != "delayed" || found.DelayedMs == 0 || !strings.Contains(found.Detail, detail) ||
+		!strings.Contains(found.Configured, "bytes/s received") {
+		t.Errorf("consume decision %+v: want a delay, its length, %q and the configured limit", *found, detail)
+	}
+}
+
 // awaitDecision waits for a decision on subject and says how long after the filter made it the
 // control plane served it.
 func awaitDecision(t *testing.T, tenant, protocol, subject string) (usage.Decision, time.Duration) {

@@ -19,11 +19,11 @@ import (
 )
 
 // testTenants have a NATS user of the same name and, but for those a test writes itself
-// (reload-rate), a policy each in testdata/tenants.yaml.
+// (reload-rate), a policy each in testdata/tenants.yaml (the read side's: consume.yaml).
 var testTenants = []string{
 	"size-enforce", "size-dry", "rate-reject", "rate-delay", "delay-accuracy", "rate-dry", "queue-tight", "queue-wait",
 	"inflight-delay", "inflight-reject", "conns", "override", "iso-a", "iso-b", "slow-rate", "reload-rate",
-	"spoof-victim", "decision-log", "usage-export", "impact-trace",
+	"spoof-victim", "decision-log", "usage-export", "impact-trace", "consume-nats", "consume-nats-core",
 }
 
 var (

@@ -31,6 +31,7 @@ var knownMetrics = map[string]bool{
 	"weighstation_consume_throttled":                              true,
 	"weighstation_consume_held_ms":                                true,
 	"weighstation_dryrun_consume_would_throttle":                  true,
+	"weighstation_consume_slow_consumers":                         true,
 	"weighstation_policy_generation":                              true,
 	"weighstation_controlplane_policy_generation":                 true,
 	"weighstation_controlplane_policy_error":                      true,

@@ -44,9 +44,11 @@ type Limits struct {
 
 // Consume is a tenant's read-side bucket. Kafka: the record bytes of Fetch responses; a
 // response that takes the bucket into debt gets throttle_time_ms and the connection's next
-// Fetch is held until the debt is paid, as Kafka's consumer_byte_rate quota does.
+// Fetch is held until the debt is paid, as Kafka's consumer_byte_rate quota does. NATS: the
+// payload bytes of deliveries; a JetStream pull waits out the debt, and a core subscriber whose
+// debt outruns queue.maxWait is ended as a slow consumer.
 type Consume struct {
-	// Record bytes received per second.
+	// Bytes received per second: Kafka record batches, NATS message payloads with their headers.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=32

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/weighstation/weighstation/control-plane/internal/localstack"
@@ -68,6 +69,9 @@ func run(root, wasm string) error {
 		// OTEL_COLLECTOR=1 adds an OpenTelemetry Collector (make otelcol) that receives the
 		// decision log as OTLP log records and writes them to run/otelcol/logs.jsonl.
 		WithCollector: os.Getenv("OTEL_COLLECTOR") == "1",
+		// EXTRA_NATS_USERS="a b" adds NATS users a and b (password "<user>-secret") for policies
+		// of POLICY_DIR to name (the CPU benchmark's tenant without a consume limit).
+		ExtraNATSUsers: strings.Fields(os.Getenv("EXTRA_NATS_USERS")),
 	}
 	fmt.Printf("starting nats-server, kafka, the control plane and %d envoy…\n", replicas)
 	s, err := localstack.Start(ctx, cfg)

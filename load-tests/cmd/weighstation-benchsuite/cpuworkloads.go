@@ -98,13 +98,22 @@ func (s *suite) cpuWorkloads() []cpuWorkload {
 			},
 		})
 	}
+	// Delivery: acme's subscriber has a consume limit it never reaches (each read's deliveries
+	// are charged), reader's has none (they pass uncharged).
+	deliverUser := func(target string) tenant {
+		if target == "gateway-unlimited" {
+			return reader
+		}
+		return natsUser(target)
+	}
+	natsAddr["gateway-unlimited"] = natsAddr["gateway"]
 	for _, n := range natsSizes {
 		out = append(out, cpuWorkload{
 			workloadShape: workloadShape{Direction: natsDelivery, Bytes: n.bytes, Records: 1},
 			messages:      n.messages / scale,
-			targets:       []string{"gateway", "tcp-proxy"},
+			targets:       []string{"gateway", "gateway-unlimited", "tcp-proxy"},
 			send: func(ctx context.Context, target string, messages int) (float64, error) {
-				return s.natsDeliver(ctx, natsAddr[target], natsUser(target), n.bytes, messages)
+				return s.natsDeliver(ctx, natsAddr[target], deliverUser(target), n.bytes, messages)
 			},
 		})
 	}

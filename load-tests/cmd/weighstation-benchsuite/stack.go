@@ -58,7 +58,8 @@ func startStack(root string) (*stack, error) {
 	if err := copyPolicies(policyDir); err != nil {
 		return nil, err
 	}
-	env := append(os.Environ(), "POLICY_DIR="+policyDir)
+	// reader's NATS user: policies/reader.yaml names it.
+	env := append(os.Environ(), "POLICY_DIR="+policyDir, "EXTRA_NATS_USERS="+reader.natsUser)
 	ports, err := freePorts(len(portEnv))
 	if err != nil {
 		return nil, err

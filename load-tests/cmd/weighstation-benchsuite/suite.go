@@ -54,8 +54,9 @@ var (
 	acme      = tenant{"acme", "unlimited", "acme", "acme-secret", "acme-bench"}
 	globex    = tenant{"globex", "delay", "globex", "globex-secret", "globex-bench"}
 	anonymous = tenant{"anonymous", "reject", "anon", "", "bench-anonymous"}
-	// reader is acme without a consume limit: its Fetch responses pass unread.
-	reader = tenant{"reader", "unlimited", "", "", "reader-bench"}
+	// reader is acme without a consume limit: its Fetch responses pass unread, its NATS
+	// deliveries uncharged.
+	reader = tenant{"reader", "unlimited", "reader", "reader-secret", "reader-bench"}
 	// baseline is who the direct measurements connect to the brokers as: an identity that
 	// belongs to no tenant (the brokers admit tenants only through the gateway).
 	baseline = tenant{"", "", "baseline", "baseline-secret", "baseline-bench"}

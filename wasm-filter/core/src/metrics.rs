@@ -34,6 +34,8 @@ pub enum TenantMetric {
     ConsumeHeldMs,
     /// dryRun: fetches that would have been throttled.
     ConsumeWouldThrottle,
+    /// NATS connections ended as slow consumers: a core delivery outran the consume limit.
+    SlowConsumers,
 }
 
 impl TenantMetric {
@@ -51,6 +53,7 @@ impl TenantMetric {
             TenantMetric::ConsumeThrottled => "weighstation_consume_throttled",
             TenantMetric::ConsumeHeldMs => "weighstation_consume_held_ms",
             TenantMetric::ConsumeWouldThrottle => "weighstation_dryrun_consume_would_throttle",
+            TenantMetric::SlowConsumers => "weighstation_consume_slow_consumers",
         }
     }
 
@@ -62,7 +65,8 @@ impl TenantMetric {
             | TenantMetric::BytesConsumed
             | TenantMetric::ConsumeThrottled
             | TenantMetric::ConsumeHeldMs
-            | TenantMetric::ConsumeWouldThrottle => Kind::Counter,
+            | TenantMetric::ConsumeWouldThrottle
+            | TenantMetric::SlowConsumers => Kind::Counter,
             TenantMetric::DelayMs => Kind::Histogram,
             _ => Kind::Gauge,
         }

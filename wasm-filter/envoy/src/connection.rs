@@ -26,6 +26,11 @@ pub trait Protocol: 'static {
     fn release_held(&mut self) -> bool {
         false
     }
+    /// True once the server's bytes ended the connection (a NATS slow consumer): the filter
+    /// closes it.
+    fn ended(&self) -> bool {
+        false
+    }
     /// Gives back everything the connection holds. Safe to call twice.
     fn close(&mut self);
 }
@@ -137,6 +142,9 @@ impl<P: Protocol> StreamContext for Connection<P> {
         };
         if let Err(why) = applied {
             log::warn!("weighstation: closing connection: {why}");
+            st.close();
+            let _ = host::close_downstream();
+        } else if st.ended() {
             st.close();
             let _ = host::close_downstream();
         }

@@ -47,11 +47,10 @@ pub fn charge_tenant(who: &Attributed, now: u64, bytes: u64) -> u64 {
     tenant_bucket(who).map_or(0, |(limit, key)| charge(limit, key, now, bytes))
 }
 
-/// Charges `bytes` to override `over`'s bucket, if it has one.
-pub fn charge_override(who: &Attributed, over: usize, now: u64, bytes: u64) {
-    if let Some((limit, key)) = override_bucket(who, over) {
-        charge(limit, key, now, bytes);
-    }
+/// Charges `bytes` to override `over`'s bucket, if it has one; returns how long it is then in
+/// debt (ns).
+pub fn charge_override(who: &Attributed, over: usize, now: u64, bytes: u64) -> u64 {
+    override_bucket(who, over).map_or(0, |(limit, key)| charge(limit, key, now, bytes))
 }
 
 /// Gives back `bytes` of a provisional charge to the tenant's bucket.

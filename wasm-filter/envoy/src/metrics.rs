@@ -85,6 +85,7 @@ pub struct TenantMetrics {
     consume_throttled: Option<u32>,
     consume_held_ms: Option<u32>,
     consume_would_throttle: Option<u32>,
+    slow_consumers: Option<u32>,
     /// The tenant's slot in this worker's usage report (crate::reports).
     usage: usize,
 }
@@ -109,6 +110,7 @@ impl TenantMetrics {
             consume_throttled: m(TenantMetric::ConsumeThrottled),
             consume_held_ms: m(TenantMetric::ConsumeHeldMs),
             consume_would_throttle: m(TenantMetric::ConsumeWouldThrottle),
+            slow_consumers: m(TenantMetric::SlowConsumers),
             usage: reports::slot(protocol, tenant),
         }
     }
@@ -161,9 +163,15 @@ impl TenantMetrics {
         reports::count(self.usage, |u| u.consume_throttled += 1);
     }
 
-    /// dryRun: a fetch that would have been throttled.
+    /// dryRun: a fetch or pull that would have been throttled, or a NATS subscriber that would
+    /// have been ended as a slow consumer.
     pub fn consume_would_throttle(&self) {
         add(self.consume_would_throttle, 1);
+    }
+
+    /// A NATS connection ended as a slow consumer.
+    pub fn slow_consumer(&self) {
+        add(self.slow_consumers, 1);
     }
 
     pub fn connections(&self, delta: i64) {

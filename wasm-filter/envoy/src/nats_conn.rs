@@ -6,7 +6,7 @@ use weighstation_core::carry::{Carry, Plan};
 use weighstation_core::config::Protocol;
 use weighstation_core::identity::{Authenticated, NatsCredentials};
 use weighstation_core::limits::Reason;
-use weighstation_core::nats::{Gate, Publish, Session, Verdict};
+use weighstation_core::nats::{is_pull, Delivered, Deliveries, Gate, Publish, Session, Verdict};
 use weighstation_core::source::Source;
 
 use crate::clock::now_ns;
@@ -15,6 +15,8 @@ use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot, Prepaid};
 use crate::tenancy::Attribution;
 use crate::{reports, trust, waiters};
 use weighstation_core::report::observed;
+
+mod deliveries;
 
 /// A request whose reply never passes this connection (sent elsewhere, or lost) gives its
 /// in-flight slot back after this long.
@@ -32,6 +34,16 @@ struct Conn {
     /// In-flight requests by reply subject.
     pending: HashMap<Box<[u8]>, Pending>,
     next_expiry: u64,
+    /// The read side: the connection's pulls and the current read's deliveries.
+    deliveries: Deliveries,
+    /// Since when a pull has been held for the consume debt.
+    pull_held: Option<u64>,
+    /// Until when the tenant's consume buckets were in debt when this connection last charged.
+    debt_until: u64,
+    /// This read's first core delivery checked the debt.
+    debt_checked: bool,
+    /// A core delivery found the subscriber a slow consumer: the connection ends.
+    slow_consumer: bool,
 }
 
 impl Conn {
@@ -92,6 +104,10 @@ impl Gate for NatsGate<'_> {
         let now = self.now();
         let conn = &mut *self.conn;
         conn.who.ensure_attributed();
+        let pull = is_pull(p.subject);
+        if pull && conn.pull(p, now) {
+            return Verdict::Hold;
+        }
         let Some(who) = conn.who.current() else {
             return Verdict::Forward;
         };
@@ -101,7 +117,9 @@ impl Gate for NatsGate<'_> {
             over,
             bytes: p.total_bytes as u64,
             messages: 1,
-            awaits_reply: p.reply.is_some(),
+            // A pull is answered by a stream of messages on the consumer's subscription, not by
+            // one reply on its reply subject: limits.consume bounds it, not inFlight.
+            awaits_reply: p.reply.is_some() && !pull,
             now,
             me: conn.id,
             check_size: true,
@@ -161,10 +179,11 @@ impl Gate for NatsGate<'_> {
         }
     }
 
-    fn delivered(&mut self, subject: &[u8]) {
+    fn delivered(&mut self, d: &Delivered<'_>) -> bool {
         if !self.conn.pending.is_empty() {
-            self.conn.release_pending(subject);
+            self.conn.release_pending(d.subject);
         }
+        self.conn.delivered(d, &mut self.now)
     }
 
     /// dryRun refuses nothing, so its limit is not advertised either (nats.go would enforce it).
@@ -265,6 +284,11 @@ pub fn connection(context_id: u32) -> Connection<State> {
                 held: Held::default(),
                 pending: HashMap::new(),
                 next_expiry: 0,
+                deliveries: Deliveries::default(),
+                pull_held: None,
+                debt_until: 0,
+                debt_checked: false,
+                slow_consumer: false,
             },
             carry: NatsCarry::default(),
             started: false,
@@ -280,7 +304,13 @@ impl connection::Protocol for State {
     fn server_data(&mut self, buf: &mut dyn Source) -> Option<Vec<u8>> {
         self.start();
         let (session, mut gate) = self.gate();
-        session.server_data(buf, &mut gate)
+        let replaced = session.server_data(buf, &mut gate);
+        self.conn.deliveries_done();
+        replaced
+    }
+
+    fn ended(&self) -> bool {
+        self.conn.slow_consumer
     }
 
     fn release_held(&mut self) -> bool {

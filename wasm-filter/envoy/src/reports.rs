@@ -13,8 +13,8 @@ use weighstation_core::config::{Config, Protocol, Tenant};
 use weighstation_core::identity::Identity;
 use weighstation_core::limits::Reason;
 use weighstation_core::report::{
-    configured, limit_name, Decision, Kind, Outcome, Report, Reports, Sampler, Suppressed, Tally, TenantUsage,
-    REPORT_PATH, REPORT_PERIOD_NS,
+    configured, consume_configured, limit_name, Decision, Kind, Outcome, Report, Reports, Sampler, Suppressed, Tally,
+    TenantUsage, REPORT_PATH, REPORT_PERIOD_NS,
 };
 
 use crate::state;
@@ -180,6 +180,30 @@ pub fn delayed(site: &Site<'_>, reason: Reason, held_ns: u64, subject: impl FnOn
     );
 }
 
+/// A consumer throttled by its consume limit for `held_ms`: `how` says how (a Fetch or a pull
+/// held at the gateway, a Fetch response's throttle_time_ms raised). Kept, as a delay is, if it
+/// reached the threshold and the sampler lets it through.
+pub fn consume_throttled(site: &Site<'_>, held_ms: u64, how: &str, subject: impl FnOnce() -> Vec<u8>) {
+    let threshold_ms = REPORTER.with(|r| r.borrow().target.as_ref().map_or(0, |t| t.delay_threshold_ms));
+    if threshold_ms == 0 || held_ms < threshold_ms || !keep(site, Kind::Delayed) {
+        return;
+    }
+    let tenant = site.tenant;
+    let over = site.over.and_then(|i| tenant.overrides.get(i)).map(|o| &o.limits);
+    let configured = consume_configured(&tenant.limits, over);
+    let detail = format!("{how} {held_ms} ms for its consume limit");
+    let outcome = Outcome::Delayed { delayed_ms: held_ms };
+    push(
+        site,
+        "consume",
+        configured,
+        detail,
+        outcome,
+        subject(),
+        format!("in debt {held_ms} ms"),
+    );
+}
+
 fn keep(site: &Site<'_>, kind: Kind) -> bool {
     enabled()
         && REPORTER.with(|r| {
@@ -192,6 +216,20 @@ fn keep(site: &Site<'_>, kind: Kind) -> bool {
 fn record(site: &Site<'_>, reason: Reason, detail: String, outcome: Outcome, subject: Vec<u8>, observed: String) {
     let tenant = site.tenant;
     let over = site.over.and_then(|i| tenant.overrides.get(i)).map(|o| &o.limits);
+    let configured = configured(reason, &tenant.limits, over);
+    push(site, limit_name(reason), configured, detail, outcome, subject, observed);
+}
+
+fn push(
+    site: &Site<'_>,
+    limit: &'static str,
+    configured: String,
+    detail: String,
+    outcome: Outcome,
+    subject: Vec<u8>,
+    observed: String,
+) {
+    let tenant = site.tenant;
     let mut decision = Decision {
         worker_seq: 0,
         at_ms: site.now / 1_000_000,
@@ -202,8 +240,8 @@ fn record(site: &Site<'_>, reason: Reason, detail: String, outcome: Outcome, sub
         subject: String::from_utf8_lossy(&subject).into_owned(),
         peer: peer(),
         client: site.identity.label(),
-        limit: limit_name(reason),
-        configured: configured(reason, &tenant.limits, over),
+        limit,
+        configured,
         observed,
         outcome,
         detail,

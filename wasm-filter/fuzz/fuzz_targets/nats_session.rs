@@ -104,7 +104,9 @@ impl Gate for DrawnGate<'_> {
             _ => Verdict::Forward,
         }
     }
-    fn delivered(&mut self, _subject: &[u8]) {}
+    fn delivered(&mut self, _: &weighstation_core::nats::Delivered<'_>) -> bool {
+        true
+    }
     /// Each call may put an INFO before the client: with the tenant's limit, or, without one,
     /// with the server's TLS flags made the client's own (a plaintext client behind a gateway
     /// that speaks TLS to nats-server: `tls_required` true becomes false).

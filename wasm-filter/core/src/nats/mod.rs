@@ -1,6 +1,7 @@
 //! NATS client protocol, client → server direction: control-line parsing and a stream scanner
 //! that walks a connection's bytes message by message.
 
+mod deliveries;
 mod line;
 mod proxy;
 mod reading;
@@ -8,9 +9,10 @@ mod server;
 mod session;
 mod stream;
 
+pub use deliveries::{is_pull, Deliveries, Delivery, Tally, PULL_PREFIX};
 pub use line::{parse_client_line, ClientOp, Parsed, ProtocolError, MAX_CONTROL_LINE};
 pub use proxy::ProxyKey;
-pub use server::{ServerEdit, ServerHandler, ServerOp, ServerStream, MAX_SERVER_LINE};
+pub use server::{Delivered, ServerEdit, ServerHandler, ServerOp, ServerStream, MAX_SERVER_LINE};
 pub use session::{Gate, Session, Verdict, SERVER_REFUSES_PAYLOAD, TLS_FIRST_CONNECT, TLS_FIRST_REQUIRED};
 pub use stream::{ClientHandler, ClientStream, Publish};
 

@@ -18,10 +18,8 @@ pub enum ServerOp<'a> {
     Info {
         json: &'a [u8],
     },
-    /// MSG or HMSG, delivered on `subject`.
-    Msg {
-        subject: &'a [u8],
-    },
+    /// MSG or HMSG.
+    Msg(Delivered<'a>),
     Ping,
     Pong,
     /// `+OK`: a verbose client's operation (its CONNECT first) was accepted.
@@ -32,6 +30,18 @@ pub enum ServerOp<'a> {
     },
     /// Anything this filter does not interpret.
     Other,
+}
+
+/// A message delivered to the client (MSG or HMSG).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered<'a> {
+    /// The subject it was published on (a JetStream consumer's delivery keeps its message's).
+    pub subject: &'a [u8],
+    pub reply: Option<&'a [u8]>,
+    /// Payload bytes, headers included.
+    pub bytes: usize,
+    /// Headers and no body: a status (JetStream's heartbeats, timeouts, no-responders).
+    pub status: bool,
 }
 
 /// What to do with one server operation.
@@ -77,13 +87,34 @@ fn parse_server_line(buf: &[u8]) -> Line<'_> {
     let op = parts.next().unwrap_or_default();
     let (op, payload) = if op.eq_ignore_ascii_case(b"MSG") || op.eq_ignore_ascii_case(b"HMSG") {
         // subject sid [reply] [#header] #total: the subject is first and the size is last.
-        let subject = parts.next();
-        let size = parts
-            .next_back()
-            .and_then(|s| std::str::from_utf8(s).ok())
-            .and_then(|s| s.parse::<usize>().ok());
-        match (subject, size) {
-            (Some(subject), Some(size)) => (ServerOp::Msg { subject }, size + 2),
+        let number = |s: &[u8]| std::str::from_utf8(s).ok().and_then(|s| s.parse::<usize>().ok());
+        let headers = op.len() == 4;
+        let mut tokens = [&[][..]; 5];
+        let mut n = 0;
+        for p in parts.by_ref() {
+            if n == tokens.len() {
+                n += 1;
+                break;
+            }
+            tokens[n] = p;
+            n += 1;
+        }
+        let fields = if headers { 4 } else { 3 };
+        let size = n
+            .checked_sub(1)
+            .and_then(|last| tokens.get(last))
+            .and_then(|s| number(s));
+        match size {
+            Some(size) if n == fields || n == fields + 1 => {
+                let status = headers && tokens.get(n - 2).and_then(|h| number(h)) == Some(size);
+                let d = Delivered {
+                    subject: tokens[0],
+                    reply: (n == fields + 1).then_some(tokens[2]),
+                    bytes: size,
+                    status,
+                };
+                (ServerOp::Msg(d), size + 2)
+            }
             _ => (ServerOp::Other, 0),
         }
     } else if op.eq_ignore_ascii_case(b"INFO") {
@@ -164,7 +195,7 @@ impl ServerStream {
                             break;
                         }
                         Line::Op { op, line_len, payload } => {
-                            if matches!(op, ServerOp::Msg { .. }) {
+                            if matches!(op, ServerOp::Msg(_)) {
                                 *last_size = payload;
                             }
                             (handler.op(&op), pos + line_len, payload)
@@ -205,8 +236,8 @@ mod tests {
     impl ServerHandler for Swap {
         fn op(&mut self, op: &ServerOp<'_>) -> ServerEdit {
             match op {
-                ServerOp::Msg { subject } => {
-                    self.subjects.push(subject.to_vec());
+                ServerOp::Msg(d) => {
+                    self.subjects.push(d.subject.to_vec());
                     ServerEdit::Keep
                 }
                 ServerOp::Pong => ServerEdit::Replace(b"-ERR 'x'\r\n".to_vec()),
@@ -242,6 +273,39 @@ HMSG _INBOX.x.1 2 _INBOX.r 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPING\r\n-ERR 'x'\r\n";
         assert_eq!(feed(&[STREAM], &mut h), WANT);
         assert_eq!(h.subjects, vec![b"a.b".to_vec(), b"_INBOX.x.1".to_vec()]);
         assert_eq!(h.infos, 1);
+    }
+
+    /// Records every delivery as parsed.
+    #[derive(Default)]
+    struct Deliveries(Vec<(Vec<u8>, Option<Vec<u8>>, usize, bool)>);
+
+    impl ServerHandler for Deliveries {
+        fn op(&mut self, op: &ServerOp<'_>) -> ServerEdit {
+            if let ServerOp::Msg(d) = op {
+                self.0
+                    .push((d.subject.to_vec(), d.reply.map(<[u8]>::to_vec), d.bytes, d.status));
+            }
+            ServerEdit::Keep
+        }
+    }
+
+    #[test]
+    fn deliveries_carry_their_reply_their_size_and_whether_they_are_a_status() {
+        let stream = b"MSG a 1 2\r\nhi\r\nMSG b 2 $JS.ACK.S.c.1.1.1.1.0 3\r\nyou\r\n\
+HMSG _INBOX.x 3 28 28\r\nNATS/1.0 100 Idle Heartbeat\r\n\r\n\r\nHMSG c 4 r 12 14\r\nNATS/1.0\r\n\r\nhi\r\n\
+MSG d 5 r x 3\r\nbad\r\n";
+        let mut h = Deliveries::default();
+        ServerStream::default().process(&mut Ranges::new(stream), &mut h);
+        let reply = |r: &[u8]| Some(r.to_vec());
+        assert_eq!(
+            h.0,
+            vec![
+                (b"a".to_vec(), None, 2, false),
+                (b"b".to_vec(), reply(b"$JS.ACK.S.c.1.1.1.1.0"), 3, false),
+                (b"_INBOX.x".to_vec(), None, 28, true),
+                (b"c".to_vec(), reply(b"r"), 14, false),
+            ]
+        );
     }
 
     #[test]

@@ -29,7 +29,7 @@
 
 use std::collections::VecDeque;
 
-use super::server::{ServerEdit, ServerHandler, ServerOp, ServerStream};
+use super::server::{Delivered, ServerEdit, ServerHandler, ServerOp, ServerStream};
 use super::stream::{ClientHandler, ClientStream, Publish};
 use crate::identity::NatsCredentials;
 use crate::scan::{Admission, Outcome};
@@ -73,8 +73,10 @@ pub trait Gate {
     /// `proxy_sig` for the nonce of the server's INFO, when the gateway is a trusted proxy.
     fn proxy_signature(&self, nonce: &str) -> Option<String>;
     fn publish(&mut self, publish: &Publish<'_>) -> Verdict;
-    /// A message delivered to the client on `subject` (a reply may release an in-flight slot).
-    fn delivered(&mut self, subject: &[u8]);
+    /// A message delivered to the client (a reply may release an in-flight slot). False if the
+    /// client is a slow consumer: nothing more is forwarded from the server and the glue ends
+    /// the connection, as nats-server ends one.
+    fn delivered(&mut self, delivered: &Delivered<'_>) -> bool;
     /// The max_payload to advertise, once the tenant is known.
     fn max_payload(&self) -> Option<u64>;
 }
@@ -403,8 +405,10 @@ impl<G: Gate> ServerHandler for ServerSide<'_, G> {
                     None => ServerEdit::Keep,
                 }
             }
-            ServerOp::Msg { subject } => {
-                self.gate.delivered(subject);
+            ServerOp::Msg(d) => {
+                if !self.gate.delivered(d) {
+                    return ServerEdit::ReplaceThenEnd(Vec::new());
+                }
                 return ServerEdit::Keep; // never insert inside a payload
             }
             ServerOp::Ok => match self.accepted() {

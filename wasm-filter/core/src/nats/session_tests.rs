@@ -13,7 +13,9 @@ struct FakeGate {
     signs: bool,
     verdicts: VecDeque<Verdict>,
     published: usize,
-    delivered: Vec<Vec<u8>>,
+    delivered: Vec<(Vec<u8>, usize)>,
+    /// Deliveries after this many are a slow consumer's.
+    slow_after: Option<usize>,
     max: Option<u64>,
 }
 
@@ -36,8 +38,9 @@ impl Gate for FakeGate {
         self.published += 1;
         self.verdicts.pop_front().unwrap_or(Verdict::Forward)
     }
-    fn delivered(&mut self, subject: &[u8]) {
-        self.delivered.push(subject.to_vec());
+    fn delivered(&mut self, d: &Delivered<'_>) -> bool {
+        self.delivered.push((d.subject.to_vec(), d.bytes));
+        self.slow_after.is_none_or(|n| self.delivered.len() <= n)
     }
     fn max_payload(&self) -> Option<u64> {
         self.max
@@ -292,7 +295,28 @@ fn a_refused_request_goes_where_nobody_answers_so_the_requester_hears_no_respond
     let sent = client(&mut s, &mut g, b"PUB svc _INBOX.a.1 3\r\nreq\r\n");
     assert_eq!(text(&sent), "PUB _WEIGHSTATION.REFUSED _INBOX.a.1 0\r\n\r\nPING\r\n");
     server(&mut s, &mut g, b"HMSG _INBOX.a.1 1 16 16\r\nNATS/1.0 503\r\n\r\n\r\n");
-    assert_eq!(g.delivered, vec![b"_INBOX.a.1".to_vec()]);
+    assert_eq!(g.delivered, vec![(b"_INBOX.a.1".to_vec(), 16)]);
+}
+
+#[test]
+fn a_slow_consumer_gets_nothing_more_from_the_delivery_that_found_it_slow() {
+    let mut g = FakeGate {
+        slow_after: Some(1),
+        ..FakeGate::default()
+    };
+    let mut s = connected(&mut g);
+    let got = server(
+        &mut s,
+        &mut g,
+        b"PING\r\nMSG a 1 2\r\nhi\r\nMSG b 1 3\r\nyou\r\nPING\r\n",
+    );
+    assert_eq!(text(&got), "PING\r\nMSG a 1 2\r\nhi\r\n");
+    assert_eq!(g.delivered, vec![(b"a".to_vec(), 2), (b"b".to_vec(), 3)]);
+    assert!(
+        server(&mut s, &mut g, b"MSG c 1 1\r\nx\r\n").is_empty(),
+        "the stream has ended"
+    );
+    assert_eq!(g.delivered.len(), 2);
 }
 
 #[test]

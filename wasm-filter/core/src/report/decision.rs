@@ -24,7 +24,8 @@ pub struct Decision {
     pub subject: String,
     pub peer: String,
     pub client: String,
-    /// The policy field that decided: maxMessageBytes, rate, inFlight, queue, connections.
+    /// The policy field that decided: maxMessageBytes, rate, inFlight, queue, connections,
+    /// consume.
     pub limit: &'static str,
     pub configured: String,
     pub observed: String,
@@ -42,6 +43,19 @@ pub enum Outcome {
     Refused { code: String, retry_after_ms: u32 },
     #[serde(rename_all = "camelCase")]
     Delayed { delayed_ms: u64 },
+}
+
+/// The configured read-side limit (limits.consume) a consumer was throttled by: the override's
+/// where it matched one that sets it, else the tenant's.
+pub fn consume_configured(tenant: &Limits, over: Option<&Limits>) -> String {
+    let l = over.filter(|o| o.consume_bytes_per_second.is_some()).unwrap_or(tenant);
+    match l.consume_bytes_per_second {
+        Some(rate) => format!(
+            "{rate} bytes/s received (burst {})",
+            l.consume_burst_bytes.unwrap_or(rate)
+        ),
+        None => "unlimited".to_owned(),
+    }
 }
 
 /// The policy field behind a reason.

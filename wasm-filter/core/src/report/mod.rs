@@ -9,7 +9,7 @@ mod decision;
 mod sampler;
 mod tally;
 
-pub use decision::{configured, limit_name, observed, Decision, Outcome};
+pub use decision::{configured, consume_configured, limit_name, observed, Decision, Outcome};
 pub use sampler::{Kind, Sampler, Suppressed};
 pub use tally::{SubjectCount, Tally, TenantUsage, TopSubjects};
 

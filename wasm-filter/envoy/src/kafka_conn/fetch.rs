@@ -8,7 +8,7 @@ use weighstation_core::scan::Admission;
 use weighstation_core::source::Source;
 
 use super::{throttle_ms, Conn, Pending};
-use crate::{consume, waiters};
+use crate::{consume, reports, waiters};
 
 /// The Fetch response being walked: what was charged on its arrival, and its records so far.
 pub(super) struct Fetching {
@@ -84,7 +84,12 @@ impl Conn {
             return None;
         }
         who.metrics.consume_throttled(0);
-        Some(throttle_ms(debt))
+        let throttle = throttle_ms(debt);
+        if let Some(site) = self.who.site(None, now) {
+            let told = u64::try_from(throttle).unwrap_or(0);
+            reports::consume_throttled(&site, told, "Fetch response's throttle_time_ms raised to", Vec::new);
+        }
+        Some(throttle)
     }
 
     pub(super) fn fetch_records(&mut self, topic: &[u8], bytes: u64, now: u64) {
@@ -94,7 +99,7 @@ impl Conn {
         }
         who.metrics.consumed(bytes);
         if let Some(i) = who.plan().and_then(|p| p.override_for(Protocol::Kafka, topic)) {
-            consume::charge_override(who, i, now, bytes);
+            let _ = consume::charge_override(who, i, now, bytes);
         }
     }
 

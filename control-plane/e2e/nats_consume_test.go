@@ -1,0 +1,314 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The NATS read side (testdata/consume.yaml): consume-nats may receive 256 KiB/s (burst 32 KiB)
+// and its JetStream pulls are held to it; consume-nats-core's core subscriber may receive
+// 64 KiB/s, and its debt may run 1 s before it is a slow consumer.
+const natsConsumeLimit, natsCoreLimit = 256 << 10, 64 << 10
+
+// natsBacklog is 14 s of the pull limit, as the Kafka tests' backlog: 3,584 messages of 1 KiB,
+// each numbered by its first eight bytes (printable, so natscli prints one per line).
+const natsBacklog, natsMessageBytes = 3584, 1024
+
+// jetStreamBacklog creates a stream of natsBacklog messages on subject and a durable pull
+// consumer of it, straight on nats-server (as the baseline user); it returns the stream's name.
+func jetStreamBacklog(t *testing.T, subject, durable string) (string, nats.JetStreamContext) {
+	t.Helper()
+	stream := "READ_" + subject[len("read."):]
+	admin, err := directNATS(t).JetStream(nats.PublishAsyncMaxPending(256))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.AddStream(&nats.StreamConfig{Name: stream, Subjects: []string{subject}, Storage: nats.MemoryStorage}); err != nil {
+		t.Fatalf("create stream: %v", err)
+	}
+	t.Cleanup(func() { _ = admin.DeleteStream(stream) })
+	body := make([]byte, natsMessageBytes)
+	for i := range body {
+		body[i] = 'a' + byte(i%26)
+	}
+	for i := 0; i < natsBacklog; i++ {
+		copy(body, fmt.Sprintf("%08d", i))
+		if _, err := admin.PublishAsync(subject, append([]byte(nil), body...)); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	select {
+	case <-admin.PublishAsyncComplete():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the backlog was not acknowledged in 30 s")
+	}
+	if _, err := admin.AddConsumer(stream, &nats.ConsumerConfig{Durable: durable, AckPolicy: nats.AckExplicitPolicy, AckWait: 30 * time.Second}); err != nil {
+		t.Fatalf("create consumer: %v", err)
+	}
+	return stream, admin
+}
+
+// numbered is a message as a NATS consumer saw it: its number is its offset.
+func numbered(at time.Time, data []byte) received {
+	n, err := strconv.Atoi(string(data[:min(8, len(data))]))
+	if err != nil {
+		n = -1
+	}
+	return received{at: at, offset: int64(n), bytes: len(data)}
+}
+
+// natsPullers are the clients JetStream pulls are tested with: each reads the backlog of
+// stream/durable through the gateway as the consume-nats tenant, acknowledging every message.
+var natsPullers = []struct {
+	name string
+	pull func(t *testing.T, stream, durable string) []received
+}{
+	{"nats.go Fetch", fetchPulls},
+	{"nats.go Consume", consumePulls},
+	{"natscli consumer next", natscliPulls},
+}
+
+// fetchPulls: nats.go's PullSubscribe and Fetch, 32 messages at a time (the burst), each
+// pull expiring after 5 s.
+func fetchPulls(t *testing.T, stream, durable string) []received {
+	js, err := tenantNATS(t, "consume-nats", nil).JetStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := js.PullSubscribe("", durable, nats.Bind(stream, durable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []received
+	deadline := time.Now().Add(60 * time.Second)
+	for len(got) < natsBacklog && time.Now().Before(deadline) {
+		msgs, err := sub.Fetch(32, nats.MaxWait(5*time.Second))
+		if err != nil {
+			t.Logf("fetch: %v", err)
+			continue
+		}
+		now := time.Now()
+		for _, m := range msgs {
+			got = append(got, numbered(now, m.Data))
+			if err := m.Ack(); err != nil {
+				t.Errorf("ack: %v", err)
+			}
+		}
+	}
+	return got
+}
+
+// consumePulls: nats.go's jetstream Consume, pulling 32 messages at a time, each pull expiring
+// after 4 s and heartbeating every second: a missed heartbeat is an error it reports.
+func consumePulls(t *testing.T, stream, durable string) []received {
+	js, err := jetstream.New(tenantNATS(t, "consume-nats", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cons, err := js.Consumer(ctx, stream, durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []received
+	done := make(chan struct{})
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		mu.Lock()
+		got = append(got, numbered(time.Now(), m.Data()))
+		n := len(got)
+		mu.Unlock()
+		if err := m.Ack(); err != nil {
+			t.Errorf("ack: %v", err)
+		}
+		if n == natsBacklog {
+			close(done)
+		}
+	}, jetstream.PullMaxMessages(32), jetstream.PullExpiry(4*time.Second), jetstream.PullHeartbeat(time.Second),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			// A held pull must not cost a heartbeat or the pull's expiry.
+			t.Errorf("consume: %v", err)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	cc.Stop()
+	mu.Lock()
+	defer mu.Unlock()
+	return got
+}
+
+// natscliPulls: `nats consumer next --count`, which pulls one message at a time and
+// acknowledges it; each printed line is stamped as it arrives.
+func natscliPulls(t *testing.T, stream, durable string) []received {
+	cmd := exec.Command(filepath.Join(root, ".tools/bin/nats"), "consumer", "next", stream, durable,
+		"--count", strconv.Itoa(natsBacklog), "--raw", "--ack", "--server", "nats://"+addr(ports.NATS),
+		"--user", "consume-nats", "--password", "consume-nats-secret", "--timeout", "60s")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var got []received
+	lines := bufio.NewScanner(out)
+	lines.Buffer(make([]byte, 4*natsMessageBytes), 4*natsMessageBytes)
+	for lines.Scan() {
+		if line := lines.Bytes(); len(line) == natsMessageBytes {
+			got = append(got, numbered(time.Now(), line))
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("nats consumer next: %v\n%s", err, tail(stderr.String(), 2000))
+	}
+	return got
+}
+
+// A tenant limited to 256 KiB/s drains a 14-second JetStream backlog: its pulls are held so
+// that it receives at its limit (±5% over 10 s), every message once and in order, each
+// acknowledged once, none redelivered, no pull's heartbeat missed. The gateway counts what it
+// delivered. Pulls take no inFlight slot (natscli's one-message pulls exhausted consume-nats's
+// 1,000 when they did: the messages that answer a pull do not arrive on its reply subject).
+// The decision log has the held pulls.
+func TestNATSJetStreamPullsAreHeldToTheConsumeLimit(t *testing.T) {
+	defer awaitConsumeDecision(t, "consume-nats", "nats", "pull held")
+	for i, c := range natsPullers {
+		t.Run(c.name, func(t *testing.T) {
+			subject := fmt.Sprintf("read.pull%d", i)
+			stream, admin := jetStreamBacklog(t, subject, "reader")
+			tenant := map[string]string{"protocol": "nats", "tenant": "consume-nats"}
+			consumed0 := metric(t, "weighstation_bytes_consumed", tenant)
+			throttled0 := metric(t, "weighstation_consume_throttled", tenant)
+			got := c.pull(t, stream, "reader")
+			if len(got) == 0 {
+				t.Fatal("the consumer received nothing")
+			}
+			rate := consumedPerSecond(got, 2*time.Second, 10*time.Second)
+			// Acknowledgements are published after the last message arrives.
+			var info *nats.ConsumerInfo
+			eventually(t, 5*time.Second, "every acknowledgement", func() bool {
+				var err error
+				info, err = admin.ConsumerInfo(stream, "reader")
+				return err == nil && info.AckFloor.Stream >= natsBacklog
+			})
+			consumed := metric(t, "weighstation_bytes_consumed", tenant) - consumed0
+			t.Logf("%s: %d messages in %s, %.0f B/s over 10 s (limit %d, %.1f%%), %.0f pulls held; acknowledged through %d, %d pending, %d redelivered; %.0f bytes counted",
+				c.name, len(got), got[len(got)-1].at.Sub(got[0].at).Round(time.Millisecond), rate, natsConsumeLimit,
+				100*rate/natsConsumeLimit, metric(t, "weighstation_consume_throttled", tenant)-throttled0,
+				info.AckFloor.Stream, info.NumAckPending, info.NumRedelivered, consumed)
+			checkExactlyOnceInOrder(t, "the consumer", got, natsBacklog)
+			if rate < 0.95*natsConsumeLimit || rate > 1.05*natsConsumeLimit {
+				t.Errorf("the consumer received %.0f B/s over 10 s; its limit is %d (±5%%)", rate, natsConsumeLimit)
+			}
+			if info.AckFloor.Stream != natsBacklog || info.NumAckPending != 0 || info.NumRedelivered != 0 {
+				t.Errorf("acknowledged through %d of %d, %d pending, %d redelivered: want every message acknowledged once",
+					info.AckFloor.Stream, natsBacklog, info.NumAckPending, info.NumRedelivered)
+			}
+			if total := float64(natsBacklog * natsMessageBytes); consumed < total || consumed > 1.01*total {
+				t.Errorf("weighstation_bytes_consumed grew by %.0f for %.0f bytes of messages", consumed, total)
+			}
+		})
+	}
+}
+
+// coreSubscriber subscribes to subject through the gateway as tenant and records what it
+// receives, and its connection's disconnections and reconnections.
+type coreSubscriber struct {
+	got                    atomic.Int64
+	disconnects, reconnect atomic.Int64
+}
+
+func subscribeCore(t *testing.T, tenant, subject string) *coreSubscriber {
+	t.Helper()
+	s := &coreSubscriber{}
+	nc := gatewayNATS(t, tenant, tenant+"-secret",
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { s.disconnects.Add(1) }),
+		nats.ReconnectHandler(func(*nats.Conn) { s.reconnect.Add(1) }),
+		nats.ReconnectWait(100*time.Millisecond), nats.MaxReconnects(-1))
+	if _, err := nc.Subscribe(subject, func(m *nats.Msg) { s.got.Add(int64(len(m.Data))) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// publishAt publishes 1 KiB messages on subject straight to nats-server at bytesPerSecond for
+// `for`, paced from each message's intended send time; returns the bytes sent.
+func publishAt(t *testing.T, subject string, bytesPerSecond int, d time.Duration) int {
+	t.Helper()
+	nc := directNATS(t)
+	body := make([]byte, natsMessageBytes)
+	every := time.Second * natsMessageBytes / time.Duration(bytesPerSecond)
+	start, sent := time.Now(), 0
+	for i := 0; time.Duration(i)*every < d; i++ {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * every)))
+		if err := nc.Publish(subject, body); err != nil {
+			t.Fatal(err)
+		}
+		sent += len(body)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return sent
+}
+
+// A core subscriber under its consume limit (half of it, for 4 s) receives everything on one
+// connection. One over it (four times, for 4 s) is a slow consumer once its debt outruns its
+// 1 s queue.maxWait: the gateway ends its connection, as nats-server ends a slow consumer's,
+// nats.go sees the disconnection and reconnects, and the gateway counts it.
+func TestNATSCoreSubscriberOverItsConsumeLimitIsASlowConsumer(t *testing.T) {
+	tenant := map[string]string{"protocol": "nats", "tenant": "consume-nats-core"}
+
+	under := subscribeCore(t, "consume-nats-core", "read.core.under")
+	slow0 := metric(t, "weighstation_consume_slow_consumers", tenant)
+	sent := publishAt(t, "read.core.under", natsCoreLimit/2, 4*time.Second)
+	eventually(t, 5*time.Second, "every message at half the limit", func() bool { return under.got.Load() == int64(sent) })
+	t.Logf("at half the limit: sent %d bytes, received %d, %d disconnections", sent, under.got.Load(), under.disconnects.Load())
+	if under.disconnects.Load() != 0 || metric(t, "weighstation_consume_slow_consumers", tenant) != slow0 {
+		t.Fatalf("a subscriber under its limit was disconnected %d times", under.disconnects.Load())
+	}
+	time.Sleep(2 * time.Second) // the bucket refills
+
+	over := subscribeCore(t, "consume-nats-core", "read.core.over")
+	consumed0 := metric(t, "weighstation_bytes_consumed", tenant)
+	start := time.Now()
+	sent = publishAt(t, "read.core.over", 4*natsCoreLimit, 4*time.Second)
+	took := time.Since(start)
+	eventually(t, 5*time.Second, "the slow consumer's reconnection", func() bool { return over.reconnect.Load() > 0 })
+	slow := metric(t, "weighstation_consume_slow_consumers", tenant) - slow0
+	consumed := metric(t, "weighstation_bytes_consumed", tenant) - consumed0
+	t.Logf("at four times the limit for %s: sent %d bytes, received %d (%.0f B/s), %d disconnections, %d reconnections, %.0f slow consumers counted, %.0f bytes counted",
+		took.Round(time.Millisecond), sent, over.got.Load(), float64(over.got.Load())/took.Seconds(),
+		over.disconnects.Load(), over.reconnect.Load(), slow, consumed)
+	if slow == 0 || over.disconnects.Load() == 0 {
+		t.Errorf("%.0f slow consumers counted, %d disconnections seen: want the subscriber over its limit ended", slow, over.disconnects.Load())
+	}
+	// What it received is what the gateway counted, within what the connection it ended had in
+	// the read that found it slow (nats-server writes at most 64 KiB at once to a client).
+	if got := float64(over.got.Load()); consumed < got || consumed > got+64<<10 {
+		t.Errorf("received %.0f bytes; the gateway counted %.0f", got, consumed)
+	}
+}

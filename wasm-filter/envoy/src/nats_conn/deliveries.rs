@@ -1,0 +1,132 @@
+//! The read side of a NATS connection (limits.consume; see weighstation_core::nats::Deliveries):
+//! JetStream pulls held while the tenant's consume buckets are in debt, every delivery charged
+//! once per read, and a core subscriber the debt has outrun by more than the tenant's
+//! queue.maxWait ended as nats-server ends a slow consumer.
+
+use weighstation_core::config::Protocol;
+use weighstation_core::nats::{Delivered, Delivery, Publish};
+
+use super::Conn;
+use crate::clock::now_ns;
+use crate::tenancy::Attributed;
+use crate::{consume, reports, waiters};
+
+/// How far a core subscriber's debt may run when its tenant sets no queue.maxWait.
+const DEFAULT_MAX_DEBT_MS: u64 = 1_000;
+
+/// The override whose consume bucket `subject` passes, if any.
+fn consume_override(who: &Attributed, subject: &[u8]) -> Option<usize> {
+    let plan = who.plan()?;
+    if !plan.overrides.iter().any(|o| o.consume.is_some()) {
+        return None;
+    }
+    plan.override_for(Protocol::Nats, subject)
+        .filter(|&i| plan.overrides.get(i).is_some_and(|o| o.consume.is_some()))
+}
+
+impl Conn {
+    /// A pull request: true to hold it, while a consume bucket it passes is in debt (dryRun:
+    /// never held, counted). A pull that goes is remembered by its consumer, which the messages
+    /// that answer it name.
+    pub(super) fn pull(&mut self, p: &Publish<'_>, now: u64) -> bool {
+        let Some(who) = self.who.current() else { return false };
+        let Some(tenant) = who.tenant() else { return false };
+        let over = consume_override(who, p.subject);
+        let overrides = over.as_slice();
+        if !consume::limited(who, overrides) {
+            return false;
+        }
+        let wait = consume::wait_ns(who, overrides, now);
+        if wait > 0 && !tenant.dry_run {
+            let since = *self.pull_held.get_or_insert(now);
+            waiters::hold(self.id, &tenant.name, since, now.saturating_add(wait));
+            return true;
+        }
+        if wait > 0 {
+            who.metrics.consume_would_throttle();
+        }
+        if let Some(since) = self.pull_held.take() {
+            waiters::release(self.id);
+            let held_ms = now.saturating_sub(since) / 1_000_000;
+            who.metrics.consume_throttled(held_ms);
+            if let Some(site) = self.who.site(over, now) {
+                reports::consume_throttled(&site, held_ms, "pull held", || p.subject.to_vec());
+            }
+        }
+        self.deliveries.pulled(p.subject, over);
+        false
+    }
+
+    /// A message delivered to the client: counted into this read. False if it is a core
+    /// delivery that finds the tenant's debt longer than its queue.maxWait: a slow consumer.
+    pub(super) fn delivered(&mut self, d: &Delivered<'_>, now: &mut Option<u64>) -> bool {
+        let Some(who) = self.who.current() else { return true };
+        if who
+            .plan()
+            .is_none_or(|p| p.consume.is_none() && p.overrides.iter().all(|o| o.consume.is_none()))
+        {
+            return true;
+        }
+        let over = match self.deliveries.delivery(d.reply) {
+            Delivery::Pull(over) => over,
+            Delivery::Core => {
+                let over = consume_override(who, d.subject);
+                // A status (a heartbeat, a pull's timeout) delivers nothing to hold back.
+                if !self.debt_checked && !d.status {
+                    self.debt_checked = true;
+                    let now = *now.get_or_insert_with(now_ns);
+                    if outran(who, over, now, &mut self.debt_until) {
+                        self.slow_consumer = true;
+                        return false;
+                    }
+                }
+                over
+            }
+        };
+        self.deliveries.count(d.bytes as u64, over);
+        true
+    }
+
+    /// The read is over: what it delivered is charged, once, and counted.
+    pub(super) fn deliveries_done(&mut self) {
+        self.debt_checked = false;
+        let Some(who) = self.who.current() else { return };
+        let mut debt_until = None;
+        self.deliveries.end_read(|read| {
+            let now = now_ns();
+            who.metrics.consumed(read.bytes);
+            let mut debt = consume::charge_tenant(who, now, read.bytes);
+            for &(over, bytes) in &read.overrides {
+                debt = debt.max(consume::charge_override(who, over, now, bytes));
+            }
+            debt_until = Some(now.saturating_add(debt));
+        });
+        if let Some(until) = debt_until {
+            self.debt_until = until;
+        }
+    }
+}
+
+/// Whether the debt of the buckets a core delivery passes is longer than the tenant's
+/// queue.maxWait (a slow consumer; dryRun: counted, never one). The debt the connection last
+/// saw (`debt_until`) is checked first; only when that is already too long is the shared
+/// bucket read.
+fn outran(who: &Attributed, over: Option<usize>, now: u64, debt_until: &mut u64) -> bool {
+    let Some(tenant) = who.tenant() else { return false };
+    let max_debt = tenant.limits.queue_max_wait_ms.unwrap_or(DEFAULT_MAX_DEBT_MS) * 1_000_000;
+    if debt_until.saturating_sub(now) <= max_debt || consume::wait_ns(who, over.as_slice(), now) <= max_debt {
+        return false;
+    }
+    if tenant.dry_run {
+        who.metrics.consume_would_throttle();
+        *debt_until = now;
+        return false;
+    }
+    log::info!(
+        "weighstation: nats subscriber of tenant {} is a slow consumer (its consume debt is over {} ms): closing as nats-server would",
+        tenant.name,
+        max_debt / 1_000_000
+    );
+    who.metrics.slow_consumer();
+    true
+}
