@@ -26,9 +26,9 @@ const natsConsumeLimit, natsCoreLimit = 256 << 10, 64 << 10
 // each numbered by its first eight bytes (printable, so natscli prints one per line).
 const natsBacklog, natsMessageBytes = 3584, 1024
 
-// jetStreamBacklog creates a stream of natsBacklog messages on subject and a durable pull
+// jetStreamBacklog creates a stream of n messages of `size` bytes on subject and a durable pull
 // consumer of it, straight on nats-server (as the baseline user); it returns the stream's name.
-func jetStreamBacklog(t *testing.T, subject, durable string) (string, nats.JetStreamContext) {
+func jetStreamBacklog(t *testing.T, subject, durable string, n, size int) (string, nats.JetStreamContext) {
 	t.Helper()
 	stream := "READ_" + subject[len("read."):]
 	admin, err := directNATS(t).JetStream(nats.PublishAsyncMaxPending(256))
@@ -39,11 +39,11 @@ func jetStreamBacklog(t *testing.T, subject, durable string) (string, nats.JetSt
 		t.Fatalf("create stream: %v", err)
 	}
 	t.Cleanup(func() { _ = admin.DeleteStream(stream) })
-	body := make([]byte, natsMessageBytes)
+	body := make([]byte, size)
 	for i := range body {
 		body[i] = 'a' + byte(i%26)
 	}
-	for i := 0; i < natsBacklog; i++ {
+	for i := 0; i < n; i++ {
 		copy(body, fmt.Sprintf("%08d", i))
 		if _, err := admin.PublishAsync(subject, append([]byte(nil), body...)); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
@@ -75,15 +75,17 @@ var natsPullers = []struct {
 	name string
 	pull func(t *testing.T, stream, durable string) []received
 }{
-	{"nats.go Fetch", fetchPulls},
+	{"nats.go Fetch", func(t *testing.T, stream, durable string) []received {
+		return fetchPulls(t, "consume-nats", stream, durable, natsBacklog, 32)
+	}},
 	{"nats.go Consume", consumePulls},
 	{"natscli consumer next", natscliPulls},
 }
 
-// fetchPulls: nats.go's PullSubscribe and Fetch, 32 messages at a time (the burst), each
-// pull expiring after 5 s.
-func fetchPulls(t *testing.T, stream, durable string) []received {
-	js, err := tenantNATS(t, "consume-nats", nil).JetStream()
+// fetchPulls: nats.go's PullSubscribe and Fetch as tenant, `batch` messages at a time, each
+// pull expiring after 5 s, until it has n.
+func fetchPulls(t *testing.T, tenant, stream, durable string, n, batch int) []received {
+	js, err := tenantNATS(t, tenant, nil).JetStream()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,8 +95,8 @@ func fetchPulls(t *testing.T, stream, durable string) []received {
 	}
 	var got []received
 	deadline := time.Now().Add(60 * time.Second)
-	for len(got) < natsBacklog && time.Now().Before(deadline) {
-		msgs, err := sub.Fetch(32, nats.MaxWait(5*time.Second))
+	for len(got) < n && time.Now().Before(deadline) {
+		msgs, err := sub.Fetch(batch, nats.MaxWait(5*time.Second))
 		if err != nil {
 			t.Logf("fetch: %v", err)
 			continue
@@ -195,7 +197,7 @@ func TestNATSJetStreamPullsAreHeldToTheConsumeLimit(t *testing.T) {
 	for i, c := range natsPullers {
 		t.Run(c.name, func(t *testing.T) {
 			subject := fmt.Sprintf("read.pull%d", i)
-			stream, admin := jetStreamBacklog(t, subject, "reader")
+			stream, admin := jetStreamBacklog(t, subject, "reader", natsBacklog, natsMessageBytes)
 			tenant := map[string]string{"protocol": "nats", "tenant": "consume-nats"}
 			consumed0 := metric(t, "weighstation_bytes_consumed", tenant)
 			throttled0 := metric(t, "weighstation_consume_throttled", tenant)
@@ -228,6 +230,30 @@ func TestNATSJetStreamPullsAreHeldToTheConsumeLimit(t *testing.T) {
 				t.Errorf("weighstation_bytes_consumed grew by %.0f for %.0f bytes of messages", consumed, total)
 			}
 		})
+	}
+}
+
+// A tenant limited to 200 messages/s (consume.messagesPerSecond, bytes unlimited) drains a
+// 14-second backlog of small messages with nats.go Fetch(25): it receives 200 messages/s (±5%
+// over 10 s), every message once and in order.
+func TestNATSJetStreamPullsAreHeldToTheMessageLimit(t *testing.T) {
+	const limit, backlog = 200, 2800
+	stream, _ := jetStreamBacklog(t, "read.messages", "reader", backlog, 64)
+	got := fetchPulls(t, "consume-nats-msgs", stream, "reader", backlog, 25)
+	if len(got) == 0 {
+		t.Fatal("the consumer received nothing")
+	}
+	counted := make([]received, len(got))
+	for i, r := range got {
+		counted[i] = r
+		counted[i].bytes = 1 // a message each: the rate in messages
+	}
+	rate := consumedPerSecond(counted, 2*time.Second, 10*time.Second)
+	t.Logf("%d messages in %s, %.1f messages/s over 10 s (limit %d, %.1f%%)", len(got),
+		got[len(got)-1].at.Sub(got[0].at).Round(time.Millisecond), rate, limit, 100*rate/limit)
+	checkExactlyOnceInOrder(t, "the consumer", got, backlog)
+	if rate < 0.95*limit || rate > 1.05*limit {
+		t.Errorf("the consumer received %.1f messages/s over 10 s; its limit is %d (±5%%)", rate, limit)
 	}
 }
 

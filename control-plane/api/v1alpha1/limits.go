@@ -63,6 +63,14 @@ type Consume struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(KiB|MiB|GiB)?|unlimited)$`
 	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1 (write \"unlimited\" to remove the limit)"
 	BurstBytes *intstr.IntOrString `json:"burstBytes,omitempty"`
+	// NATS only: messages delivered per second (a bucket of one second of them). Kafka consumers
+	// are limited by bytes: a Fetch response is counted in whole record batches.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^unlimited$`
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1 (write \"unlimited\" to remove the limit)"
+	MessagesPerSecond *intstr.IntOrString `json:"messagesPerSecond,omitempty"`
 }
 
 // Rate is a tenant's token buckets, in messages and in bytes.

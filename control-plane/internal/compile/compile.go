@@ -103,6 +103,8 @@ type Limits struct {
 	// The read side (limits.consume).
 	ConsumeBytesPerSecond *uint64 `json:"consumeBytesPerSecond,omitempty"`
 	ConsumeBurstBytes     *uint64 `json:"consumeBurstBytes,omitempty"`
+	// NATS deliveries per second.
+	ConsumeMessagesPerSecond *uint64 `json:"consumeMessagesPerSecond,omitempty"`
 }
 
 // Override narrows limits for matching subjects (NATS) or topics (Kafka) of one protocol.
@@ -167,6 +169,8 @@ func limits(e policy.Effective) Limits {
 
 		ConsumeBytesPerSecond: e.ConsumeBytesPerSecond,
 		ConsumeBurstBytes:     e.ConsumeBurstBytes,
+
+		ConsumeMessagesPerSecond: e.ConsumeMessagesPerSecond,
 	}
 	if e.QueueMaxWait != nil {
 		ms := uint64(*e.QueueMaxWait / time.Millisecond)

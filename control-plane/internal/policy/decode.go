@@ -212,6 +212,9 @@ func (d *decoder) limits(n *yaml.Node, path string) Limits {
 			d.mapping(n, p, fields{
 				"bytesPerSecond": func(n *yaml.Node, p string) { l.Consume.BytesPerSecond = d.quantity(n, p, parseSize) },
 				"burstBytes":     func(n *yaml.Node, p string) { l.Consume.BurstBytes = d.quantity(n, p, parseSize) },
+				"messagesPerSecond": func(n *yaml.Node, p string) {
+					l.Consume.MessagesPerSecond = d.quantity(n, p, parseCount)
+				},
 			})
 		},
 	})

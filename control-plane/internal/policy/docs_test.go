@@ -23,6 +23,7 @@ func TestPolicyReferenceStatesTheBuiltinDefaults(t *testing.T) {
 		"| `queue.maxWait` | duration | " + d.QueueMaxWait.String() + " |",
 		"| `connections` | count | " + itoa(int(d.Connections)) + " |",
 		"| `consume.bytesPerSecond` | size | " + sizeText(d.ConsumeBytesPerSecond) + " |",
+		"| `consume.messagesPerSecond` | count | " + itoa(int(d.ConsumeMessagesPerSecond)) + " |",
 	} {
 		if !strings.Contains(doc, row) {
 			t.Errorf("docs/policy-reference.md lacks the row %q", row)

@@ -17,13 +17,15 @@ type Effective struct {
 	// The read side: record bytes received per second and the bucket's depth.
 	ConsumeBytesPerSecond *uint64
 	ConsumeBurstBytes     *uint64
+	// NATS deliveries per second (a bucket of one second of them).
+	ConsumeMessagesPerSecond *uint64
 }
 
 // Built-in defaults: the values a limit takes when neither the policy nor GatewayDefaults sets it.
 // They are documented in docs/policy-reference.md; a test keeps the two in step.
 var BuiltinDefaults = struct {
 	MaxMessageBytes, MessagesPerSecond, BytesPerSecond, InFlight, QueueMaxMessages, Connections uint64
-	ConsumeBytesPerSecond                                                                       uint64
+	ConsumeBytesPerSecond, ConsumeMessagesPerSecond                                             uint64
 	QueueMaxWait                                                                                time.Duration
 }{
 	MaxMessageBytes:   1 << 20,
@@ -36,6 +38,9 @@ var BuiltinDefaults = struct {
 	// As much as a tenant may send by default: a tenant replaying a topic takes no more of the
 	// brokers than one producing at its default rate.
 	ConsumeBytesPerSecond: 64 << 20,
+	// Ten times what a tenant may publish by default: its subscribers receive what many
+	// publishers send.
+	ConsumeMessagesPerSecond: 100000,
 }
 
 // source says where a resolved value came from, for error messages.
@@ -86,6 +91,7 @@ func resolve(own Limits, ownPath string, ownPos Pos, dflt Limits, c *collector) 
 	conns := pick(own.Connections, dflt.Connections, ptr(b.Connections), f("connections"), d("connections"), fb)
 	consumeBps := pick(own.Consume.BytesPerSecond, dflt.Consume.BytesPerSecond, ptr(b.ConsumeBytesPerSecond), f("consume.bytesPerSecond"), d("consume.bytesPerSecond"), fb)
 	consumeBurst := pick(own.Consume.BurstBytes, dflt.Consume.BurstBytes, consumeBps.value, f("consume.burstBytes"), d("consume.burstBytes"), consumeBps.from)
+	consumeMps := pick(own.Consume.MessagesPerSecond, dflt.Consume.MessagesPerSecond, ptr(b.ConsumeMessagesPerSecond), f("consume.messagesPerSecond"), d("consume.messagesPerSecond"), fb)
 
 	e := Effective{
 		MaxMessageBytes:   maxMsg.value,
@@ -94,6 +100,8 @@ func resolve(own Limits, ownPath string, ownPos Pos, dflt Limits, c *collector) 
 		InFlight:          inFlight.value,
 		QueueMaxMessages:  qMax.value,
 		Connections:       conns.value,
+
+		ConsumeMessagesPerSecond: consumeMps.value,
 	}
 	if consumeBps.value != nil {
 		e.ConsumeBytesPerSecond, e.ConsumeBurstBytes = consumeBps.value, consumeBurst.value
@@ -124,6 +132,7 @@ func resolve(own Limits, ownPath string, ownPos Pos, dflt Limits, c *collector) 
 	atLeastOne(inFlight, "inFlight")
 	atLeastOne(conns, "connections")
 	atLeastOne(consumeBps, "consume.bytesPerSecond")
+	atLeastOne(consumeMps, "consume.messagesPerSecond")
 	if e.ConsumeBurstBytes != nil && (own.Consume.BurstBytes.Set || dflt.Consume.BurstBytes.Set) {
 		atLeastOne(consumeBurst, "consume.burstBytes")
 	}

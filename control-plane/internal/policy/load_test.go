@@ -132,6 +132,17 @@ func TestLoadReportsEachErrorClassWithPosition(t *testing.T) {
 			want: []string{"b.yaml:14:40: spec.overrides[0].limits.consume.burstBytes: needs consume.bytesPerSecond in the same override"},
 		},
 		{
+			name: "consume messages in an override of kafka topics",
+			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": acme("    inFlight: 5\n") +
+				"  overrides:\n    - match: { kafka: [\"audit-*\"] }\n      limits: { consume: { messagesPerSecond: 100 } }\n"},
+			want: []string{"b.yaml:14:47: spec.overrides[0].limits.consume.messagesPerSecond: limits NATS deliveries; an override with kafka topics cannot set it (Kafka consumers are limited by consume.bytesPerSecond)"},
+		},
+		{
+			name:  "consume messages 0",
+			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": acme("    consume: { messagesPerSecond: 0 }\n")},
+			want:  []string{`b.yaml:11:35: spec.limits.consume.messagesPerSecond: consume.messagesPerSecond must be at least 1 (write "unlimited" to remove the limit)`},
+		},
+		{
 			name:  "inFlight 0",
 			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": acme("    inFlight: 0\n")},
 			want:  []string{`b.yaml:11:15: spec.limits.inFlight: inFlight must be at least 1 (write "unlimited" to remove the limit)`},
@@ -336,6 +347,7 @@ func TestLimitsResolveFromPolicyThenDefaultsThenBuiltins(t *testing.T) {
 		{"anonymous consume burst (one second of it)", u(anon.Limits.ConsumeBurstBytes), uint64(1 << 20)},
 		{"acme consume (defaults)", u(acmeT.Limits.ConsumeBytesPerSecond), uint64(1 << 20)},
 		{"acme consume burst (own)", u(acmeT.Limits.ConsumeBurstBytes), uint64(4 << 20)},
+		{"acme consume messages (built-in)", u(acmeT.Limits.ConsumeMessagesPerSecond), BuiltinDefaults.ConsumeMessagesPerSecond},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

@@ -61,8 +61,9 @@ type Rate struct {
 
 // Consume is the read side's bucket (spec.limits.consume).
 type Consume struct {
-	BytesPerSecond Quantity
-	BurstBytes     Quantity
+	BytesPerSecond    Quantity
+	BurstBytes        Quantity
+	MessagesPerSecond Quantity
 }
 
 type Queue struct {

@@ -163,10 +163,15 @@ func resolveOverrides(p LimitPolicy, tenant Effective, c *collector) []Effective
 			{l.Rate.BytesPerSecond, "rate.bytesPerSecond"}, {l.Rate.BurstMessages, "rate.burstMessages"},
 			{l.Rate.BurstBytes, "rate.burstBytes"}, {l.InFlight, "inFlight"},
 			{l.Consume.BytesPerSecond, "consume.bytesPerSecond"}, {l.Consume.BurstBytes, "consume.burstBytes"},
+			{l.Consume.MessagesPerSecond, "consume.messagesPerSecond"},
 		} {
 			if q.q.Unlimited {
 				c.add(q.q.Pos, lp+"."+q.field, "an override can only narrow a limit; %q is not allowed here", unlimited)
 			}
+		}
+		if l.Consume.MessagesPerSecond.Set && len(o.Match.Kafka) > 0 {
+			c.add(l.Consume.MessagesPerSecond.Pos, lp+".consume.messagesPerSecond",
+				"limits NATS deliveries; an override with kafka topics cannot set it (Kafka consumers are limited by consume.bytesPerSecond)")
 		}
 		if l.Queue.MaxMessages.Set || l.Queue.MaxWait.Set {
 			c.add(o.Pos, lp+".queue", "the queue is shared by all of a tenant's messages and cannot be overridden")
@@ -211,7 +216,8 @@ func resolveOverride(l Limits, path string, pos Pos, tenant Effective, c *collec
 		field string
 	}{{l.MaxMessageBytes, "maxMessageBytes"}, {l.Rate.MessagesPerSecond, "rate.messagesPerSecond"},
 		{l.Rate.BytesPerSecond, "rate.bytesPerSecond"}, {l.InFlight, "inFlight"}, {l.Rate.BurstMessages, "rate.burstMessages"},
-		{l.Consume.BytesPerSecond, "consume.bytesPerSecond"}, {l.Consume.BurstBytes, "consume.burstBytes"}} {
+		{l.Consume.BytesPerSecond, "consume.bytesPerSecond"}, {l.Consume.BurstBytes, "consume.burstBytes"},
+		{l.Consume.MessagesPerSecond, "consume.messagesPerSecond"}} {
 		if z.q.Finite() && z.q.Value == 0 {
 			c.add(z.q.Pos, path+"."+z.field, "must be at least 1")
 		}
@@ -246,6 +252,9 @@ func resolveOverride(l Limits, path string, pos Pos, tenant Effective, c *collec
 		}
 	} else if l.Consume.BurstBytes.Set {
 		c.add(l.Consume.BurstBytes.Pos, path+".consume.burstBytes", "needs consume.bytesPerSecond in the same override")
+	}
+	if l.Consume.MessagesPerSecond.Finite() {
+		e.ConsumeMessagesPerSecond = ptr(l.Consume.MessagesPerSecond.Value)
 	}
 	return e
 }

@@ -28,6 +28,7 @@ pub struct Limits {
     pub connections: Option<u64>,
     pub consume_bytes_per_second: Option<u64>,
     pub consume_burst_bytes: Option<u64>,
+    pub consume_messages_per_second: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -144,6 +145,8 @@ pub struct TenantPlan {
     pub rate: RateLimit,
     /// The read side's bucket (limits.consume).
     pub consume: Option<ConsumeLimit>,
+    /// The read side's bucket of NATS deliveries (consume.messagesPerSecond; NATS plans only).
+    pub consume_messages: Option<ConsumeLimit>,
     pub overrides: Vec<OverridePlan>,
     /// (pattern, override index), most specific first.
     order: Vec<(String, usize)>,
@@ -154,6 +157,7 @@ pub struct TenantPlan {
 pub struct OverridePlan {
     pub rate: RateLimit,
     pub consume: Option<ConsumeLimit>,
+    pub consume_messages: Option<ConsumeLimit>,
     pub max_message_bytes: Option<u64>,
     pub in_flight: Option<u64>,
     /// Identifies the override's patterns and limits, to key its shared state.
@@ -174,6 +178,12 @@ pub(crate) fn rate_limit(l: &Limits) -> RateLimit {
 fn consume_limit(l: &Limits) -> Option<ConsumeLimit> {
     let rate = l.consume_bytes_per_second?;
     ConsumeLimit::new(rate, l.consume_burst_bytes.unwrap_or(rate))
+}
+
+/// A limit's bucket of NATS deliveries, one second deep (Kafka consumers are limited by bytes).
+fn consume_messages_limit(protocol: Protocol, l: &Limits) -> Option<ConsumeLimit> {
+    let rate = l.consume_messages_per_second.filter(|_| protocol == Protocol::Nats)?;
+    ConsumeLimit::new(rate, rate)
 }
 
 impl TenantPlan {
@@ -202,6 +212,7 @@ impl TenantPlan {
                     consume_fingerprint,
                     rate,
                     consume,
+                    consume_messages: consume_messages_limit(protocol, &o.limits),
                     max_message_bytes: o.limits.max_message_bytes,
                     in_flight: o.limits.in_flight,
                     fingerprint,
@@ -218,6 +229,7 @@ impl TenantPlan {
         TenantPlan {
             rate: rate_limit(&t.limits),
             consume: consume_limit(&t.limits),
+            consume_messages: consume_messages_limit(protocol, &t.limits),
             overrides,
             order,
         }

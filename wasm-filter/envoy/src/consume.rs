@@ -17,29 +17,81 @@ fn override_bucket(who: &Attributed, over: usize) -> Option<(ConsumeLimit, &str)
     Some((limit, who.keys.overrides.get(over)?.consume.as_deref()?))
 }
 
-/// The buckets a fetch passes: the tenant's, then those of `overrides` that set one.
+/// The buckets of NATS deliveries (consume.messagesPerSecond): the tenant's, then those of
+/// `overrides` that set one.
+fn message_buckets<'a>(
+    who: &'a Attributed,
+    overrides: &'a [usize],
+) -> impl Iterator<Item = (ConsumeLimit, &'a str)> + 'a {
+    let plan = who.plan();
+    let tenant = plan
+        .and_then(|p| p.consume_messages)
+        .zip(who.keys.consume_messages.as_deref());
+    tenant.into_iter().chain(overrides.iter().filter_map(move |&i| {
+        let limit = plan?.overrides.get(i)?.consume_messages?;
+        Some((limit, who.keys.overrides.get(i)?.consume_messages.as_deref()?))
+    }))
+}
+
+/// The byte buckets a fetch passes: the tenant's, then those of `overrides` that set one.
 fn buckets<'a>(who: &'a Attributed, overrides: &'a [usize]) -> impl Iterator<Item = (ConsumeLimit, &'a str)> + 'a {
     tenant_bucket(who)
         .into_iter()
         .chain(overrides.iter().filter_map(|&i| override_bucket(who, i)))
 }
 
-/// Whether the tenant or any of `overrides` limits what its consumers receive.
-pub fn limited(who: &Attributed, overrides: &[usize]) -> bool {
-    buckets(who, overrides).next().is_some()
+/// Whether the tenant or any of its overrides limits what its consumers receive.
+pub fn reads_limited(who: &Attributed) -> bool {
+    who.plan().is_some_and(|p| {
+        p.consume.is_some()
+            || p.consume_messages.is_some()
+            || p.overrides
+                .iter()
+                .any(|o| o.consume.is_some() || o.consume_messages.is_some())
+    })
 }
 
-/// How long until a fetch passing these buckets may go (ns): 0 now.
+/// Whether override `over` limits what the tenant's consumers receive.
+pub fn override_limits_reads(who: &Attributed, over: usize) -> bool {
+    who.plan()
+        .and_then(|p| p.overrides.get(over))
+        .is_some_and(|o| o.consume.is_some() || o.consume_messages.is_some())
+}
+
+/// Whether the tenant or any of `overrides` limits what its consumers receive.
+pub fn limited(who: &Attributed, overrides: &[usize]) -> bool {
+    buckets(who, overrides).next().is_some() || message_buckets(who, overrides).next().is_some()
+}
+
+/// How long until a fetch or pull passing these buckets may go (ns): 0 now.
 pub fn wait_ns(who: &Attributed, overrides: &[usize], now: u64) -> u64 {
     buckets(who, overrides)
+        .chain(message_buckets(who, overrides))
         .map(|(limit, key)| limit.wait_ns(shared::read(key), now))
         .max()
         .unwrap_or(0)
 }
 
-/// The most one fetch passing these buckets may ask for: the shallowest bucket's depth.
+/// The most one fetch passing these buckets may ask for: the shallowest byte bucket's depth.
 pub fn most(who: &Attributed, overrides: &[usize]) -> Option<u64> {
     buckets(who, overrides).map(|(limit, _)| limit.burst()).min()
+}
+
+/// Charges `messages` NATS deliveries to the tenant's message bucket, if it has one; returns
+/// how long it is then in debt (ns).
+pub fn charge_tenant_messages(who: &Attributed, now: u64, messages: u64) -> u64 {
+    message_buckets(who, &[])
+        .next()
+        .map_or(0, |(limit, key)| charge(limit, key, now, messages))
+}
+
+/// Charges `messages` NATS deliveries to override `over`'s message bucket, if it has one.
+pub fn charge_override_messages(who: &Attributed, over: usize, now: u64, messages: u64) -> u64 {
+    let plan = who.plan();
+    let bucket = plan
+        .and_then(|p| p.overrides.get(over)?.consume_messages)
+        .zip(who.keys.overrides.get(over).and_then(|k| k.consume_messages.as_deref()));
+    bucket.map_or(0, |(limit, key)| charge(limit, key, now, messages))
 }
 
 /// Charges `bytes` to the tenant's bucket; returns how long it is then in debt (ns).

@@ -72,6 +72,8 @@ pub struct OverrideKeys {
     pub in_flight: SlotKey,
     /// The override's consume bucket, if it has one.
     pub consume: Option<String>,
+    /// The override's bucket of NATS deliveries, if it has one.
+    pub consume_messages: Option<String>,
 }
 
 #[derive(Debug)]
@@ -82,6 +84,8 @@ pub struct TenantKeys {
     pub connections: String,
     /// The tenant's consume bucket, if it has one.
     pub consume: Option<String>,
+    /// The tenant's bucket of NATS deliveries, if it has one.
+    pub consume_messages: Option<String>,
     pub overrides: Vec<OverrideKeys>,
 }
 
@@ -94,6 +98,9 @@ impl TenantKeys {
             queue: format!("{base}/queue"),
             connections: connections_key(&base),
             consume: plan.consume.map(|c| format!("{base}/consume/{:016x}", c.fingerprint())),
+            consume_messages: plan
+                .consume_messages
+                .map(|c| format!("{base}/consume-messages/{:016x}", c.fingerprint())),
             overrides: plan
                 .overrides
                 .iter()
@@ -103,6 +110,13 @@ impl TenantKeys {
                     consume: o
                         .consume
                         .map(|_| format!("{base}/override/{:016x}/consume", o.consume_fingerprint)),
+                    consume_messages: o.consume_messages.map(|m| {
+                        format!(
+                            "{base}/override/{:016x}/consume-messages/{:016x}",
+                            o.consume_fingerprint,
+                            m.fingerprint()
+                        )
+                    }),
                 })
                 .collect(),
         }

@@ -49,8 +49,9 @@ pub struct Deliveries {
 pub struct Tally {
     pub bytes: u64,
     pub messages: u64,
-    /// Bytes per override that limits consume (few: a connection's subjects match few).
-    pub overrides: Vec<(usize, u64)>,
+    /// Bytes and messages per override that limits consume (few: a connection's subjects
+    /// match few).
+    pub overrides: Vec<(usize, u64, u64)>,
 }
 
 impl Deliveries {
@@ -92,9 +93,12 @@ impl Deliveries {
         t.bytes = t.bytes.saturating_add(bytes);
         t.messages += 1;
         if let Some(i) = over {
-            match t.overrides.iter_mut().find(|(o, _)| *o == i) {
-                Some((_, b)) => *b = b.saturating_add(bytes),
-                None => t.overrides.push((i, bytes)),
+            match t.overrides.iter_mut().find(|(o, _, _)| *o == i) {
+                Some((_, b, m)) => {
+                    *b = b.saturating_add(bytes);
+                    *m += 1;
+                }
+                None => t.overrides.push((i, bytes, 1)),
             }
         }
     }
@@ -190,7 +194,7 @@ mod tests {
             vec![Tally {
                 bytes: 180,
                 messages: 4,
-                overrides: vec![(1, 75), (3, 5)]
+                overrides: vec![(1, 75, 2), (3, 5, 1)]
             }]
         );
         d.count(7, None);

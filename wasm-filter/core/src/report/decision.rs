@@ -48,14 +48,23 @@ pub enum Outcome {
 /// The configured read-side limit (limits.consume) a consumer was throttled by: the override's
 /// where it matched one that sets it, else the tenant's.
 pub fn consume_configured(tenant: &Limits, over: Option<&Limits>) -> String {
-    let l = over.filter(|o| o.consume_bytes_per_second.is_some()).unwrap_or(tenant);
-    match l.consume_bytes_per_second {
-        Some(rate) => format!(
+    let l = over
+        .filter(|o| o.consume_bytes_per_second.is_some() || o.consume_messages_per_second.is_some())
+        .unwrap_or(tenant);
+    let mut parts = Vec::new();
+    if let Some(rate) = l.consume_bytes_per_second {
+        parts.push(format!(
             "{rate} bytes/s received (burst {})",
             l.consume_burst_bytes.unwrap_or(rate)
-        ),
-        None => "unlimited".to_owned(),
+        ));
     }
+    if let Some(rate) = l.consume_messages_per_second {
+        parts.push(format!("{rate} messages/s received"));
+    }
+    if parts.is_empty() {
+        return "unlimited".to_owned();
+    }
+    parts.join(", ")
 }
 
 /// The policy field behind a reason.

@@ -17,11 +17,11 @@ const DEFAULT_MAX_DEBT_MS: u64 = 1_000;
 /// The override whose consume bucket `subject` passes, if any.
 fn consume_override(who: &Attributed, subject: &[u8]) -> Option<usize> {
     let plan = who.plan()?;
-    if !plan.overrides.iter().any(|o| o.consume.is_some()) {
+    if !(0..plan.overrides.len()).any(|i| consume::override_limits_reads(who, i)) {
         return None;
     }
     plan.override_for(Protocol::Nats, subject)
-        .filter(|&i| plan.overrides.get(i).is_some_and(|o| o.consume.is_some()))
+        .filter(|&i| consume::override_limits_reads(who, i))
 }
 
 impl Conn {
@@ -61,10 +61,7 @@ impl Conn {
     /// delivery that finds the tenant's debt longer than its queue.maxWait: a slow consumer.
     pub(super) fn delivered(&mut self, d: &Delivered<'_>, now: &mut Option<u64>) -> bool {
         let Some(who) = self.who.current() else { return true };
-        if who
-            .plan()
-            .is_none_or(|p| p.consume.is_none() && p.overrides.iter().all(|o| o.consume.is_none()))
-        {
+        if !consume::reads_limited(who) {
             return true;
         }
         let over = match self.deliveries.delivery(d.reply) {
@@ -96,8 +93,10 @@ impl Conn {
             let now = now_ns();
             who.metrics.consumed(read.bytes);
             let mut debt = consume::charge_tenant(who, now, read.bytes);
-            for &(over, bytes) in &read.overrides {
+            debt = debt.max(consume::charge_tenant_messages(who, now, read.messages));
+            for &(over, bytes, messages) in &read.overrides {
                 debt = debt.max(consume::charge_override(who, over, now, bytes));
+                debt = debt.max(consume::charge_override_messages(who, over, now, messages));
             }
             debt_until = Some(now.saturating_add(debt));
         });
