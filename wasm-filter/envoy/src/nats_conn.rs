@@ -6,7 +6,7 @@ use weighstation_core::carry::{Carry, Plan};
 use weighstation_core::config::Protocol;
 use weighstation_core::identity::{Authenticated, NatsCredentials};
 use weighstation_core::limits::Reason;
-use weighstation_core::nats::{is_pull, Delivered, Deliveries, Gate, Publish, Session, Verdict};
+use weighstation_core::nats::{is_pull, pull_within, Delivered, Deliveries, Gate, Publish, Session, Verdict};
 use weighstation_core::source::Source;
 
 use crate::clock::now_ns;
@@ -17,6 +17,8 @@ use crate::{reports, trust, waiters};
 use weighstation_core::report::observed;
 
 mod deliveries;
+
+use deliveries::Pull;
 
 /// A request whose reply never passes this connection (sent elsewhere, or lost) gives its
 /// in-flight slot back after this long.
@@ -105,8 +107,12 @@ impl Gate for NatsGate<'_> {
         let conn = &mut *self.conn;
         conn.who.ensure_attributed();
         let pull = is_pull(p.subject);
-        if pull && conn.pull(p, now) {
-            return Verdict::Hold;
+        let mut most = None;
+        if pull {
+            match conn.pull(p, now) {
+                Pull::Hold => return Verdict::Hold,
+                Pull::Go(m) => most = m,
+            }
         }
         let Some(who) = conn.who.current() else {
             return Verdict::Forward;
@@ -146,6 +152,9 @@ impl Gate for NatsGate<'_> {
                         old.slot.release();
                         who.metrics.in_flight(-1);
                     }
+                }
+                if let Some(pull) = most.and_then(|m| pull_within(p, m)) {
+                    return Verdict::Rewrite(pull);
                 }
                 Verdict::Forward
             }

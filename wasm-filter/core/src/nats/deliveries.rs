@@ -15,6 +15,10 @@
 
 use std::collections::VecDeque;
 
+use serde_json::{Map, Value};
+
+use super::stream::Publish;
+
 /// The subject prefix of JetStream's pull requests.
 pub const PULL_PREFIX: &[u8] = b"$JS.API.CONSUMER.MSG.NEXT.";
 
@@ -26,6 +30,46 @@ const ACK_PREFIX: &[u8] = b"$JS.ACK.";
 
 pub fn is_pull(subject: &[u8]) -> bool {
     subject.starts_with(PULL_PREFIX)
+}
+
+/// A pull rewritten to ask for at most `most` bytes (its `max_bytes` lowered, or set where it
+/// had none); None if it already asks for no more, or its body is not a pull request the
+/// filter reads (nats-server judges it as sent). The body is JetStream's pull request: empty
+/// (one message), a plain count (older clients), or JSON. Its `batch` is kept: a client counts
+/// what it is owed by it, and nats-server ends a pull cut short by `max_bytes` with a status
+/// that says what was left (nats.go re-pulls on it). Read only on the pull path, never per
+/// message.
+pub fn pull_within(p: &Publish<'_>, most: u64) -> Option<Vec<u8>> {
+    let body = p.body?.trim_ascii();
+    let mut request = match body {
+        [] => Map::from_iter([("batch".to_owned(), Value::from(1))]),
+        count if count.iter().all(u8::is_ascii_digit) => {
+            let batch: u64 = std::str::from_utf8(count).ok()?.parse().ok()?;
+            Map::from_iter([("batch".to_owned(), Value::from(batch))])
+        }
+        json => serde_json::from_slice::<Map<String, Value>>(json).ok()?,
+    };
+    if request
+        .get("max_bytes")
+        .and_then(Value::as_u64)
+        .is_some_and(|m| m > 0 && m <= most)
+    {
+        return None;
+    }
+    request.entry("batch").or_insert_with(|| Value::from(1));
+    request.insert("max_bytes".to_owned(), Value::from(most));
+    let body = serde_json::to_vec(&request).ok()?;
+    let mut out = Vec::with_capacity(body.len() + p.subject.len() + 64);
+    out.extend_from_slice(b"PUB ");
+    out.extend_from_slice(p.subject);
+    if let Some(reply) = p.reply {
+        out.push(b' ');
+        out.extend_from_slice(reply);
+    }
+    out.extend_from_slice(format!(" {}\r\n", body.len()).as_bytes());
+    out.extend_from_slice(&body);
+    out.extend_from_slice(b"\r\n");
+    Some(out)
 }
 
 /// What a delivered message answers.
@@ -177,6 +221,52 @@ mod tests {
         assert_eq!(d.pulls.len(), PULLED_CONSUMERS);
         assert_eq!(d.delivery(Some(ACK_V1)), Delivery::Core, "the oldest went");
         assert_eq!(d.delivery(Some(b"$JS.ACK.S0.c.1.1.1.1.0")), Delivery::Pull(None));
+    }
+
+    fn pull(body: &[u8]) -> Publish<'_> {
+        Publish {
+            subject: b"$JS.API.CONSUMER.MSG.NEXT.S.c",
+            reply: Some(b"_INBOX.r"),
+            header_bytes: 0,
+            total_bytes: body.len(),
+            body: Some(body),
+            server_max_payload: None,
+        }
+    }
+
+    fn rewritten(body: &[u8], most: u64) -> Option<String> {
+        pull_within(&pull(body), most).map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    #[test]
+    fn a_pull_asks_for_at_most_the_burst_and_keeps_its_batch_and_expiry() {
+        let json = br#"{"batch":500,"expires":30000000000,"idle_heartbeat":15000000000}"#;
+        assert_eq!(
+            rewritten(json, 32768).as_deref(),
+            Some(
+                "PUB $JS.API.CONSUMER.MSG.NEXT.S.c _INBOX.r 82\r\n\
+{\"batch\":500,\"expires\":30000000000,\"idle_heartbeat\":15000000000,\"max_bytes\":32768}\r\n"
+            )
+        );
+        assert_eq!(
+            rewritten(br#"{"batch":5,"max_bytes":1000000}"#, 32768).as_deref(),
+            Some("PUB $JS.API.CONSUMER.MSG.NEXT.S.c _INBOX.r 29\r\n{\"batch\":5,\"max_bytes\":32768}\r\n")
+        );
+        assert_eq!(
+            rewritten(br#"{"batch":5,"max_bytes":1000}"#, 32768),
+            None,
+            "already within"
+        );
+        assert_eq!(
+            rewritten(b"", 64).as_deref(),
+            Some("PUB $JS.API.CONSUMER.MSG.NEXT.S.c _INBOX.r 26\r\n{\"batch\":1,\"max_bytes\":64}\r\n")
+        );
+        assert_eq!(
+            rewritten(b"10", 64).as_deref(),
+            Some("PUB $JS.API.CONSUMER.MSG.NEXT.S.c _INBOX.r 27\r\n{\"batch\":10,\"max_bytes\":64}\r\n")
+        );
+        assert_eq!(rewritten(b"[1]", 64), None, "not a pull request the filter reads");
+        assert_eq!(rewritten(b"{", 64), None);
     }
 
     #[test]

@@ -9,7 +9,7 @@ mod server;
 mod session;
 mod stream;
 
-pub use deliveries::{is_pull, Deliveries, Delivery, Tally, PULL_PREFIX};
+pub use deliveries::{is_pull, pull_within, Deliveries, Delivery, Tally, PULL_PREFIX};
 pub use line::{parse_client_line, ClientOp, Parsed, ProtocolError, MAX_CONTROL_LINE};
 pub use proxy::ProxyKey;
 pub use server::{Delivered, ServerEdit, ServerHandler, ServerOp, ServerStream, MAX_SERVER_LINE};

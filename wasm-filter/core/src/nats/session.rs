@@ -61,6 +61,8 @@ pub enum Verdict {
     Refuse(String),
     /// Over maxMessageBytes: refused the way nats-server does, by closing.
     Close,
+    /// Forwarded as these bytes instead (a JetStream pull with its max_bytes lowered).
+    Rewrite(Vec<u8>),
 }
 
 /// Limit decisions, attribution and accounting, supplied by the glue.
@@ -126,6 +128,8 @@ struct State {
     /// The limit changed on a live connection: send an INFO at the next safe point.
     info_now: bool,
     server_info: Option<Vec<u8>>,
+    /// The server's max_payload, from its last INFO.
+    server_max_payload: Option<u64>,
     advertised: Option<u64>,
     /// The client's CONNECT declared headers: it may publish HPUB.
     headers: bool,
@@ -263,9 +267,14 @@ impl<G: Gate> ClientHandler for ClientSide<'_, G> {
             }
             Authentication::BeforeConnect | Authentication::Accepted => {}
         }
-        match self.gate.publish(p) {
+        let p = Publish {
+            server_max_payload: self.state.server_max_payload,
+            ..*p
+        };
+        match self.gate.publish(&p) {
             Verdict::Forward => Admission::Forward,
             Verdict::Hold => Admission::Hold,
+            Verdict::Rewrite(with) => Admission::Replace(with),
             Verdict::Close => Admission::Close(SERVER_REFUSES_PAYLOAD.to_vec()),
             Verdict::Refuse(text) => {
                 self.state.pongs.push_back(PongOwner::Refusal(text));
@@ -366,6 +375,15 @@ fn is_authentication_error(text: &[u8]) -> bool {
     t.contains("authorization violation") || t.contains("authentication")
 }
 
+/// The max_payload of a server INFO, if it said.
+fn max_payload(info: &[u8]) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Info {
+        max_payload: Option<u64>,
+    }
+    serde_json::from_slice::<Info>(info).ok()?.max_payload
+}
+
 /// The nonce of a server INFO, if it sent one (it does when it checks nkeys, JWTs or proxies).
 fn nonce(info: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
@@ -395,6 +413,7 @@ impl<G: Gate> ServerHandler for ServerSide<'_, G> {
         let edit = match op {
             ServerOp::Info { json } => {
                 self.state.server_info = Some(json.to_vec());
+                self.state.server_max_payload = max_payload(json);
                 self.state.info_now = false;
                 if self.state.info_after_pong {
                     self.state.info_deferred = true;

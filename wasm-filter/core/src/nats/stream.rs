@@ -4,6 +4,7 @@
 //! far into a held buffer it got, so nothing is parsed twice, and how much of a message payload
 //! is still to come, so payloads are skipped without being copied or scanned.
 
+use super::deliveries::is_pull;
 use super::line::{parse_client_line, ClientOp, Parsed, MAX_CONTROL_LINE};
 use super::reading::{ahead_after, line_at};
 use crate::edit::Editor;
@@ -17,7 +18,16 @@ pub struct Publish<'a> {
     pub reply: Option<&'a [u8]>,
     pub header_bytes: usize,
     pub total_bytes: usize,
+    /// A JetStream pull's request body, read with its control line (see [`PULL_BODY_MAX`]).
+    pub body: Option<&'a [u8]>,
+    /// The server's max_payload, once its INFO said (the session fills it in).
+    pub server_max_payload: Option<u64>,
 }
+
+/// A JetStream pull's body (`{"batch":…,"expires":…,…}`) up to this size is read whole before
+/// the pull is decided, so that the pull can be rewritten (limits.consume keeps its max_bytes
+/// within the burst); a larger one is decided on its control line as any message is.
+pub const PULL_BODY_MAX: usize = 4096;
 
 /// The filter's side of the scan: attribution and limit decisions.
 pub trait ClientHandler {
@@ -95,14 +105,24 @@ impl ClientStream {
                         header_bytes,
                         total_bytes,
                     } => {
-                        let p = Publish {
-                            subject,
-                            reply,
-                            header_bytes,
-                            total_bytes,
-                        };
                         self.last_size = total_bytes;
-                        (handler.publish(&p), line_len, total_bytes + 2)
+                        let whole = pos + line_len + total_bytes + 2;
+                        if header_bytes == 0 && total_bytes <= PULL_BODY_MAX && is_pull(subject) {
+                            if whole > len {
+                                return self.hold_at(pos, edit, src);
+                            }
+                            (self.pull(src, pos, whole, handler), line_len, total_bytes + 2)
+                        } else {
+                            let p = Publish {
+                                subject,
+                                reply,
+                                header_bytes,
+                                total_bytes,
+                                body: None,
+                                server_max_payload: None,
+                            };
+                            (handler.publish(&p), line_len, total_bytes + 2)
+                        }
                     }
                     ClientOp::Sub | ClientOp::Unsub | ClientOp::Pong => (Admission::Forward, line_len, 0),
                 },
@@ -133,6 +153,33 @@ impl ClientStream {
             replace: edit.finish(src, len),
             decided: 0,
         }
+    }
+
+    /// A JetStream pull whose control line and body are all at `pos..whole`: the handler
+    /// decides it with its body.
+    fn pull(&self, src: &mut dyn Source, pos: usize, whole: usize, handler: &mut impl ClientHandler) -> Admission {
+        let bytes = src.at(pos, whole - pos);
+        let Parsed::Op(
+            ClientOp::Pub {
+                subject,
+                reply,
+                header_bytes,
+                total_bytes,
+            },
+            line_len,
+        ) = parse_client_line(bytes)
+        else {
+            return Admission::Forward; // parsed a moment ago: unreachable
+        };
+        let p = Publish {
+            subject,
+            reply,
+            header_bytes,
+            total_bytes,
+            body: bytes.get(line_len..line_len + total_bytes),
+            server_max_payload: None,
+        };
+        handler.publish(&p)
     }
 
     /// The first `n` bytes of a held buffer were forwarded: the next buffer starts after them.
@@ -166,6 +213,10 @@ mod tests {
         max_payload: Option<usize>,
         refuse_subject: Option<&'static [u8]>,
         hold_times: usize,
+        /// The body each publish came with.
+        bodies: Vec<Option<Vec<u8>>>,
+        /// JetStream pulls are replaced by `PULL`.
+        rewrite_pulls: bool,
     }
 
     impl ClientHandler for Recorder {
@@ -187,13 +238,36 @@ mod tests {
                 p.header_bytes,
                 p.total_bytes,
             ));
+            self.bodies.push(p.body.map(<[u8]>::to_vec));
             if Some(p.subject) == self.refuse_subject {
                 return Admission::Replace(b"PING\r\n".to_vec());
+            }
+            if self.rewrite_pulls && p.body.is_some() {
+                return Admission::Replace(b"PULL\r\n".to_vec());
             }
             match self.max_payload {
                 Some(max) if p.total_bytes > max => Admission::Close(b"BAD\r\n".to_vec()),
                 _ => Admission::Forward,
             }
+        }
+    }
+
+    #[test]
+    fn a_pull_is_decided_with_its_whole_body_at_any_split() {
+        let stream: &[u8] =
+            b"PUB a 1\r\nx\r\nPUB $JS.API.CONSUMER.MSG.NEXT.S.c _INBOX.r 11\r\n{\"batch\":5}\r\nPUB b 1\r\ny\r\n";
+        for at in 0..=stream.len() {
+            let mut h = Recorder {
+                rewrite_pulls: true,
+                ..Recorder::default()
+            };
+            let out = feed(&[&stream[..at], &stream[at..]], &mut h);
+            assert_eq!(out, b"PUB a 1\r\nx\r\nPULL\r\nPUB b 1\r\ny\r\n", "split at {at}");
+            assert_eq!(
+                h.bodies,
+                vec![None, Some(b"{\"batch\":5}".to_vec()), None],
+                "split at {at}"
+            );
         }
     }
 

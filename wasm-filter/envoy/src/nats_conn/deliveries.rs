@@ -14,6 +14,16 @@ use crate::{consume, reports, waiters};
 /// How far a core subscriber's debt may run when its tenant sets no queue.maxWait.
 const DEFAULT_MAX_DEBT_MS: u64 = 1_000;
 
+/// nats-server's default max_payload, for a pull before the server's INFO said.
+const NATS_MAX_PAYLOAD: u64 = 1 << 20;
+
+/// What becomes of a pull request.
+pub(super) enum Pull {
+    Hold,
+    /// Forwarded, asking for at most this many bytes if Some.
+    Go(Option<u64>),
+}
+
 /// The override whose consume bucket `subject` passes, if any.
 fn consume_override(who: &Attributed, subject: &[u8]) -> Option<usize> {
     let plan = who.plan()?;
@@ -25,22 +35,28 @@ fn consume_override(who: &Attributed, subject: &[u8]) -> Option<usize> {
 }
 
 impl Conn {
-    /// A pull request: true to hold it, while a consume bucket it passes is in debt (dryRun:
-    /// never held, counted). A pull that goes is remembered by its consumer, which the messages
-    /// that answer it name.
-    pub(super) fn pull(&mut self, p: &Publish<'_>, now: u64) -> bool {
-        let Some(who) = self.who.current() else { return false };
-        let Some(tenant) = who.tenant() else { return false };
+    /// A pull request: held while a consume bucket it passes is in debt (dryRun: never held,
+    /// counted). A pull that goes is remembered by its consumer, which the messages that answer
+    /// it name, and may ask for at most the shallowest byte bucket's burst (but never less
+    /// than the server's max_payload: a message larger than a pull's max_bytes is never
+    /// delivered to it).
+    pub(super) fn pull(&mut self, p: &Publish<'_>, now: u64) -> Pull {
+        let Some(who) = self.who.current() else {
+            return Pull::Go(None);
+        };
+        let Some(tenant) = who.tenant() else {
+            return Pull::Go(None);
+        };
         let over = consume_override(who, p.subject);
         let overrides = over.as_slice();
         if !consume::limited(who, overrides) {
-            return false;
+            return Pull::Go(None);
         }
         let wait = consume::wait_ns(who, overrides, now);
         if wait > 0 && !tenant.dry_run {
             let since = *self.pull_held.get_or_insert(now);
             waiters::hold(self.id, &tenant.name, since, now.saturating_add(wait));
-            return true;
+            return Pull::Hold;
         }
         if wait > 0 {
             who.metrics.consume_would_throttle();
@@ -54,7 +70,8 @@ impl Conn {
             }
         }
         self.deliveries.pulled(p.subject, over);
-        false
+        let most = consume::most(who, overrides).filter(|_| !tenant.dry_run);
+        Pull::Go(most.map(|m| m.max(p.server_max_payload.unwrap_or(NATS_MAX_PAYLOAD))))
     }
 
     /// A message delivered to the client: counted into this read. False if it is a core
