@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -301,10 +304,36 @@ func publishAt(t *testing.T, subject string, bytesPerSecond int, d time.Duration
 	return sent
 }
 
+// natsConnections is nats-server's /connz for a user: its connections to nats-server (through
+// the gateway, the gateway's upstream connections), open or closed.
+func natsConnections(t *testing.T, user, state string) []struct {
+	PendingBytes int    `json:"pending_bytes"`
+	Reason       string `json:"reason"`
+} {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://%s/connz?auth=true&user=%s&state=%s&limit=1024", addr(ports.NATSMonitor), user, state))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var connz struct {
+		Connections []struct {
+			PendingBytes int    `json:"pending_bytes"`
+			Reason       string `json:"reason"`
+		} `json:"connections"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&connz); err != nil {
+		t.Fatal(err)
+	}
+	return connz.Connections
+}
+
 // A core subscriber under its consume limit (half of it, for 4 s) receives everything on one
 // connection. One over it (four times, for 4 s) is a slow consumer once its debt outruns its
 // 1 s queue.maxWait: the gateway ends its connection, as nats-server ends a slow consumer's,
-// nats.go sees the disconnection and reconnects, and the gateway counts it.
+// nats.go sees the disconnection and reconnects, and the gateway counts it. nats-server sees
+// its upstream connections closed by their client, never a slow consumer of its own, and no
+// bytes pending for them (Envoy reads on: the gateway's limit is not TCP backpressure).
 func TestNATSCoreSubscriberOverItsConsumeLimitIsASlowConsumer(t *testing.T) {
 	tenant := map[string]string{"protocol": "nats", "tenant": "consume-nats-core"}
 
@@ -320,9 +349,28 @@ func TestNATSCoreSubscriberOverItsConsumeLimitIsASlowConsumer(t *testing.T) {
 
 	over := subscribeCore(t, "consume-nats-core", "read.core.over")
 	consumed0 := metric(t, "weighstation_bytes_consumed", tenant)
+	closed0 := len(natsConnections(t, "consume-nats-core", "closed"))
+	pending := 0
+	sampled := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			for _, c := range natsConnections(t, "consume-nats-core", "open") {
+				pending = max(pending, c.PendingBytes)
+			}
+		}
+	}()
 	start := time.Now()
 	sent = publishAt(t, "read.core.over", 4*natsCoreLimit, 4*time.Second)
 	took := time.Since(start)
+	close(stop)
+	<-sampled
 	eventually(t, 5*time.Second, "the slow consumer's reconnection", func() bool { return over.reconnect.Load() > 0 })
 	slow := metric(t, "weighstation_consume_slow_consumers", tenant) - slow0
 	consumed := metric(t, "weighstation_bytes_consumed", tenant) - consumed0
@@ -336,5 +384,49 @@ func TestNATSCoreSubscriberOverItsConsumeLimitIsASlowConsumer(t *testing.T) {
 	// the read that found it slow (nats-server writes at most 64 KiB at once to a client).
 	if got := float64(over.got.Load()); consumed < got || consumed > got+64<<10 {
 		t.Errorf("received %.0f bytes; the gateway counted %.0f", got, consumed)
+	}
+	reasons := map[string]int{}
+	for _, c := range natsConnections(t, "consume-nats-core", "closed")[closed0:] {
+		reasons[c.Reason]++
+	}
+	t.Logf("nats-server meanwhile: at most %d bytes pending to the subscriber's connections; closed: %v", pending, reasons)
+	if reasons["Client Closed"] != int(over.disconnects.Load()) || len(reasons) != 1 {
+		t.Errorf("nats-server closed %v; want one Client Closed per disconnection the gateway made (%d)", reasons, over.disconnects.Load())
+	}
+}
+
+// natscli's `nats sub` over its tenant's consume limit (four times it, for 3 s) is ended as a
+// slow consumer too: it says `Disconnected due to: EOF, will attempt reconnect`, as it does
+// when nats-server ends a slow consumer, and reconnects (2 s later, its default).
+func TestNATSCoreSubscriberOverItsConsumeLimitWithNatscli(t *testing.T) {
+	tenant := map[string]string{"protocol": "nats", "tenant": "consume-nats-core"}
+	time.Sleep(2 * time.Second) // the bucket refills after any earlier test
+	slow0 := metric(t, "weighstation_consume_slow_consumers", tenant)
+	cmd := exec.Command(filepath.Join(root, ".tools/bin/nats"), "sub", "read.core.cli", "--raw",
+		"--server", "nats://"+addr(ports.NATS), "--user", "consume-nats-core", "--password", "consume-nats-core-secret")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	time.Sleep(time.Second) // subscribed
+	sent := publishAt(t, "read.core.cli", 4*natsCoreLimit, 3*time.Second)
+	time.Sleep(2 * time.Second) // a reconnection
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	text := out.String()
+	received := strings.Count(text, "\n")
+	slow := metric(t, "weighstation_consume_slow_consumers", tenant) - slow0
+	var said []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(strings.ToLower(line), "connect") {
+			said = append(said, strings.TrimSpace(line))
+		}
+	}
+	t.Logf("natscli at four times the limit: sent %d messages, printed %d lines; %.0f slow consumers counted; it said %q",
+		sent/natsMessageBytes, received, slow, said)
+	if slow == 0 || !strings.Contains(text, "Disconnected due to: EOF, will attempt reconnect") {
+		t.Errorf("%.0f slow consumers counted, natscli said %q: want it ended and told", slow, said)
 	}
 }

@@ -100,13 +100,13 @@ weighstation is up (logs in %s)
   Envoy admin                   http://%s      metrics: /stats/prometheus
   Control plane status          http://%s/status   (also /healthz /readyz /metrics)
   xDS (gRPC ADS)                %s
-  upstream nats-server          nats://%s   (directly only as baseline/baseline-secret, a user of no tenant)
+  upstream nats-server          nats://%s   (directly only as baseline/baseline-secret, a user of no tenant; monitoring http://%s/connz)
   upstream Kafka                %s (controller %d, direct %s)
 
 Watching %s: edit a policy and it is in force within 2 s. A process that exits is started
 again after a second. Ctrl-C stops everything.
 `, s.LogDir(), r(ports.NATS), s.NkeyDir(), r(ports.Kafka), r(ports.KafkaBroker), r(ports.KafkaSASL), r(ports.Admin), a(ports.ControlPlane), a(ports.XDS),
-		a(ports.NATSUpstream), a(ports.KafkaUpstream), ports.KafkaController, a(ports.KafkaDirect), policyDir)
+		a(ports.NATSUpstream), a(ports.NATSMonitor), a(ports.KafkaUpstream), ports.KafkaController, a(ports.KafkaDirect), policyDir)
 	tls := s.TLSDir()
 	fmt.Printf(`TLS (certificates issued at this start into %[1]s; clients trust ca.crt):
   NATS, TLS first      tls://%[2]s

@@ -16,7 +16,7 @@ func WriteText(w io.Writer, impacts []TenantImpact) {
 	sorted := append([]TenantImpact(nil), impacts...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].RefusedShare() > sorted[j].RefusedShare() })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tPROTO\tPOLICY\tMODE\tOFFERED\tWOULD REFUSE\tBY LIMIT\tDELAYED\tMAX DELAY\tWORST SECOND")
+	fmt.Fprintln(tw, "TENANT\tPROTO\tPOLICY\tMODE\tOFFERED\tWOULD REFUSE\tBY LIMIT\tDELAYED\tMAX DELAY\tREAD LAG\tWORST SECOND")
 	for _, t := range sorted {
 		mode := t.Mode + "/" + t.OnLimit
 		refuse := fmt.Sprintf("%d (%.2f%%)", t.refused(), 100*t.RefusedShare())
@@ -24,8 +24,12 @@ func WriteText(w io.Writer, impacts []TenantImpact) {
 		if t.Totals.Delayed > 0 {
 			delay = fmt.Sprintf("%d ms", t.Totals.MaxDelayMs)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", t.Tenant, t.Protocol, t.Policy, mode,
-			t.Totals.Offered, refuse, byLimit(t.Totals), t.Totals.Delayed, delay, worst(t.Outcomes))
+		lag := "-"
+		if t.Totals.ReadLagMs > 0 {
+			lag = fmt.Sprintf("%d ms", t.Totals.ReadLagMs)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", t.Tenant, t.Protocol, t.Policy, mode,
+			t.Totals.Offered, refuse, byLimit(t.Totals), t.Totals.Delayed, delay, lag, worst(t.Outcomes))
 	}
 	_ = tw.Flush()
 	for _, t := range sorted {

@@ -88,6 +88,9 @@ func Analyze(ctx context.Context, sim *Simulator, set *policy.Set, demands []Dem
 		limits := ct.Limits
 		if !ct.Global {
 			limits = scaled(limits, replicas)
+		} else {
+			// Consume buckets are per replica whatever the scope.
+			limits = scaledConsume(limits, replicas)
 		}
 		outcomes, err := sim.Replay(ctx, Trace{Limits: limits, Reject: ct.Reject, Seconds: d.Seconds})
 		if err != nil {
@@ -104,6 +107,8 @@ func Analyze(ctx context.Context, sim *Simulator, set *policy.Set, demands []Dem
 			ti.Totals.RefusedQueue += o.RefusedQueue
 			ti.Totals.Delayed += o.Delayed
 			ti.Totals.MaxDelayMs = max(ti.Totals.MaxDelayMs, o.MaxDelayMs)
+			ti.Totals.Consumed += o.Consumed
+			ti.Totals.ReadLagMs = max(ti.Totals.ReadLagMs, o.ReadLagMs)
 		}
 		if ct.DryRun {
 			// dryRun refuses nothing: the refusals are what enforcing would do.
@@ -127,6 +132,19 @@ func scaled(l compile.Limits, n int) compile.Limits {
 	l.MessagesPerSecond, l.BytesPerSecond = mul(l.MessagesPerSecond), mul(l.BytesPerSecond)
 	l.BurstMessages, l.BurstBytes = mul(l.BurstMessages), mul(l.BurstBytes)
 	l.QueueMaxMessages = mul(l.QueueMaxMessages)
+	return scaledConsume(l, n)
+}
+
+// scaledConsume multiplies a replica's consume bucket by the replicas.
+func scaledConsume(l compile.Limits, n int) compile.Limits {
+	mul := func(v *uint64) *uint64 {
+		if v == nil {
+			return nil
+		}
+		x := *v * uint64(n)
+		return &x
+	}
+	l.ConsumeBytesPerSecond, l.ConsumeBurstBytes = mul(l.ConsumeBytesPerSecond), mul(l.ConsumeBurstBytes)
 	return l
 }
 
@@ -143,7 +161,8 @@ func mergeSeconds(a, b []Second) []Second {
 			out = append(out, b[j])
 			j++
 		default:
-			out = append(out, Second{StartMs: a[i].StartMs, Messages: a[i].Messages + b[j].Messages, Bytes: a[i].Bytes + b[j].Bytes})
+			out = append(out, Second{StartMs: a[i].StartMs, Messages: a[i].Messages + b[j].Messages, Bytes: a[i].Bytes + b[j].Bytes,
+				Consumed: a[i].Consumed + b[j].Consumed})
 			i, j = i+1, j+1
 		}
 	}

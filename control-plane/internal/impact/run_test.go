@@ -112,3 +112,32 @@ func TestAnalyzeAppliesTheProposalAsTheGatewayWould(t *testing.T) {
 		t.Errorf("acme refused share %v of %+v", s, a)
 	}
 }
+
+// The read side: a tenant whose consumers received 3 MB in a second under a proposed
+// consume limit of 1 MB/s per replica (one replica) would have been left behind by the debt;
+// the same demand on two replicas (2 MB/s) less. The export's consumed column feeds it.
+func TestAnalyzeReportsTheReadLagOfAProposedConsumeLimit(t *testing.T) {
+	sim := module(t)
+	set := writePolicies(t, strings.Replace(proposed,
+		"  limits: { rate: { messagesPerSecond: 100, burstMessages: 100 } }\n---\napiVersion: weighstation.io/v1alpha1\nkind: LimitPolicy\nmetadata: { name: big }",
+		"  limits: { rate: { messagesPerSecond: 100, burstMessages: 100 }, consume: { bytesPerSecond: 1000000 } }\n---\napiVersion: weighstation.io/v1alpha1\nkind: LimitPolicy\nmetadata: { name: big }", 1))
+	d, err := ReadUsage(strings.NewReader("start,protocol,tenant,messages,bytes,refused,delayed,consumed\n" +
+		"2026-11-25T15:52:00Z,nats,acme,1,10,0,0,3000000\n2026-11-25T15:52:01Z,nats,acme,1,10,0,0,0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		replicas int
+		lagMs    uint64
+	}{{1, 1500}, {2, 0}} {
+		got, err := Analyze(context.Background(), sim, set, d, c.replicas)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("%v %+v", err, got)
+		}
+		// 3 MB in the first second's middle against 1 MB/s with a 1 MB bucket: 1.5 s behind
+		// at its end; on two replicas the bucket (2 MB) and the second (2 MB/s) cover it.
+		if a := got[0].Totals; a.ReadLagMs != c.lagMs || a.Consumed != 3_000_000 {
+			t.Errorf("%d replicas: %+v, want a read lag of %d ms for 3000000 bytes consumed", c.replicas, a, c.lagMs)
+		}
+	}
+}

@@ -68,6 +68,8 @@ type Second struct {
 	StartMs  int64  `json:"startMs"`
 	Messages uint64 `json:"messages"`
 	Bytes    uint64 `json:"bytes"`
+	// Consumed is what the tenant's consumers received (the read side).
+	Consumed uint64 `json:"consumed"`
 }
 
 // Outcome is what the limits did to one second's messages.
@@ -80,6 +82,10 @@ type Outcome struct {
 	RefusedQueue uint64 `json:"refusedQueue"`
 	Delayed      uint64 `json:"delayed"`
 	MaxDelayMs   uint64 `json:"maxDelayMs"`
+	Consumed     uint64 `json:"consumed"`
+	// ReadLagMs is how far behind the proposed consume limit leaves the tenant's consumers at
+	// the second's end: they receive the same bytes, that much later.
+	ReadLagMs uint64 `json:"readLagMs"`
 }
 
 // Replay runs one trace through the filter's limiter.

@@ -17,8 +17,8 @@ type Demand struct {
 }
 
 // ReadUsage reads `weighstation usage export --resolution 1s` CSV (start, protocol, tenant,
-// messages, bytes, refused, delayed, and from the read side's release consumed, which the
-// replay does not use) into each tenant's demand, seconds ascending. A file of per-minute rows
+// messages, bytes, refused, delayed, and from the read side's release consumed) into each
+// tenant's demand, seconds ascending. A file of per-minute rows
 // is refused: a minute's messages spread evenly would hide every burst.
 func ReadUsage(r io.Reader) ([]Demand, error) {
 	reader := csv.NewReader(r)
@@ -43,8 +43,8 @@ func ReadUsage(r io.Reader) ([]Demand, error) {
 		if err != nil {
 			return nil, fmt.Errorf("usage CSV line %d: start %q: %w", line, row[0], err)
 		}
-		var n [4]uint64
-		for j := range n {
+		var n [5]uint64 // messages, bytes, refused, delayed, consumed (0 in an older export)
+		for j := range row[3:] {
 			if n[j], err = strconv.ParseUint(row[3+j], 10, 64); err != nil {
 				return nil, fmt.Errorf("usage CSV line %d: %q is not a count: %w", line, row[3+j], err)
 			}
@@ -62,7 +62,7 @@ func ReadUsage(r io.Reader) ([]Demand, error) {
 			// Refused messages' bytes are not counted: take them at the accepted average.
 			bytes += n[1] / n[0] * n[2]
 		}
-		d.Seconds = append(d.Seconds, Second{StartMs: at.UnixMilli(), Messages: offered, Bytes: bytes})
+		d.Seconds = append(d.Seconds, Second{StartMs: at.UnixMilli(), Messages: offered, Bytes: bytes, Consumed: n[4]})
 	}
 	if minGap(stamps) >= time.Minute {
 		return nil, fmt.Errorf("usage CSV: rows are a minute apart: export with --resolution 1s")

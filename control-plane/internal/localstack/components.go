@@ -29,6 +29,7 @@ const (
 )
 
 var natsConfig = template.Must(template.New("nats").Parse(`listen: "127.0.0.1:{{.Port}}"
+http: "127.0.0.1:{{.MonitorPort}}"
 max_payload: 8MB
 max_pending: 64MB
 {{- with .Operator}}
@@ -77,7 +78,7 @@ func (s *Stack) startNATS() error {
 	conf := filepath.Join(s.cfg.WorkDir, "nats.conf")
 	var b bytes.Buffer
 	data := map[string]any{
-		"Port": s.cfg.Ports.NATSUpstream, "Dir": s.cfg.WorkDir, "ExtraUsers": s.cfg.ExtraNATSUsers,
+		"Port": s.cfg.Ports.NATSUpstream, "MonitorPort": s.cfg.Ports.NATSMonitor, "Dir": s.cfg.WorkDir, "ExtraUsers": s.cfg.ExtraNATSUsers,
 		"NkeyUsers": s.security.nkeyUsers, "ProxyKey": s.security.proxyPublic, "TLSDir": "", "Operator": nil,
 		"Baseline": BaselineNATSUser,
 	}

@@ -16,6 +16,7 @@ type Ports struct {
 	Kafka           int // Envoy's Kafka listener (and Kafka's advertised port)
 	Admin           int // Envoy admin
 	NATSUpstream    int // nats-server
+	NATSMonitor     int // nats-server's monitoring endpoint (/connz, /varz)
 	KafkaUpstream   int // Kafka broker
 	KafkaController int // Kafka KRaft controller
 	XDS             int // control plane ADS
@@ -48,6 +49,7 @@ var PortEnv = []struct {
 	{"KAFKA_PORT", 9092, true, func(p *Ports) *int { return &p.Kafka }},
 	{"ADMIN_PORT", 9901, true, func(p *Ports) *int { return &p.Admin }},
 	{"NATS_UPSTREAM_PORT", 14222, false, func(p *Ports) *int { return &p.NATSUpstream }},
+	{"NATS_MONITOR_PORT", 18222, false, func(p *Ports) *int { return &p.NATSMonitor }},
 	{"KAFKA_UPSTREAM_PORT", 19092, false, func(p *Ports) *int { return &p.KafkaUpstream }},
 	{"KAFKA_CONTROLLER_PORT", 19093, false, func(p *Ports) *int { return &p.KafkaController }},
 	{"XDS_PORT", 18000, false, func(p *Ports) *int { return &p.XDS }},

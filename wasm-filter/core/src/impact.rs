@@ -8,11 +8,17 @@
 //! — refused if that is later than `maxWait`, or if `maxMessages` are already held — as if
 //! each message came on its own connection (the filter holds a connection, and a client that
 //! waits sends nothing more meanwhile, so real traffic held this way slows down instead).
+//!
+//! The read side (limits.consume): what the tenant's consumers received each second is charged
+//! to the same [`ConsumeLimit`] the filter charges, which may go into debt; the debt at a
+//! second's end is how far behind the proposed limit would have left them (their read lag): a
+//! throttled consumer receives the same bytes, later.
 
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 use crate::config::{rate_limit, Limits};
+use crate::consume::ConsumeLimit;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -30,6 +36,9 @@ pub struct Second {
     pub start_ms: u64,
     pub messages: u64,
     pub bytes: u64,
+    /// Bytes the tenant's consumers received (the export's consumed column).
+    #[serde(default)]
+    pub consumed: u64,
 }
 
 /// What the limits did to one second's messages.
@@ -45,6 +54,9 @@ pub struct Outcome {
     pub refused_queue: u64,
     pub delayed: u64,
     pub max_delay_ms: u64,
+    pub consumed: u64,
+    /// How far behind the consume limit leaves the consumers at the second's end (its debt).
+    pub read_lag_ms: u64,
 }
 
 /// Replays `trace`; one outcome per second, in the trace's order (seconds must ascend).
@@ -60,15 +72,28 @@ pub fn replay(trace: &Trace) -> Vec<Outcome> {
     // one, an hour of overload would hold millions).
     let bounded = trace.limits.queue_max_messages.is_some();
     let mut held: VecDeque<u64> = VecDeque::new();
+    let consume = trace
+        .limits
+        .consume_bytes_per_second
+        .and_then(|rate| ConsumeLimit::new(rate, trace.limits.consume_burst_bytes.unwrap_or(rate)));
+    let mut read_tat = 0u64;
     let mut out = Vec::with_capacity(trace.seconds.len());
     for s in &trace.seconds {
         let mut o = Outcome {
             start_ms: s.start_ms,
             offered: s.messages,
+            consumed: s.consumed,
             ..Outcome::default()
         };
-        let size = s.bytes.checked_div(s.messages).unwrap_or(0);
         let start = s.start_ms.saturating_mul(1_000_000);
+        if let (Some(c), true) = (consume, s.consumed > 0) {
+            // Received through the second: charged at its middle, the debt read at its end.
+            read_tat = c.charge(read_tat, start + 500_000_000, s.consumed);
+        }
+        if let Some(c) = consume {
+            o.read_lag_ms = c.wait_ns(read_tat, start + 1_000_000_000).div_ceil(1_000_000);
+        }
+        let size = s.bytes.checked_div(s.messages).unwrap_or(0);
         let spacing = 1_000_000_000u64.checked_div(s.messages).unwrap_or(0);
         for i in 0..s.messages {
             let at = start + spacing / 2 + i * spacing;
@@ -136,8 +161,32 @@ mod tests {
                 start_ms: 1_000_000 + i as u64 * 1000,
                 messages: n,
                 bytes: n * 100,
+                consumed: 0,
             })
             .collect()
+    }
+
+    #[test]
+    fn reading_past_the_consume_limit_leaves_the_consumers_behind_by_its_debt() {
+        let l = Limits {
+            consume_bytes_per_second: Some(1000),
+            ..Limits::default()
+        };
+        let mut s = seconds(&[0, 0, 0, 0]);
+        for (second, consumed) in s.iter_mut().zip([500, 3000, 1000, 0]) {
+            second.consumed = consumed;
+        }
+        let out = replay(&Trace {
+            limits: l,
+            reject: true,
+            seconds: s,
+        });
+        let lag: Vec<u64> = out.iter().map(|o| o.read_lag_ms).collect();
+        // 500 B within the rate; then 3000 B, beyond the second's 1000 B and the 500 B left in
+        // the bucket (1000 B deep): 1.5 s behind; 1000 B more keeps pace; a quiet second
+        // catches up a second.
+        assert_eq!(lag, vec![0, 1500, 1500, 500]);
+        assert_eq!(out[1].consumed, 3000);
     }
 
     #[test]
