@@ -32,31 +32,22 @@ pub fn is_pull(subject: &[u8]) -> bool {
     subject.starts_with(PULL_PREFIX)
 }
 
-/// A pull rewritten to ask for at most `most` bytes (its `max_bytes` lowered, or set where it
-/// had none); None if it already asks for no more, or its body is not a pull request the
-/// filter reads (nats-server judges it as sent). The body is JetStream's pull request: empty
-/// (one message), a plain count (older clients), or JSON. Its `batch` is kept: a client counts
-/// what it is owed by it, and nats-server ends a pull cut short by `max_bytes` with a status
-/// that says what was left (nats.go re-pulls on it). Read only on the pull path, never per
-/// message.
+/// A pull that asks for more than `most` bytes (its JSON `max_bytes`) rewritten to ask for
+/// `most`; None if it asks for no more, sets no `max_bytes`, or its body is not JSON the filter
+/// reads (nats-server judges it as sent). A pull without `max_bytes` is left so: with one,
+/// nats-server ends each completed batch with a `409 Batch Completed` status, which nats.go's
+/// legacy `Fetch` returns as an error; a client that sets `max_bytes` handles those statuses
+/// and `409 Message Size Exceeds MaxBytes` already. Its `batch` is kept: a client counts what it
+/// is owed by it. Read only on the pull path, never per message.
 pub fn pull_within(p: &Publish<'_>, most: u64) -> Option<Vec<u8>> {
-    let body = p.body?.trim_ascii();
-    let mut request = match body {
-        [] => Map::from_iter([("batch".to_owned(), Value::from(1))]),
-        count if count.iter().all(u8::is_ascii_digit) => {
-            let batch: u64 = std::str::from_utf8(count).ok()?.parse().ok()?;
-            Map::from_iter([("batch".to_owned(), Value::from(batch))])
-        }
-        json => serde_json::from_slice::<Map<String, Value>>(json).ok()?,
-    };
+    let mut request = serde_json::from_slice::<Map<String, Value>>(p.body?).ok()?;
     if request
         .get("max_bytes")
         .and_then(Value::as_u64)
-        .is_some_and(|m| m > 0 && m <= most)
+        .is_none_or(|m| m == 0 || m <= most)
     {
         return None;
     }
-    request.entry("batch").or_insert_with(|| Value::from(1));
     request.insert("max_bytes".to_owned(), Value::from(most));
     let body = serde_json::to_vec(&request).ok()?;
     let mut out = Vec::with_capacity(body.len() + p.subject.len() + 64);
@@ -239,8 +230,8 @@ mod tests {
     }
 
     #[test]
-    fn a_pull_asks_for_at_most_the_burst_and_keeps_its_batch_and_expiry() {
-        let json = br#"{"batch":500,"expires":30000000000,"idle_heartbeat":15000000000}"#;
+    fn a_pull_that_asks_for_more_bytes_than_the_burst_asks_for_the_burst_and_keeps_the_rest() {
+        let json = br#"{"batch":500,"expires":30000000000,"idle_heartbeat":15000000000,"max_bytes":1000000}"#;
         assert_eq!(
             rewritten(json, 32768).as_deref(),
             Some(
@@ -249,22 +240,14 @@ mod tests {
             )
         );
         assert_eq!(
-            rewritten(br#"{"batch":5,"max_bytes":1000000}"#, 32768).as_deref(),
-            Some("PUB $JS.API.CONSUMER.MSG.NEXT.S.c _INBOX.r 29\r\n{\"batch\":5,\"max_bytes\":32768}\r\n")
-        );
-        assert_eq!(
             rewritten(br#"{"batch":5,"max_bytes":1000}"#, 32768),
             None,
             "already within"
         );
-        assert_eq!(
-            rewritten(b"", 64).as_deref(),
-            Some("PUB $JS.API.CONSUMER.MSG.NEXT.S.c _INBOX.r 26\r\n{\"batch\":1,\"max_bytes\":64}\r\n")
-        );
-        assert_eq!(
-            rewritten(b"10", 64).as_deref(),
-            Some("PUB $JS.API.CONSUMER.MSG.NEXT.S.c _INBOX.r 27\r\n{\"batch\":10,\"max_bytes\":64}\r\n")
-        );
+        assert_eq!(rewritten(br#"{"batch":5}"#, 64), None, "no max_bytes: left so");
+        assert_eq!(rewritten(br#"{"batch":5,"max_bytes":0}"#, 64), None);
+        assert_eq!(rewritten(b"", 64), None, "one message");
+        assert_eq!(rewritten(b"10", 64), None, "a plain count");
         assert_eq!(rewritten(b"[1]", 64), None, "not a pull request the filter reads");
         assert_eq!(rewritten(b"{", 64), None);
     }
