@@ -122,30 +122,25 @@ func Analyze(ctx context.Context, sim *Simulator, set *policy.Set, demands []Dem
 // scaled multiplies a replica's rate, burst and queue bounds by the replicas: what the gateway
 // as a whole admits when the load is spread evenly.
 func scaled(l compile.Limits, n int) compile.Limits {
-	mul := func(v *uint64) *uint64 {
-		if v == nil {
-			return nil
-		}
-		x := *v * uint64(n)
-		return &x
-	}
-	l.MessagesPerSecond, l.BytesPerSecond = mul(l.MessagesPerSecond), mul(l.BytesPerSecond)
-	l.BurstMessages, l.BurstBytes = mul(l.BurstMessages), mul(l.BurstBytes)
-	l.QueueMaxMessages = mul(l.QueueMaxMessages)
+	l.MessagesPerSecond, l.BytesPerSecond = times(l.MessagesPerSecond, n), times(l.BytesPerSecond, n)
+	l.BurstMessages, l.BurstBytes = times(l.BurstMessages, n), times(l.BurstBytes, n)
+	l.QueueMaxMessages = times(l.QueueMaxMessages, n)
 	return scaledConsume(l, n)
 }
 
 // scaledConsume multiplies a replica's consume bucket by the replicas.
 func scaledConsume(l compile.Limits, n int) compile.Limits {
-	mul := func(v *uint64) *uint64 {
-		if v == nil {
-			return nil
-		}
-		x := *v * uint64(n)
-		return &x
-	}
-	l.ConsumeBytesPerSecond, l.ConsumeBurstBytes = mul(l.ConsumeBytesPerSecond), mul(l.ConsumeBurstBytes)
+	l.ConsumeBytesPerSecond, l.ConsumeBurstBytes = times(l.ConsumeBytesPerSecond, n), times(l.ConsumeBurstBytes, n)
 	return l
+}
+
+// times is n times a limit (nil: unlimited stays so).
+func times(v *uint64, n int) *uint64 {
+	if v == nil {
+		return nil
+	}
+	x := *v * uint64(n)
+	return &x
 }
 
 // mergeSeconds adds b's seconds into a (both ascending).

@@ -17,20 +17,24 @@ fn override_bucket(who: &Attributed, over: usize) -> Option<(ConsumeLimit, &str)
     Some((limit, who.keys.overrides.get(over)?.consume.as_deref()?))
 }
 
+fn tenant_message_bucket(who: &Attributed) -> Option<(ConsumeLimit, &str)> {
+    who.plan()?.consume_messages.zip(who.keys.consume_messages.as_deref())
+}
+
+fn override_message_bucket(who: &Attributed, over: usize) -> Option<(ConsumeLimit, &str)> {
+    let limit = who.plan()?.overrides.get(over)?.consume_messages?;
+    Some((limit, who.keys.overrides.get(over)?.consume_messages.as_deref()?))
+}
+
 /// The buckets of NATS deliveries (consume.messagesPerSecond): the tenant's, then those of
 /// `overrides` that set one.
 fn message_buckets<'a>(
     who: &'a Attributed,
     overrides: &'a [usize],
 ) -> impl Iterator<Item = (ConsumeLimit, &'a str)> + 'a {
-    let plan = who.plan();
-    let tenant = plan
-        .and_then(|p| p.consume_messages)
-        .zip(who.keys.consume_messages.as_deref());
-    tenant.into_iter().chain(overrides.iter().filter_map(move |&i| {
-        let limit = plan?.overrides.get(i)?.consume_messages?;
-        Some((limit, who.keys.overrides.get(i)?.consume_messages.as_deref()?))
-    }))
+    tenant_message_bucket(who)
+        .into_iter()
+        .chain(overrides.iter().filter_map(|&i| override_message_bucket(who, i)))
 }
 
 /// The byte buckets a fetch passes: the tenant's, then those of `overrides` that set one.
@@ -80,18 +84,12 @@ pub fn most(who: &Attributed, overrides: &[usize]) -> Option<u64> {
 /// Charges `messages` NATS deliveries to the tenant's message bucket, if it has one; returns
 /// how long it is then in debt (ns).
 pub fn charge_tenant_messages(who: &Attributed, now: u64, messages: u64) -> u64 {
-    message_buckets(who, &[])
-        .next()
-        .map_or(0, |(limit, key)| charge(limit, key, now, messages))
+    tenant_message_bucket(who).map_or(0, |(limit, key)| charge(limit, key, now, messages))
 }
 
 /// Charges `messages` NATS deliveries to override `over`'s message bucket, if it has one.
 pub fn charge_override_messages(who: &Attributed, over: usize, now: u64, messages: u64) -> u64 {
-    let plan = who.plan();
-    let bucket = plan
-        .and_then(|p| p.overrides.get(over)?.consume_messages)
-        .zip(who.keys.overrides.get(over).and_then(|k| k.consume_messages.as_deref()));
-    bucket.map_or(0, |(limit, key)| charge(limit, key, now, messages))
+    override_message_bucket(who, over).map_or(0, |(limit, key)| charge(limit, key, now, messages))
 }
 
 /// Charges `bytes` to the tenant's bucket; returns how long it is then in debt (ns).

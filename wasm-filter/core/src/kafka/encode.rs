@@ -29,6 +29,14 @@ pub(crate) fn array_len(out: &mut Vec<u8>, n: usize, flexible: bool) {
     }
 }
 
+/// BYTES or COMPACT_BYTES (a record set's length prefix is an array's); the tests' request and
+/// response bodies carry record sets.
+#[cfg(test)]
+pub(crate) fn bytes(out: &mut Vec<u8>, b: &[u8], flexible: bool) {
+    array_len(out, b.len(), flexible);
+    out.extend_from_slice(b);
+}
+
 pub(crate) fn string(out: &mut Vec<u8>, s: &[u8], flexible: bool) {
     if flexible {
         uvarint(out, s.len() as u64 + 1);

@@ -1,7 +1,7 @@
 //! Fetch requests and responses built in every version the filter parses, and walked cut
 //! anywhere: what kafka/fetch.rs reports and edits.
 
-use super::encode::{array_len, string, uvarint};
+use super::encode::{array_len, bytes, string};
 use super::fetch::*;
 use crate::edit::Editor;
 /// Record batches of these sizes, one after another; a size given negative is a batch of
@@ -103,12 +103,7 @@ pub(crate) fn fetch_response(
             if version >= 11 {
                 b.extend_from_slice(&(-1i32).to_be_bytes());
             }
-            if flexible {
-                uvarint(&mut b, records.len() as u64 + 1);
-            } else {
-                b.extend_from_slice(&(records.len() as i32).to_be_bytes());
-            }
-            b.extend_from_slice(records);
+            bytes(&mut b, records, flexible);
             if flexible {
                 b.push(0);
             }

@@ -245,6 +245,7 @@ fn array(b: &[u8], at: usize) -> Result<[u8; 4], ProduceError> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::kafka::encode::{array_len, bytes, string};
     use crate::source::{Ranges, Whole, Window};
 
     /// A RecordBatch v2 header claiming `records` records, padded to `len` bytes in all.
@@ -268,36 +269,12 @@ pub(crate) mod tests {
         }
         b.extend_from_slice(&acks.to_be_bytes());
         b.extend_from_slice(&30000i32.to_be_bytes());
-        let uv = |b: &mut Vec<u8>, mut v: u32| loop {
-            let byte = (v & 0x7f) as u8;
-            v >>= 7;
-            if v == 0 {
-                b.push(byte);
-                break;
-            }
-            b.push(byte | 0x80);
-        };
-        if flexible {
-            uv(&mut b, 2);
-            uv(&mut b, topic.len() as u32 + 1);
-        } else {
-            b.extend_from_slice(&1i32.to_be_bytes());
-            b.extend_from_slice(&(topic.len() as i16).to_be_bytes());
-        }
-        b.extend_from_slice(topic.as_bytes());
-        if flexible {
-            uv(&mut b, partitions.len() as u32 + 1);
-        } else {
-            b.extend_from_slice(&(partitions.len() as i32).to_be_bytes());
-        }
+        array_len(&mut b, 1, flexible);
+        string(&mut b, topic.as_bytes(), flexible);
+        array_len(&mut b, partitions.len(), flexible);
         for (p, records) in partitions {
             b.extend_from_slice(&p.to_be_bytes());
-            if flexible {
-                uv(&mut b, records.len() as u32 + 1);
-            } else {
-                b.extend_from_slice(&(records.len() as i32).to_be_bytes());
-            }
-            b.extend_from_slice(records);
+            bytes(&mut b, records, flexible);
             if flexible {
                 b.push(0);
             }
