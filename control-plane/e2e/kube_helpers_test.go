@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/weighstation/weighstation/control-plane/internal/apiserver"
 	"github.com/weighstation/weighstation/control-plane/internal/kubesource"
@@ -67,12 +68,20 @@ func apply(c dynamic.Interface, gvr schema.GroupVersionResource, u *unstructured
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r := resource(c, gvr, u.GetNamespace())
-	cur, err := r.Get(ctx, u.GetName(), metav1.GetOptions{})
-	if err != nil {
-		return r.Create(ctx, u, metav1.CreateOptions{FieldValidation: "Strict"})
-	}
-	cur.Object["spec"] = u.Object["spec"]
-	return r.Update(ctx, cur, metav1.UpdateOptions{FieldValidation: "Strict"})
+	var out *unstructured.Unstructured
+	// A control plane may write the object's status between the read and the update (a
+	// conflict): read it again, as kubectl apply does.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := r.Get(ctx, u.GetName(), metav1.GetOptions{})
+		if err != nil {
+			out, err = r.Create(ctx, u, metav1.CreateOptions{FieldValidation: "Strict"})
+			return err
+		}
+		cur.Object["spec"] = u.Object["spec"]
+		out, err = r.Update(ctx, cur, metav1.UpdateOptions{FieldValidation: "Strict"})
+		return err
+	})
+	return out, err
 }
 
 func resource(c dynamic.Interface, gvr schema.GroupVersionResource, ns string) dynamic.ResourceInterface {
