@@ -10,12 +10,12 @@ IMPACT_WASM := wasm-filter/target/wasm32-wasip1/release/weighstation_impact.wasm
 GO_SOURCES := $(shell find control-plane -name '*.go' -o -name go.mod -o -name go.sum)
 RUST_SOURCES := $(shell find wasm-filter/core/src wasm-filter/envoy/src wasm-filter/impact/src -name '*.rs') $(wildcard wasm-filter/*/Cargo.toml wasm-filter/Cargo.*)
 
-.PHONY: run test tools wasm control-plane validate test-unit test-rust test-go test-integration test-soak test-impact-long soak lint fuzz clean otelcol
+.PHONY: run test tools wasm control-plane validate test-unit test-rust test-go test-integration test-clusters-smoke test-clusters test-soak test-impact-long soak lint fuzz clean otelcol
 
 run: tools wasm control-plane
 	$(BIN)/weighstation-localstack -root $(ROOT)
 
-test: tools wasm control-plane lint test-unit test-load-harness test-image test-helm test-integration test-soak
+test: tools wasm control-plane lint test-unit test-load-harness test-image test-helm test-integration test-clusters-smoke test-soak
 
 tools:
 	@scripts/install-tools.sh
@@ -73,6 +73,16 @@ test-integration: wasm control-plane $(BIN)/otelcol
 	@scripts/install-tools.sh helm k8s
 	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 20m -v ./e2e/ 2>&1 | tee $(TOOLS)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
+# In front of clusters: three nats-servers with JetStream behind the gateway, servers restarted,
+# stream leaders stepped down and Envoy killed under fixed-rate load (e2ecluster). make test runs
+# the smoke set; make test-clusters every event, with three gateway replicas (run it before
+# changing how the gateway fronts a cluster).
+test-clusters-smoke: wasm control-plane
+	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_CLUSTERS=smoke go test -count=1 -timeout 10m -v ./e2ecluster/ 2>&1 | tee $(TOOLS)/e2ecluster.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+
+test-clusters: wasm control-plane
+	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_CLUSTERS=full go test -count=1 -timeout 30m -v ./e2ecluster/ 2>&1 | tee $(TOOLS)/e2ecluster-full.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+
 # The impact check's long form: a 10-minute trace recorded through the gateway, replayed by
 # `weighstation impact` against a halved rate and sent again live (make test runs 30 s of it).
 test-impact-long: wasm control-plane
@@ -94,7 +104,7 @@ test-soak: wasm control-plane $(BIN)/weighstation-soak
 # FUZZ_SECONDS per target; the corpus grows in .tools/fuzz-corpus, seeded from wasm-filter/fuzz/seeds
 # (Go: the example policies, the package's testdata and testdata/fuzz/FuzzParse).
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := nats_session kafka_requests kafka_responses partial_reads fetch_responses
+FUZZ_TARGETS := nats_session nats_info kafka_requests kafka_responses partial_reads fetch_responses
 CARGO_FUZZ := env RUSTUP_TOOLCHAIN=nightly CARGO_TARGET_DIR=$(TOOLS)/fuzz-target $(TOOLS)/cargo/bin/cargo-fuzz
 fuzz:
 	@scripts/install-tools.sh cargo-fuzz

@@ -194,7 +194,7 @@ type replicatedStack struct {
 // each policy's spec given after `tenant:` and `identify:`.
 func startReplicated(t *testing.T, replicas int, tenants map[string]string) *replicatedStack {
 	t.Helper()
-	p, err := localstack.FreePortsFor(replicas)
+	p, err := localstack.FreePortsFor(replicas, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,13 +235,13 @@ spec:
 		ExtraNATSUsers:   users,
 	})
 	if err != nil {
-		dumpLogs(filepath.Join(work, "logs"))
+		localstack.PrintLogTails(filepath.Join(work, "logs"))
 		t.Fatalf("starting %d replicas: %v", replicas, err)
 	}
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
-			dumpLogs(s.LogDir())
+			localstack.PrintLogTails(s.LogDir())
 		}
 	})
 	return &replicatedStack{stack: s, ports: p, replicas: replicas}

@@ -189,13 +189,13 @@ func startK8sStack(t *testing.T) *k8sStack {
 		Kubernetes:     &localstack.KubernetesPolicies{Kubeconfig: k.controlPlaneKubeconfig, Namespace: platformNS},
 	})
 	if err != nil {
-		dumpLogs(filepath.Join(work, "logs"))
+		localstack.PrintLogTails(filepath.Join(work, "logs"))
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		k.stack.Stop()
 		if t.Failed() {
-			dumpLogs(k.stack.LogDir())
+			localstack.PrintLogTails(k.stack.LogDir())
 		}
 	})
 	return k

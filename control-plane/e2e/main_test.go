@@ -101,16 +101,11 @@ func run(m *testing.M) int {
 	close(stackUp)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the stack:", err)
-		dumpLogs(filepath.Join(work, "logs"))
+		localstack.PrintLogTails(filepath.Join(work, "logs"))
 		return 1
 	}
 	code := m.Run()
-	stack.Stop()
-	if code != 0 {
-		dumpLogs(stack.LogDir())
-	} else {
-		os.RemoveAll(work)
-	}
+	stack.StopAfterTests(code, work)
 	return code
 }
 
@@ -138,16 +133,4 @@ func dialBrokerAsTheGateway() (net.Conn, error) {
 	pool.AppendCertsFromPEM(ca)
 	return tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", ports.KafkaUpstream),
 		&tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12})
-}
-
-// dumpLogs prints the tail of each process log so a CI failure explains itself.
-func dumpLogs(dir string) {
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
-		if len(b) > 4000 {
-			b = b[len(b)-4000:]
-		}
-		fmt.Fprintf(os.Stderr, "\n===== %s (tail) =====\n%s\n", e.Name(), b)
-	}
 }

@@ -39,13 +39,13 @@ func startOperatorStack(t *testing.T) (*localstack.Stack, localstack.Ports) {
 		NATSUpstreamTLS: true, NATSOperatorMode: true,
 	})
 	if err != nil {
-		dumpLogs(filepath.Join(work, "logs"))
+		localstack.PrintLogTails(filepath.Join(work, "logs"))
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
-			dumpLogs(s.LogDir())
+			localstack.PrintLogTails(s.LogDir())
 		}
 	})
 	// The account's users are one tenant, limited to 20 messages/s.

@@ -42,7 +42,13 @@ func run(root, wasm string) error {
 			return fmt.Errorf("GATEWAY_REPLICAS=%q is not a count of 1 to 16", v)
 		}
 	}
-	if ports, err = ports.ForReplicas(replicas, os.Getenv("KAFKA_BROKER_PORT") != ""); err != nil {
+	natsServers := 1
+	if v := os.Getenv("NATS_SERVERS"); v != "" {
+		if natsServers, err = strconv.Atoi(v); err != nil || natsServers < 1 || natsServers > 16 {
+			return fmt.Errorf("NATS_SERVERS=%q is not a count of 1 to 16", v)
+		}
+	}
+	if ports, err = ports.ForReplicas(replicas, natsServers, os.Getenv("KAFKA_BROKER_PORT") != ""); err != nil {
 		return err
 	}
 	policyDir := os.Getenv("POLICY_DIR")
@@ -63,6 +69,8 @@ func run(root, wasm string) error {
 		EnvoyConcurrency: 2,
 		WithKafka:        true,
 		Replicas:         replicas,
+		// NATS_SERVERS=3 runs a cluster of three nats-servers with JetStream behind the gateway.
+		NATSServers: natsServers,
 		// A process that dies is started again, as its Kubernetes Deployment would: kill the
 		// control plane (or nats-server, Kafka, an Envoy) to see what the gateway does meanwhile.
 		Supervise: true,
@@ -73,7 +81,7 @@ func run(root, wasm string) error {
 		// of POLICY_DIR to name (the CPU benchmark's tenant without a consume limit).
 		ExtraNATSUsers: strings.Fields(os.Getenv("EXTRA_NATS_USERS")),
 	}
-	fmt.Printf("starting nats-server, kafka, the control plane and %d envoy…\n", replicas)
+	fmt.Printf("starting %d nats-server, kafka, the control plane and %d envoy…\n", natsServers, replicas)
 	s, err := localstack.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -128,6 +136,9 @@ again after a second. Ctrl-C stops everything.
 
 `, replicas, ports.Quota, ports.Redis, ports.Quota)
 	}
+	if natsServers > 1 {
+		printNATSCluster(s)
+	}
 	if cfg.WithCollector {
 		fmt.Printf("  OpenTelemetry Collector (OTLP/HTTP)  http://%s/v1/logs   decisions written to %s\n\n", a(ports.OTLP), s.CollectorOutput())
 	}
@@ -144,4 +155,16 @@ again after a second. Ctrl-C stops everything.
 		return fmt.Errorf("%s exited unexpectedly; see %s", name, s.LogDir())
 	}
 	return nil
+}
+
+// printNATSCluster lists each member of the NATS cluster; the gateway balances its upstream
+// connections across all of them.
+func printNATSCluster(s *localstack.Stack) {
+	n := s.NATSServerCount()
+	// JetStream replicates a stream on at most five servers.
+	fmt.Printf("  NATS cluster \"weighstation\" of %d nats-servers with JetStream (streams up to R%d), behind the gateway:\n", n, min(n, 5))
+	for i := range n {
+		fmt.Printf("    nats-%d  nats://%s   monitoring %s/jsz   pid %d\n", i, s.NATSClientAddr(i), s.NATSMonitorURL(i), s.NATSServerPID(i))
+	}
+	fmt.Println()
 }

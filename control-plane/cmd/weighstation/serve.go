@@ -42,6 +42,8 @@ func serve(args []string) int {
 	fs.StringVar(&g.NATSPlainListen, "nats-plain-listen", "", "optional NATS listener with tcp_proxy alone, no filter (benchmark baseline)")
 	fs.StringVar(&g.KafkaPlainListen, "kafka-plain-listen", "", "optional plaintext Kafka listener with tcp_proxy alone, no filter, to --kafka-upstream (benchmark baseline)")
 	fs.Var(natsTLSListen{&g}, "nats-tls-listen", "ADDRESS[,mtls]: a TLS-first NATS listener beside --nats-listen (mtls: a client certificate is required)")
+	fs.Var(addressList{&g.NATSAdvertise}, "nats-advertise", "HOST:PORT,...: the gateway addresses NATS clients of --nats-listen are told in INFO (connect_urls; the first is also host and port) in place of the servers' own: the Envoy Service, or every replica's address (default: none, and INFO names the listener)")
+	fs.Var(addressList{&g.NATSTLSAdvertise}, "nats-tls-advertise", "HOST:PORT,...: as --nats-advertise, for the clients of --nats-tls-listen")
 	fs.BoolVar(&g.NATSUpstreamTLS, "nats-upstream-tls", false, "reach nats-server over TLS from the first byte (its tls { handshake_first: true })")
 	fs.StringVar(&g.TLSFiles.CertFile, "tls-cert-file", "", "PEM certificate chain TLS listeners present (re-read on change)")
 	fs.StringVar(&g.TLSFiles.KeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
@@ -380,4 +382,24 @@ func countReplicas(ctx context.Context, name string, server *xds.Server, log *sl
 		case <-t.C:
 		}
 	}
+}
+
+// addressList reads a comma-separated list of host:port (xds.Gateway.Check checks each).
+type addressList struct{ list *[]string }
+
+func (a addressList) String() string {
+	if a.list == nil {
+		return ""
+	}
+	return strings.Join(*a.list, ",")
+}
+
+func (a addressList) Set(v string) error {
+	*a.list = nil
+	for _, hp := range strings.Split(v, ",") {
+		if hp = strings.TrimSpace(hp); hp != "" {
+			*a.list = append(*a.list, hp)
+		}
+	}
+	return nil
 }

@@ -30,6 +30,9 @@ type FilterConfig struct {
 	// BrokerRoutes (Kafka) map the addresses brokers advertise to the gateway's, so the filter
 	// can rewrite Metadata and FindCoordinator responses.
 	BrokerRoutes []BrokerRoute `json:"brokerRoutes,omitempty"`
+	// NATSListeners (NATS) say how each listener's clients are told of the gateway in INFO,
+	// in place of the servers' own addresses.
+	NATSListeners []NATSListener `json:"natsListeners,omitempty"`
 	// Quota is where global tenants' limits are shared among replicas (weighstation quota).
 	Quota *Quota `json:"quota,omitempty"`
 	// Reports is where the filter's workers report usage and sampled decisions (the control
@@ -65,6 +68,16 @@ type Quota struct {
 type BrokerRoute struct {
 	Upstream  string `json:"upstream"`
 	Advertise string `json:"advertise"`
+}
+
+// NATSListener is one NATS listener as its clients' INFOs name it: the Envoy filter chain that
+// serves it, its address (host, port) and the gateway addresses a client may reconnect to
+// (connect_urls; none: the field is removed).
+type NATSListener struct {
+	Chain       string   `json:"chain"`
+	Host        string   `json:"host"`
+	Port        uint32   `json:"port"`
+	ConnectURLs []string `json:"connectUrls,omitempty"`
 }
 
 type Tenant struct {

@@ -11,14 +11,6 @@ import (
 	"text/template"
 )
 
-// natsConfig: the upstream nats-server with the users of contract §1 (or, in operator mode,
-// an operator and one account whose users bring user JWTs). Its max_payload is above
-// any tenant's limit so the gateway, not the server, is where size limits are decided; `anon`
-// is also the user of connections that send no credentials. The gateway is a trusted proxy, and
-// every user a tenant may be known by (the password users, anon, the nkey users) is
-// proxy_required: nats-server admits them only through the gateway, so no tenant goes around
-// its limits. Benchmarks and tests reach nats-server directly as BaselineNATSUser, which
-// belongs to no tenant.
 // BaselineNATSUser is the NATS user that reaches nats-server directly (its password is
 // "<user>-secret"): benchmark baselines and tests that read what the gateway let through. No
 // policy may name it. BaselineKafkaUser is its Kafka counterpart, the only user of the broker's
@@ -27,82 +19,6 @@ const (
 	BaselineNATSUser  = "baseline"
 	BaselineKafkaUser = "baseline"
 )
-
-var natsConfig = template.Must(template.New("nats").Parse(`listen: "127.0.0.1:{{.Port}}"
-http: "127.0.0.1:{{.MonitorPort}}"
-max_payload: 8MB
-max_pending: 64MB
-{{- with .Operator}}
-operator: "{{.OperatorJWT}}"
-system_account: {{.SystemPub}}
-resolver: MEMORY
-resolver_preload: {
-  {{.SystemPub}}: "{{.SystemJWT}}"
-  {{.AccountPub}}: "{{.AccountJWT}}"
-}
-{{- else}}
-no_auth_user: anon
-authorization {
-  users = [
-    {user: acme, password: acme-secret, proxy_required: true}
-    {user: globex, password: globex-secret, proxy_required: true}
-    {user: anon, password: "", proxy_required: true}
-{{- range .ExtraUsers}}
-    {user: {{.}}, password: {{.}}-secret, proxy_required: true}
-{{- end}}
-    {user: {{.Baseline}}, password: {{.Baseline}}-secret}
-{{- range .NkeyUsers}}
-    {nkey: {{.}}, proxy_required: true}
-{{- end}}
-  ]
-}
-{{- end}}
-proxies {
-  trusted: [ {key: {{.ProxyKey}}} ]
-}
-{{- if .TLSDir}}
-tls {
-  cert_file: "{{.TLSDir}}/broker.crt"
-  key_file: "{{.TLSDir}}/broker.key"
-  handshake_first: true
-}
-{{- end}}
-jetstream {
-  store_dir: "{{.Dir}}/jetstream"
-  max_memory_store: 256MB
-  max_file_store: 1GB
-}
-`))
-
-func (s *Stack) startNATS() error {
-	conf := filepath.Join(s.cfg.WorkDir, "nats.conf")
-	var b bytes.Buffer
-	data := map[string]any{
-		"Port": s.cfg.Ports.NATSUpstream, "MonitorPort": s.cfg.Ports.NATSMonitor, "Dir": s.cfg.WorkDir, "ExtraUsers": s.cfg.ExtraNATSUsers,
-		"NkeyUsers": s.security.nkeyUsers, "ProxyKey": s.security.proxyPublic, "TLSDir": "", "Operator": nil,
-		"Baseline": BaselineNATSUser,
-	}
-	if o := s.operator; o != nil {
-		data["Operator"] = map[string]string{"OperatorJWT": o.operatorJWT, "SystemPub": o.systemPub, "SystemJWT": o.systemJWT,
-			"AccountPub": o.accountPub, "AccountJWT": o.accountJWT}
-	}
-	if s.cfg.NATSUpstreamTLS {
-		data["TLSDir"] = s.tls.dir
-	}
-	if err := natsConfig.Execute(&b, data); err != nil {
-		return err
-	}
-	if err := os.WriteFile(conf, b.Bytes(), 0o644); err != nil {
-		return err
-	}
-	p, err := s.startProcess("nats-server", nil, s.tool("nats-server"), "-c", conf)
-	if err != nil {
-		return err
-	}
-	s.NATSServer = p
-	s.procs = append(s.procs, p)
-	return waitTCP(p, addr(s.cfg.Ports.NATSUpstream), startTimeout)
-}
 
 // kafkaConfig: one KRaft node acting as broker and controller. No listener admits a tenant's
 // client around the gateway:
@@ -238,6 +154,9 @@ func (s *Stack) startControlPlane() error {
 	if s.cfg.NATSUpstreamTLS {
 		args = append(args, "--nats-upstream-tls")
 	}
+	// NATS clients are told every replica's address (never a server's), so they fail over
+	// between replicas on one host as they would behind a Service.
+	args = append(args, "--nats-advertise", s.replicaAddrs(p.NATS), "--nats-tls-advertise", s.replicaAddrs(p.NATSTLS))
 	if s.cfg.WithKafka {
 		args = append(args, "--kafka-broker", addr(p.KafkaDirect)+"="+addr(p.KafkaBroker),
 			"--kafka-broker", addr(p.KafkaSASLUp)+"="+addr(p.KafkaSASL)+",upstream-tls",
@@ -258,7 +177,7 @@ func (s *Stack) startControlPlane() error {
 	}
 	s.controlPlaneArgs = append(args,
 		"--xds-listen", addr(p.XDS), "--http-listen", addr(p.ControlPlane),
-		"--nats-listen", addr(p.NATS), "--nats-upstream", addr(p.NATSUpstream),
+		"--nats-listen", addr(p.NATS), "--nats-upstream", s.natsUpstreams(),
 		"--kafka-listen", addr(p.Kafka)+",upstream-tls", "--kafka-upstream", addr(p.KafkaUpstream),
 		"--wasm-file", s.cfg.WasmFile,
 		"--debounce", "100ms", "--poll", "2s",
@@ -270,6 +189,15 @@ func (s *Stack) startControlPlane() error {
 	s.ControlPlane = p2
 	s.procs = append(s.procs, p2)
 	return waitHTTP(p2, "http://"+addr(p.ControlPlane)+"/healthz", startTimeout)
+}
+
+// replicaAddrs is a gateway listener's address on every replica: port, port+1, ...
+func (s *Stack) replicaAddrs(port int) string {
+	var out []string
+	for i := range s.cfg.replicaCount() {
+		out = append(out, addr(port+i))
+	}
+	return strings.Join(out, ",")
 }
 
 // RestartControlPlane stops the control plane (SIGTERM, as a rollout does) and starts it again

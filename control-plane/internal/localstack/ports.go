@@ -17,6 +17,7 @@ type Ports struct {
 	Admin           int // Envoy admin
 	NATSUpstream    int // nats-server
 	NATSMonitor     int // nats-server's monitoring endpoint (/connz, /varz)
+	NATSCluster     int // nats-server's cluster (route) listener, with more than one server
 	KafkaUpstream   int // Kafka broker
 	KafkaController int // Kafka KRaft controller
 	XDS             int // control plane ADS
@@ -37,45 +38,67 @@ type Ports struct {
 	OTLP            int // the OpenTelemetry Collector's OTLP/HTTP receiver (Config.WithCollector)
 }
 
-// PortEnv names the environment variable that overrides each port, with its default (contract §1).
-// Gateway ports are Envoy's: with several replicas, replica i listens on port + i.
+// PortSpan says how many consecutive ports, from a PortEnv variable's port, the stack listens on.
+type PortSpan int
+
+const (
+	OnePort       PortSpan = iota // a single port
+	PerReplica                    // Envoy's: with several replicas, replica i listens on port + i
+	PerNATSServer                 // nats-server's: with several servers, server i listens on port + i
+)
+
+// width is how many ports the span covers in a stack of this many replicas and nats-servers.
+func (k PortSpan) width(replicas, natsServers int) int {
+	switch k {
+	case PerReplica:
+		return max(replicas, 1)
+	case PerNATSServer:
+		return max(natsServers, 1)
+	}
+	return 1
+}
+
+// PortEnv names the environment variable that overrides each port, with its default (contract §1)
+// and its span.
 var PortEnv = []struct {
 	Name    string
 	Default int
-	Gateway bool
+	Span    PortSpan
 	field   func(*Ports) *int
 }{
-	{"NATS_PORT", 4222, true, func(p *Ports) *int { return &p.NATS }},
-	{"KAFKA_PORT", 9092, true, func(p *Ports) *int { return &p.Kafka }},
-	{"ADMIN_PORT", 9901, true, func(p *Ports) *int { return &p.Admin }},
-	{"NATS_UPSTREAM_PORT", 14222, false, func(p *Ports) *int { return &p.NATSUpstream }},
-	{"NATS_MONITOR_PORT", 18222, false, func(p *Ports) *int { return &p.NATSMonitor }},
-	{"KAFKA_UPSTREAM_PORT", 19092, false, func(p *Ports) *int { return &p.KafkaUpstream }},
-	{"KAFKA_CONTROLLER_PORT", 19093, false, func(p *Ports) *int { return &p.KafkaController }},
-	{"XDS_PORT", 18000, false, func(p *Ports) *int { return &p.XDS }},
-	{"CONTROL_PLANE_PORT", 18080, false, func(p *Ports) *int { return &p.ControlPlane }},
-	{"KAFKA_DIRECT_PORT", 19094, false, func(p *Ports) *int { return &p.KafkaDirect }},
-	{"KAFKA_BROKER_PORT", 9093, true, func(p *Ports) *int { return &p.KafkaBroker }},
-	{"KAFKA_SASL_PORT", 9192, true, func(p *Ports) *int { return &p.KafkaSASL }},
-	{"KAFKA_SASL_UPSTREAM_PORT", 19095, false, func(p *Ports) *int { return &p.KafkaSASLUp }},
-	{"NATS_TLS_PORT", 4322, true, func(p *Ports) *int { return &p.NATSTLS }},
-	{"KAFKA_TLS_PORT", 9292, true, func(p *Ports) *int { return &p.KafkaTLS }},
-	{"KAFKA_SASL_SSL_PORT", 9392, true, func(p *Ports) *int { return &p.KafkaSASLSSL }},
-	{"KAFKA_SSL_UPSTREAM_PORT", 19096, false, func(p *Ports) *int { return &p.KafkaSSLUp }},
-	{"KAFKA_SASL_SSL_UPSTREAM_PORT", 19097, false, func(p *Ports) *int { return &p.KafkaSASLSSLUp }},
-	{"REDIS_PORT", 16379, false, func(p *Ports) *int { return &p.Redis }},
-	{"QUOTA_PORT", 18090, false, func(p *Ports) *int { return &p.Quota }},
-	{"OTLP_PORT", 14318, false, func(p *Ports) *int { return &p.OTLP }},
-	{"NATS_PLAIN_PORT", 0, true, func(p *Ports) *int { return &p.NATSPlain }},
-	{"KAFKA_PLAIN_PORT", 0, true, func(p *Ports) *int { return &p.KafkaPlain }},
+	{"NATS_PORT", 4222, PerReplica, func(p *Ports) *int { return &p.NATS }},
+	{"KAFKA_PORT", 9092, PerReplica, func(p *Ports) *int { return &p.Kafka }},
+	{"ADMIN_PORT", 9901, PerReplica, func(p *Ports) *int { return &p.Admin }},
+	{"NATS_UPSTREAM_PORT", 14222, PerNATSServer, func(p *Ports) *int { return &p.NATSUpstream }},
+	{"NATS_MONITOR_PORT", 18222, PerNATSServer, func(p *Ports) *int { return &p.NATSMonitor }},
+	{"NATS_CLUSTER_PORT", 16222, PerNATSServer, func(p *Ports) *int { return &p.NATSCluster }},
+	{"KAFKA_UPSTREAM_PORT", 19092, OnePort, func(p *Ports) *int { return &p.KafkaUpstream }},
+	{"KAFKA_CONTROLLER_PORT", 19093, OnePort, func(p *Ports) *int { return &p.KafkaController }},
+	{"XDS_PORT", 18000, OnePort, func(p *Ports) *int { return &p.XDS }},
+	{"CONTROL_PLANE_PORT", 18080, OnePort, func(p *Ports) *int { return &p.ControlPlane }},
+	{"KAFKA_DIRECT_PORT", 19094, OnePort, func(p *Ports) *int { return &p.KafkaDirect }},
+	{"KAFKA_BROKER_PORT", 9093, PerReplica, func(p *Ports) *int { return &p.KafkaBroker }},
+	{"KAFKA_SASL_PORT", 9192, PerReplica, func(p *Ports) *int { return &p.KafkaSASL }},
+	{"KAFKA_SASL_UPSTREAM_PORT", 19095, OnePort, func(p *Ports) *int { return &p.KafkaSASLUp }},
+	{"NATS_TLS_PORT", 4322, PerReplica, func(p *Ports) *int { return &p.NATSTLS }},
+	{"KAFKA_TLS_PORT", 9292, PerReplica, func(p *Ports) *int { return &p.KafkaTLS }},
+	{"KAFKA_SASL_SSL_PORT", 9392, PerReplica, func(p *Ports) *int { return &p.KafkaSASLSSL }},
+	{"KAFKA_SSL_UPSTREAM_PORT", 19096, OnePort, func(p *Ports) *int { return &p.KafkaSSLUp }},
+	{"KAFKA_SASL_SSL_UPSTREAM_PORT", 19097, OnePort, func(p *Ports) *int { return &p.KafkaSASLSSLUp }},
+	{"REDIS_PORT", 16379, OnePort, func(p *Ports) *int { return &p.Redis }},
+	{"QUOTA_PORT", 18090, OnePort, func(p *Ports) *int { return &p.Quota }},
+	{"OTLP_PORT", 14318, OnePort, func(p *Ports) *int { return &p.OTLP }},
+	{"NATS_PLAIN_PORT", 0, PerReplica, func(p *Ports) *int { return &p.NATSPlain }},
+	{"KAFKA_PLAIN_PORT", 0, PerReplica, func(p *Ports) *int { return &p.KafkaPlain }},
 }
 
-// ForReplicas checks that `replicas` Envoys fit on consecutive ports from each listener's port
-// (replica i listens on port + i, its admin on Admin + i). The default Kafka broker listener
+// ForReplicas checks that `replicas` Envoys and `natsServers` nats-servers fit on consecutive
+// ports from each listener's port (replica i listens on port + i, its admin on Admin + i; server i
+// on NATSUpstream + i, NATSMonitor + i and NATSCluster + i). The default Kafka broker listener
 // (9093) would collide with the second replica's Kafka listener: unless set explicitly
 // (brokerSet), it moves just past the Kafka listeners.
-func (p Ports) ForReplicas(replicas int, brokerSet bool) (Ports, error) {
-	if replicas <= 1 {
+func (p Ports) ForReplicas(replicas, natsServers int, brokerSet bool) (Ports, error) {
+	if replicas <= 1 && natsServers <= 1 {
 		return p, nil
 	}
 	if !brokerSet && p.KafkaBroker > p.Kafka && p.KafkaBroker < p.Kafka+replicas {
@@ -88,17 +111,13 @@ func (p Ports) ForReplicas(replicas int, brokerSet bool) (Ports, error) {
 	}
 	var spans []span
 	for _, e := range PortEnv {
-		n := 1
-		if e.Gateway {
-			n = replicas
-		}
-		spans = append(spans, span{e.Name, *e.field(&p), n})
+		spans = append(spans, span{e.Name, *e.field(&p), e.Span.width(replicas, natsServers)})
 	}
 	for i, a := range spans {
 		for _, b := range spans[i+1:] {
 			if a.first != 0 && b.first != 0 && a.first < b.first+b.n && b.first < a.first+a.n {
-				return p, fmt.Errorf("with %d gateway replicas %s (%d..%d) overlaps %s (%d..%d): move one", replicas,
-					a.name, a.first, a.first+a.n-1, b.name, b.first, b.first+b.n-1)
+				return p, fmt.Errorf("with %d gateway replicas and %d nats-servers %s (%d..%d) overlaps %s (%d..%d): move one",
+					replicas, max(natsServers, 1), a.name, a.first, a.first+a.n-1, b.name, b.first, b.first+b.n-1)
 			}
 		}
 	}
@@ -122,7 +141,7 @@ func PortsFromEnv() (Ports, error) {
 }
 
 // FreePorts picks a free loopback port for each role (for tests).
-func FreePorts() (Ports, error) { return FreePortsFor(1) }
+func FreePorts() (Ports, error) { return FreePortsFor(1, 1) }
 
 // FreePort picks one more free loopback port.
 func FreePort() (int, error) {
@@ -134,9 +153,10 @@ func FreePort() (int, error) {
 	return run[0].Addr().(*net.TCPAddr).Port, nil
 }
 
-// FreePortsFor picks free loopback ports for a stack of `replicas` Envoys: each gateway
-// listener and the admin get that many consecutive ports.
-func FreePortsFor(replicas int) (Ports, error) {
+// FreePortsFor picks free loopback ports for a stack of `replicas` Envoys and `natsServers`
+// nats-servers: each gateway listener and the admin get `replicas` consecutive ports, each
+// nats-server port `natsServers`.
+func FreePortsFor(replicas, natsServers int) (Ports, error) {
 	var p Ports
 	var held []net.Listener
 	defer func() {
@@ -148,11 +168,7 @@ func FreePortsFor(replicas int) (Ports, error) {
 		if e.Default == 0 {
 			continue // optional listeners stay off in tests
 		}
-		n := 1
-		if e.Gateway {
-			n = max(replicas, 1)
-		}
-		run, err := consecutive(n)
+		run, err := consecutive(e.Span.width(replicas, natsServers))
 		if err != nil {
 			return p, err
 		}

@@ -41,12 +41,19 @@ type process struct {
 
 // startProcess starts one of the stack's processes, supervised if the stack is.
 func (s *Stack) startProcess(name string, env []string, bin string, args ...string) (*process, error) {
-	return launch(&process{name: name, logPath: filepath.Join(s.logDir, name+".log"), env: env, bin: bin, args: args, supervised: s.cfg.Supervise})
+	return launch(&process{name: name, logPath: filepath.Join(s.logDir, name+".log"), env: env, bin: bin, args: args, supervised: s.cfg.Supervise}, os.O_TRUNC)
 }
 
-func launch(p *process) (*process, error) {
+// again starts a stopped process's command anew, as a new process whose output is appended to
+// the same log: what led to the restart stays readable.
+func (p *process) again() (*process, error) {
+	return launch(&process{name: p.name, logPath: p.logPath, env: p.env, bin: p.bin, args: p.args, supervised: p.supervised}, 0)
+}
+
+// launch starts p, its log truncated first if mode has os.O_TRUNC.
+func launch(p *process, mode int) (*process, error) {
 	p.done = make(chan struct{})
-	cmd, logFile, err := p.run(os.O_TRUNC)
+	cmd, logFile, err := p.run(mode)
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,10 @@ type Config struct {
 	// NATSOperatorMode runs nats-server with decentralized JWT authentication (an operator and
 	// one account, NATSAccount) instead of its configured users.
 	NATSOperatorMode bool
+	// NATSServers is how many nats-servers to run (NATS_SERVERS; 0 or 1: one). With more, they
+	// form one cluster with JetStream, server i on NATSUpstream + i, NATSMonitor + i and
+	// NATSCluster + i, and the gateway balances its upstream connections across all of them.
+	NATSServers int
 	// Kubernetes, when set, has the control plane take its policies from LimitPolicy and
 	// GatewayDefaults objects (--policy-source=kubernetes) instead of PolicyDir.
 	Kubernetes *KubernetesPolicies
@@ -95,6 +99,8 @@ type Stack struct {
 	controlPlaneArgs                                                []string
 	// Envoys are the gateway replicas; Envoy is the first.
 	Envoys []*process
+	// NATSServers are the nats-servers (Config.NATSServers); NATSServer is the first.
+	NATSServers []*process
 }
 
 // Start brings the stack up in dependency order and waits until Envoy has acknowledged the

@@ -52,10 +52,15 @@ type WasmSource struct {
 
 // Gateway is what the operator configures about the data path; policies are served beside it.
 type Gateway struct {
-	NATSListen    string // host:port; empty disables the listener
-	NATSUpstream  string // host:port of nats-server
-	KafkaListen   string
-	KafkaUpstream string
+	NATSListen   string // host:port; empty disables the listener
+	NATSUpstream string // host:port of nats-server, or several comma-separated seed servers
+	// NATSAdvertise and NATSTLSAdvertise are the gateway addresses (host:port) the clients of
+	// NATSListen and NATSTLSListen are told in INFO, in place of the servers' (connect_urls: the
+	// first is also host and port); none: INFO names the listener and no connect_urls.
+	NATSAdvertise    []string
+	NATSTLSAdvertise []string
+	KafkaListen      string
+	KafkaUpstream    string
 	// KafkaTLS is how KafkaListen meets clients; KafkaUpstreamTLS, whether the gateway reaches
 	// KafkaUpstream over TLS.
 	KafkaTLS         Downstream
@@ -173,6 +178,12 @@ func (g Gateway) Check() error {
 	if err := g.TLSFiles.Check(); err != nil {
 		return err
 	}
+	if err := checkAdvertised("--nats-advertise", g.NATSAdvertise); err != nil {
+		return err
+	}
+	if err := checkAdvertised("--nats-tls-advertise", g.NATSTLSAdvertise); err != nil {
+		return err
+	}
 	type use struct {
 		what        string
 		downstream  Downstream
@@ -217,6 +228,8 @@ type clusterSpec struct {
 	name     string
 	upstream string
 	tls      bool
+	// nats: the seed servers of a NATS cluster, health-checked and balanced (nats.go).
+	nats bool
 }
 
 // Resources returns every resource of one snapshot: clusters, listeners and the filter
@@ -244,21 +257,21 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 		clusters = append(clusters, clusterSpec{name: compile.ReportsCluster, upstream: g.Reports.Address})
 	}
 	if g.NATSListen != "" || g.NATSTLSListen != "" {
-		clusters = append(clusters, clusterSpec{clusterName(compile.NATS), g.NATSUpstream, g.NATSUpstreamTLS})
+		clusters = append(clusters, clusterSpec{name: clusterName(compile.NATS), upstream: g.NATSUpstream, tls: g.NATSUpstreamTLS, nats: true})
 	}
 	if g.NATSListen != "" {
 		listeners = append(listeners, listenerSpec{proto: compile.NATS, name: string(compile.NATS), listen: g.NATSListen, cluster: clusterName(compile.NATS)})
 	}
 	if g.NATSTLSListen != "" {
-		listeners = append(listeners, listenerSpec{proto: compile.NATS, name: "nats_tls", listen: g.NATSTLSListen, cluster: clusterName(compile.NATS), downstream: g.NATSTLS})
+		listeners = append(listeners, listenerSpec{proto: compile.NATS, name: natsTLSListenerName, listen: g.NATSTLSListen, cluster: clusterName(compile.NATS), downstream: g.NATSTLS})
 	}
 	if g.KafkaListen != "" {
-		clusters = append(clusters, clusterSpec{clusterName(compile.Kafka), g.KafkaUpstream, g.KafkaUpstreamTLS})
+		clusters = append(clusters, clusterSpec{name: clusterName(compile.Kafka), upstream: g.KafkaUpstream, tls: g.KafkaUpstreamTLS})
 		listeners = append(listeners, listenerSpec{proto: compile.Kafka, name: string(compile.Kafka), listen: g.KafkaListen, cluster: clusterName(compile.Kafka), downstream: g.KafkaTLS})
 	}
 	for i, b := range g.KafkaBrokers {
 		name := fmt.Sprintf("kafka_broker_%d", i)
-		clusters = append(clusters, clusterSpec{name, b.Upstream, b.UpstreamTLS})
+		clusters = append(clusters, clusterSpec{name: name, upstream: b.Upstream, tls: b.UpstreamTLS})
 		listeners = append(listeners, listenerSpec{proto: compile.Kafka, name: name, listen: b.Listen, cluster: name, downstream: b.Downstream})
 	}
 	if g.NATSPlainListen != "" && g.NATSListen != "" {
@@ -289,6 +302,11 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 		fc := compile.Filter(set, version, l.proto, g.Replicas)
 		if l.proto == compile.Kafka {
 			fc.BrokerRoutes = routes
+		}
+		if l.proto == compile.NATS {
+			if fc.NATSListeners, err = natsListeners(g); err != nil {
+				return nil, err
+			}
 		}
 		fc.Reports = g.Reports.filter()
 		ext, err := filterConfig(l.proto, g.Wasm, fc)
@@ -347,6 +365,9 @@ func cluster(c clusterSpec, g Gateway) (*clusterv3.Cluster, error) {
 			Endpoints:   []*endpointv3.LocalityLbEndpoints{{LbEndpoints: endpoints}},
 		},
 	}
+	if c.nats {
+		withNATSHealth(out)
+	}
 	if c.tls {
 		ts, err := upstreamTransportSocket(c.upstream, g.UpstreamServerName, g.TLSFiles)
 		if err != nil {
@@ -376,6 +397,9 @@ func listener(l listenerSpec, g Gateway) (*listenerv3.Listener, error) {
 		PerConnectionBufferLimitBytes: wrapperspb.UInt32(g.BufferLimitBytes),
 		FilterChains:                  []*listenerv3.FilterChain{{Filters: filters}},
 	}
+	if l.proto == compile.NATS && !l.plain {
+		out.FilterChains[0].Name = natsChain(l.name)
+	}
 	if l.downstream == Plaintext {
 		return out, nil
 	}
@@ -401,6 +425,9 @@ func chainFilters(l listenerSpec, afterHandshake bool) ([]*listenerv3.Filter, er
 	proxy := &tcpproxyv3.TcpProxy{
 		StatPrefix:       l.name,
 		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: l.cluster},
+	}
+	if l.proto == compile.NATS {
+		proxy.MaxConnectAttempts = wrapperspb.UInt32(natsConnectAttempts)
 	}
 	if afterHandshake {
 		proxy.UpstreamConnectMode = tcpproxyv3.UpstreamConnectMode_ON_DOWNSTREAM_TLS_HANDSHAKE

@@ -219,9 +219,14 @@ func TestQuotaServiceClusterAndReplicas(t *testing.T) {
 
 func kafkaFilterConfig(t *testing.T, res map[resourcev3.Type][]types.Resource) compile.FilterConfig {
 	t.Helper()
+	return filterConfigFor(t, res, compile.Kafka)
+}
+
+func filterConfigFor(t *testing.T, res map[resourcev3.Type][]types.Resource, p compile.Protocol) compile.FilterConfig {
+	t.Helper()
 	for _, r := range res[resourcev3.ExtensionConfigType] {
 		ext := r.(*corev3.TypedExtensionConfig)
-		if ext.Name != FilterName(compile.Kafka) {
+		if ext.Name != FilterName(p) {
 			continue
 		}
 		var w wasmnetv3.Wasm
@@ -238,7 +243,7 @@ func kafkaFilterConfig(t *testing.T, res map[resourcev3.Type][]types.Resource) c
 		}
 		return fc
 	}
-	t.Fatal("no kafka filter config")
+	t.Fatalf("no %s filter config", p)
 	return compile.FilterConfig{}
 }
 

@@ -2,12 +2,14 @@
 //! Parsed once per reconfiguration, never on the data path.
 
 use serde::Deserialize;
+use std::rc::Rc;
 
 use crate::attribution::Directory;
 use crate::consume::ConsumeLimit;
 use crate::identity::Identity;
 use crate::leases::Scope;
 use crate::limits::RateLimit;
+use crate::nats;
 use crate::patterns;
 pub use crate::protocol::Protocol;
 use crate::quota::QuotaService;
@@ -94,6 +96,19 @@ pub struct BrokerRoute {
     pub advertise: String,
 }
 
+/// A NATS gateway listener as its clients' INFOs name it (see crate::nats::info): the Envoy
+/// filter chain that serves it, its address, and every gateway address a client may reconnect
+/// to.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NatsListener {
+    pub chain: String,
+    pub host: String,
+    pub port: u16,
+    #[serde(default)]
+    pub connect_urls: Vec<String>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Document {
@@ -103,6 +118,8 @@ struct Document {
     tenants: Vec<Tenant>,
     #[serde(default)]
     broker_routes: Vec<BrokerRoute>,
+    #[serde(default)]
+    nats_listeners: Vec<NatsListener>,
     #[serde(default)]
     quota: Option<QuotaService>,
     #[serde(default)]
@@ -133,6 +150,8 @@ pub struct Config {
     plans: Vec<TenantPlan>,
     /// (upstream host, port) → (gateway host, port).
     broker_routes: Vec<((String, i32), (String, i32))>,
+    /// Filter chain name → the NATS listener it serves.
+    nats_listeners: Vec<(String, Rc<nats::Listener>)>,
     /// Where global limits are shared among replicas; None when no tenant is global.
     pub quota: Option<QuotaService>,
     /// Where usage and sampled decisions are reported; None: nowhere.
@@ -293,9 +312,21 @@ impl Config {
                 }
             }
         }
+        let nats_listeners = doc
+            .nats_listeners
+            .into_iter()
+            .map(|l| {
+                let listener = nats::Listener {
+                    address: Some((l.host, l.port)),
+                    connect_urls: l.connect_urls,
+                };
+                (l.chain, Rc::new(listener))
+            })
+            .collect();
         Ok(Config {
             plans,
             broker_routes,
+            nats_listeners,
             version: doc.version,
             generation,
             protocol: doc.protocol,
@@ -315,6 +346,15 @@ impl Config {
             },
             _ => Scope::PerGateway,
         }
+    }
+
+    /// The NATS listener a filter chain serves, as INFOs name it; None if the control plane
+    /// named none (the INFO then names no address at all).
+    pub fn nats_listener(&self, chain: &str) -> Option<Rc<nats::Listener>> {
+        self.nats_listeners
+            .iter()
+            .find(|(c, _)| c == chain)
+            .map(|(_, l)| l.clone())
     }
 
     /// Whether broker addresses in responses must be rewritten.
@@ -427,6 +467,22 @@ mod tests {
             Config::parse(bad.as_bytes()),
             Err(ConfigError::BadBrokerRoute(_))
         ));
+    }
+
+    #[test]
+    fn nats_listeners_are_found_by_their_filter_chain() {
+        let doc = r#"{"version":"1-a","protocol":"nats","defaultTenant":"t","tenants":[{"name":"t","limits":{}}],
+            "natsListeners":[{"chain":"weighstation-nats","host":"gw.example","port":4222,
+                              "connectUrls":["gw-0.example:4222","gw-1.example:4222"]},
+                             {"chain":"weighstation-nats_tls","host":"gw.example","port":4322}]}"#;
+        let c = Config::parse(doc.as_bytes()).unwrap();
+        let plain = c.nats_listener("weighstation-nats").unwrap();
+        assert_eq!(plain.address, Some(("gw.example".into(), 4222)));
+        assert_eq!(plain.connect_urls, ["gw-0.example:4222", "gw-1.example:4222"]);
+        let tls = c.nats_listener("weighstation-nats_tls").unwrap();
+        assert_eq!(tls.address, Some(("gw.example".into(), 4322)));
+        assert!(tls.connect_urls.is_empty());
+        assert!(c.nats_listener("weighstation-kafka").is_none());
     }
 
     #[test]

@@ -114,6 +114,10 @@ pub fn generation_metric_name(protocol: Protocol) -> String {
 /// with each tenant and each distinct rate limit configured since the process started.
 pub const SHARED_DATA_KEYS_METRIC: &str = "weighstation_shared_data_keys";
 
+/// NATS connections ended because the server's INFO could not be rewritten (it is never
+/// forwarded as the server sent it: crate::nats::info).
+pub const UNREADABLE_INFO_METRIC: &str = "weighstation_nats_unreadable_info_total";
+
 /// Connections whose credentials the broker refused: charged to no tenant, so counted apart.
 pub fn auth_failures_metric_name(protocol: Protocol) -> String {
     format!("weighstation_auth_failures_total.protocol.{}", protocol.as_str())

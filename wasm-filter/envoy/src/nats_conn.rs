@@ -6,6 +6,7 @@ use weighstation_core::carry::{Carry, Plan};
 use weighstation_core::config::Protocol;
 use weighstation_core::identity::{Authenticated, NatsCredentials};
 use weighstation_core::limits::Reason;
+use weighstation_core::metrics::UNREADABLE_INFO_METRIC;
 use weighstation_core::nats::{is_pull, pull_within, Delivered, Deliveries, Gate, Publish, Session, Verdict};
 use weighstation_core::source::Source;
 
@@ -13,7 +14,7 @@ use crate::clock::now_ns;
 use crate::connection::{self, Connection};
 use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot, Prepaid};
 use crate::tenancy::Attribution;
-use crate::{reports, trust, waiters};
+use crate::{metrics, reports, state, trust, waiters};
 use weighstation_core::report::observed;
 
 mod deliveries;
@@ -213,6 +214,8 @@ pub struct State {
     carry: NatsCarry,
     /// The connection's first bytes, either way, were seen.
     started: bool,
+    /// The server sent an INFO the rewriter could not read: the connection ends.
+    info_refused: bool,
 }
 
 impl State {
@@ -239,15 +242,19 @@ impl State {
 
     /// What Envoy knows of the connection once its TLS handshake, if any, is done (the broker
     /// is dialled only then, so the server's first bytes come after it): the verified client
-    /// certificate, and whether the client speaks TLS, which its INFOs must say.
+    /// certificate, whether the client speaks TLS, and which gateway listener it reached from
+    /// where, which its INFOs must say.
     fn start(&mut self) {
         if !std::mem::replace(&mut self.started, true) {
             self.conn.who.read_certificate();
             let tls = trust::client_tls();
             self.session.client_tls(tls);
-            if !tls && trust::plaintext_on_tls_first_listener() {
+            let chain = trust::filter_chain();
+            if !tls && trust::plaintext_on_tls_first_listener(chain.as_deref()) {
                 self.session.require_tls_first();
             }
+            let listener = chain.and_then(|c| state::active(Protocol::Nats)?.nats_listener(&c));
+            self.session.client_reached(listener, trust::client_ip());
         }
     }
 
@@ -301,6 +308,7 @@ pub fn connection(context_id: u32) -> Connection<State> {
             },
             carry: NatsCarry::default(),
             started: false,
+            info_refused: false,
         },
     )
 }
@@ -315,11 +323,16 @@ impl connection::Protocol for State {
         let (session, mut gate) = self.gate();
         let replaced = session.server_data(buf, &mut gate);
         self.conn.deliveries_done();
+        if let Some(why) = self.session.unreadable_info().filter(|_| !self.info_refused) {
+            self.info_refused = true;
+            log::warn!("weighstation: closing nats connection: {}", why.reason());
+            metrics::count(UNREADABLE_INFO_METRIC, 1);
+        }
         replaced
     }
 
     fn ended(&self) -> bool {
-        self.conn.slow_consumer
+        self.conn.slow_consumer || self.info_refused
     }
 
     fn release_held(&mut self) -> bool {

@@ -45,9 +45,23 @@ pub fn client_tls() -> bool {
     property(&["connection", "tls_version"]).is_some()
 }
 
-/// Whether this plaintext connection reached a listener that wants the TLS handshake first.
-pub fn plaintext_on_tls_first_listener() -> bool {
-    property(&["xds", "filter_chain_name"]).as_deref() == Some(PLAINTEXT_ON_TLS_FIRST_CHAIN)
+/// The name of the filter chain that serves this connection: which gateway listener the client
+/// reached (the control plane names each NATS chain).
+pub fn filter_chain() -> Option<String> {
+    property(&["xds", "filter_chain_name"])
+}
+
+/// Whether a connection served by `chain` is a plaintext one on a listener that wants the TLS
+/// handshake first.
+pub fn plaintext_on_tls_first_listener(chain: Option<&str>) -> bool {
+    chain == Some(PLAINTEXT_ON_TLS_FIRST_CHAIN)
+}
+
+/// The client's IP address as Envoy sees it (without the port).
+pub fn client_ip() -> Option<String> {
+    let address = property(&["source", "address"])?;
+    let ip = address.rsplit_once(':').map_or(address.as_str(), |(ip, _)| ip);
+    Some(ip.trim_start_matches('[').trim_end_matches(']').to_owned())
 }
 
 /// The gateway's proxy key, read once per VM; None when the gateway is not a trusted proxy.

@@ -2,6 +2,7 @@
 //! that walks a connection's bytes message by message.
 
 mod deliveries;
+mod info;
 mod line;
 mod proxy;
 mod reading;
@@ -10,6 +11,7 @@ mod session;
 mod stream;
 
 pub use deliveries::{is_pull, pull_within, Deliveries, Delivery, Tally, PULL_PREFIX};
+pub use info::{ClientView, Listener, Unreadable};
 pub use line::{parse_client_line, ClientOp, Parsed, ProtocolError, MAX_CONTROL_LINE};
 pub use proxy::ProxyKey;
 pub use server::{Delivered, ServerEdit, ServerHandler, ServerOp, ServerStream, MAX_SERVER_LINE};

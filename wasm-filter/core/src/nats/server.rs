@@ -9,8 +9,9 @@ use super::reading::{ahead_after, line_at};
 use crate::edit::{scan_carried, Editor};
 use crate::source::Source;
 
-/// nats-server's INFO can outgrow the client's 4 KiB control line (cluster URLs); past this the
-/// scanner stops interpreting and forwards everything unchanged.
+/// nats-server's INFO can outgrow the client's 4 KiB control line (cluster URLs). A line longer
+/// than this is unreadable: nothing more is forwarded ([`ServerHandler::too_long`]), since only
+/// an INFO grows so long and an INFO is never forwarded unchecked (super::info).
 pub const MAX_SERVER_LINE: usize = 64 << 10;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +59,8 @@ pub enum ServerEdit {
 
 pub trait ServerHandler {
     fn op(&mut self, op: &ServerOp<'_>) -> ServerEdit;
+    /// A control line longer than MAX_SERVER_LINE: the stream forwards nothing from it on.
+    fn too_long(&mut self);
 }
 
 enum Line<'a> {
@@ -148,7 +151,6 @@ fn parse_server_line(buf: &[u8]) -> Line<'_> {
 pub struct ServerStream {
     carry: Vec<u8>,
     payload_left: usize,
-    passthrough: bool,
     ended: bool,
     /// The size of the last message: what to fetch at the next control line depends on it
     /// (see super::reading).
@@ -161,13 +163,9 @@ impl ServerStream {
         if self.ended {
             return Some(Vec::new());
         }
-        if self.passthrough {
-            return None;
-        }
         let ServerStream {
             carry,
             payload_left,
-            passthrough,
             ended,
             last_size,
         } = self;
@@ -191,8 +189,10 @@ impl ServerStream {
                     match parse_server_line(line_at(data, pos, ahead_after(*last_size), MAX_SERVER_LINE)) {
                         Line::Incomplete => return (edit, pos),
                         Line::TooLong => {
-                            *passthrough = true;
-                            break;
+                            handler.too_long();
+                            edit.replace(len, pos, len, &[]);
+                            *ended = true;
+                            return (edit, len);
                         }
                         Line::Op { op, line_len, payload } => {
                             if matches!(op, ServerOp::Msg(_)) {
@@ -231,6 +231,7 @@ mod tests {
     struct Swap {
         subjects: Vec<Vec<u8>>,
         infos: usize,
+        too_long: usize,
     }
 
     impl ServerHandler for Swap {
@@ -247,6 +248,10 @@ mod tests {
                 }
                 _ => ServerEdit::Keep,
             }
+        }
+
+        fn too_long(&mut self) {
+            self.too_long += 1;
         }
     }
 
@@ -287,6 +292,8 @@ HMSG _INBOX.x.1 2 _INBOX.r 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPING\r\n-ERR 'x'\r\n";
             }
             ServerEdit::Keep
         }
+
+        fn too_long(&mut self) {}
     }
 
     #[test]
@@ -346,6 +353,22 @@ MSG d 5 r x 3\r\nbad\r\n";
             "{served} of {} bytes read",
             stream.len()
         );
+    }
+
+    #[test]
+    fn a_line_too_long_to_read_ends_the_stream() {
+        let mut info = b"MSG a 1 2\r\nhi\r\nINFO {\"connect_urls\":[".to_vec();
+        while info.len() <= MAX_SERVER_LINE {
+            info.extend_from_slice(b"\"10.0.0.1:4222\",");
+        }
+        info.extend_from_slice(b"\"10.0.0.1:4222\"]}\r\nPING\r\n");
+        for chunk in [4096, 65536, info.len()] {
+            let mut h = Swap::default();
+            let chunks: Vec<&[u8]> = info.chunks(chunk).collect();
+            let out = feed(&chunks, &mut h);
+            assert_eq!(out, b"MSG a 1 2\r\nhi\r\n", "chunks of {chunk}");
+            assert_eq!(h.too_long, 1, "chunks of {chunk}");
+        }
     }
 
     proptest! {

@@ -12,10 +12,12 @@
 //!   nats-server answers `-ERR 'Maximum Payload Violation'` and closes, as it would have.
 //! - After the PONG that completes the client's connect handshake, an INFO carrying the
 //!   tenant's `max_payload` follows (nats.go expects PONG as the very next line after its
-//!   CONNECT+PING; an async INFO after it updates `MaxPayload()`). Later INFOs are rewritten.
-//! - Every INFO says what the client's own connection is: `tls_required` when Envoy terminated
-//!   TLS for it (a TLS-first client insists on it), neither `tls_required` nor `tls_available`
-//!   when it is plaintext — the gateway's TLS to nats-server is none of the client's business.
+//!   CONNECT+PING; an async INFO after it updates `MaxPayload()`).
+//! - Every INFO is rewritten by super::info: it names the gateway, never a server, and says what
+//!   the client's own connection is (`tls_required` when Envoy terminated TLS for it, neither
+//!   `tls_required` nor `tls_available` when it is plaintext — the gateway's TLS to nats-server
+//!   is none of the client's business). An INFO it cannot read ends the connection
+//!   ([`Session::unreadable_info`]): it never reaches the client as the server sent it.
 //! - Credentials count only once nats-server accepted them. The client's CONNECT is followed by
 //!   the filter's own PING: nats-server answers a CONNECT it refuses with `-ERR` (and closes),
 //!   one it accepts with `+OK` (verbose clients) and then that PING's PONG, which the client
@@ -28,7 +30,9 @@
 //!   nats-server closing the connection.
 
 use std::collections::VecDeque;
+use std::rc::Rc;
 
+use super::info::{self, ClientView, Listener, Unreadable};
 use super::server::{Delivered, ServerEdit, ServerHandler, ServerOp, ServerStream};
 use super::stream::{ClientHandler, ClientStream, Publish};
 use crate::identity::NatsCredentials;
@@ -122,9 +126,6 @@ struct State {
     pongs: VecDeque<PongOwner>,
     /// The client finished CONNECT: the INFO with its tenant's limit follows the next client PONG.
     info_after_pong: bool,
-    /// An INFO arrived while the client still waited for its handshake PONG (nats-server sends
-    /// one after the first PONG — the verdict's): it follows that PONG instead.
-    info_deferred: bool,
     /// The limit changed on a live connection: send an INFO at the next safe point.
     info_now: bool,
     server_info: Option<Vec<u8>>,
@@ -140,6 +141,12 @@ struct State {
     client_tls: bool,
     /// The client reached a TLS-first listener in plaintext: its CONNECT is refused.
     tls_first_required: bool,
+    /// The gateway listener the client reached, as its INFOs name it.
+    listener: Option<Rc<Listener>>,
+    /// The client's address as the gateway sees it (INFO `client_ip`).
+    client_ip: Option<String>,
+    /// The server sent an INFO the rewriter could not read: the connection ends.
+    unreadable_info: Option<Unreadable>,
 }
 
 impl Session {
@@ -147,6 +154,19 @@ impl Session {
     /// bytes: the INFOs it is sent say so.
     pub fn client_tls(&mut self, tls: bool) {
         self.state.client_tls = tls;
+    }
+
+    /// The gateway listener the client reached and the client's own address, before the
+    /// server's first bytes: every INFO names these instead of the server's.
+    pub fn client_reached(&mut self, listener: Option<Rc<Listener>>, client_ip: Option<String>) {
+        self.state.listener = listener;
+        self.state.client_ip = client_ip;
+    }
+
+    /// Why the connection must end, once the server sent an INFO the rewriter could not read
+    /// (nothing more is forwarded from the server): the glue closes it and logs the reason.
+    pub fn unreadable_info(&self) -> Option<Unreadable> {
+        self.state.unreadable_info
     }
 
     /// The client reached a TLS-first listener without TLS (the classic upgrade, which the
@@ -314,21 +334,34 @@ fn err_line(text: &str) -> Vec<u8> {
 }
 
 impl<G: Gate> ServerSide<'_, G> {
-    /// The server's last INFO as this client must see it: max_payload lowered to its tenant's
-    /// limit, TLS as its own connection is. None when that is the server's INFO unchanged.
-    fn client_info(&mut self) -> Option<Vec<u8>> {
+    /// The server's last INFO as this client must see it (super::info); Err if it cannot be
+    /// read, and the connection ends.
+    fn client_info(&mut self) -> Option<Result<Vec<u8>, Unreadable>> {
         let max = self.gate.max_payload();
-        let line = info_for_client(self.state.server_info.as_deref()?, max, self.state.client_tls)?;
-        if max.is_some() {
+        let st = &*self.state;
+        let view = ClientView {
+            listener: st.listener.as_deref(),
+            max_payload: max,
+            tls: st.client_tls,
+            client_ip: st.client_ip.as_deref(),
+        };
+        let line = info::rewrite(st.server_info.as_deref()?, &view);
+        if max.is_some() && line.is_ok() {
             self.state.advertised = max;
         }
         Some(line)
     }
 
-    /// The server's last INFO as it sent it.
-    fn server_info_line(&self) -> Option<Vec<u8>> {
-        let json = self.state.server_info.as_deref()?;
-        Some([b"INFO ", json, b"\r\n"].concat())
+    /// Forward `line` (an INFO for the client) by `edit`, or end the connection if the
+    /// server's INFO could not be read.
+    fn info_edit(&mut self, line: Result<Vec<u8>, Unreadable>, edit: fn(Vec<u8>) -> ServerEdit) -> ServerEdit {
+        match line {
+            Ok(line) => edit(line),
+            Err(why) => {
+                self.state.unreadable_info = Some(why);
+                ServerEdit::ReplaceThenEnd(Vec::new())
+            }
+        }
     }
 
     /// nats-server accepted the CONNECT (`+OK` or the verdict PONG): commit the credentials.
@@ -347,14 +380,6 @@ impl<G: Gate> ServerSide<'_, G> {
         self.state.authentication = Authentication::Accepted;
         self.state.info_after_pong = true;
         Ok(())
-    }
-
-    /// The INFO owed to the client: the server's last, with the tenant's max_payload when it has
-    /// one, or as the server sent it if it was held back.
-    fn owed_info(&mut self) -> Option<Vec<u8>> {
-        let deferred = std::mem::take(&mut self.state.info_deferred);
-        self.client_info()
-            .or_else(|| deferred.then(|| self.server_info_line()).flatten())
     }
 
     /// `-ERR` before the verdict: nats-server refused the CONNECT and is closing.
@@ -416,11 +441,12 @@ impl<G: Gate> ServerHandler for ServerSide<'_, G> {
                 self.state.server_max_payload = max_payload(json);
                 self.state.info_now = false;
                 if self.state.info_after_pong {
-                    self.state.info_deferred = true;
+                    // nats-server sends one after the verdict's PONG, while the client still
+                    // waits for its handshake PONG: it follows that PONG instead.
                     return ServerEdit::Replace(Vec::new());
                 }
                 match self.client_info() {
-                    Some(line) => ServerEdit::Replace(line),
+                    Some(line) => return self.info_edit(line, ServerEdit::Replace),
                     None => ServerEdit::Keep,
                 }
             }
@@ -449,8 +475,8 @@ impl<G: Gate> ServerHandler for ServerSide<'_, G> {
                 }
                 Some(PongOwner::Client) | None => {
                     if std::mem::take(&mut self.state.info_after_pong) {
-                        if let Some(line) = self.owed_info() {
-                            return ServerEdit::KeepThenInsert(line);
+                        if let Some(line) = self.client_info() {
+                            return self.info_edit(line, ServerEdit::KeepThenInsert);
                         }
                     }
                     ServerEdit::Keep
@@ -459,45 +485,16 @@ impl<G: Gate> ServerHandler for ServerSide<'_, G> {
             ServerOp::Ping | ServerOp::Other => ServerEdit::Keep,
         };
         if edit == ServerEdit::Keep && std::mem::take(&mut self.state.info_now) {
-            if let Some(line) = self.owed_info() {
-                return ServerEdit::KeepThenInsert(line);
+            if let Some(line) = self.client_info() {
+                return self.info_edit(line, ServerEdit::KeepThenInsert);
             }
         }
         edit
     }
-}
 
-/// `INFO {...}` for the client: max_payload set to the smaller of the server's and `max`, TLS as
-/// the client's connection is. None if that changes nothing.
-fn info_for_client(json: &[u8], max: Option<u64>, client_tls: bool) -> Option<Vec<u8>> {
-    let mut info: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(json).ok()?;
-    let mut changed = false;
-    if let Some(max) = max {
-        let server_max = info
-            .get("max_payload")
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(u64::MAX);
-        info.insert("max_payload".into(), server_max.min(max).into());
-        changed = true;
+    fn too_long(&mut self) {
+        self.state.unreadable_info = Some(Unreadable::TooLong);
     }
-    let server_tls = info
-        .get("tls_required")
-        .and_then(serde_json::Value::as_bool)
-        .unwrap_or(false);
-    if server_tls != client_tls {
-        info.insert("tls_required".into(), client_tls.into());
-        changed = true;
-    }
-    if !client_tls && info.remove("tls_available").is_some() {
-        changed = true;
-    }
-    if !changed {
-        return None;
-    }
-    let mut line = b"INFO ".to_vec();
-    serde_json::to_writer(&mut line, &info).ok()?;
-    line.extend_from_slice(b"\r\n");
-    Some(line)
 }
 
 #[cfg(test)]

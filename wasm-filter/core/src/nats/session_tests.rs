@@ -64,6 +64,20 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// The fields of an `INFO {...}\r\n` line.
+fn info_fields(line: &[u8]) -> serde_json::Map<String, serde_json::Value> {
+    let body = line.strip_prefix(b"INFO ").and_then(|b| b.strip_suffix(b"\r\n"));
+    serde_json::from_slice(body.unwrap_or_default()).unwrap_or_default()
+}
+
+/// The server's INFO as a plaintext client is told it before its tenant is known.
+fn plaintext_info(server_info: &[u8]) -> serde_json::Map<String, serde_json::Value> {
+    let mut want = info_fields(server_info);
+    want.insert("tls_required".into(), false.into());
+    want.remove("tls_available");
+    want
+}
+
 /// A session past its handshake, as nats.go does it.
 fn connected(g: &mut FakeGate) -> Session {
     let mut s = Session::default();
@@ -77,8 +91,8 @@ fn connected(g: &mut FakeGate) -> Session {
 fn credentials_count_only_once_the_server_accepts_them() {
     let (mut s, mut g) = (Session::default(), FakeGate::default());
     assert_eq!(
-        server(&mut s, &mut g, SERVER_INFO),
-        SERVER_INFO,
+        info_fields(&server(&mut s, &mut g, SERVER_INFO)),
+        plaintext_info(SERVER_INFO),
         "before CONNECT the tenant is unknown"
     );
     let sent = client(&mut s, &mut g, b"CONNECT {\"user\":\"acme\"}\r\nPING\r\n");
@@ -401,7 +415,15 @@ fn info_says_what_the_clients_own_connection_is() {
                 assert!(out.contains(want), "client tls {client_tls}: {out}");
                 assert!(!out.contains("tls_available"), "client tls {client_tls}: {out}");
             }
-            None => assert_eq!(out, text(info), "nothing to change for client tls {client_tls}"),
+            None => {
+                let mut want = info_fields(info);
+                want.insert("tls_required".into(), client_tls.into());
+                assert_eq!(
+                    info_fields(out.as_bytes()),
+                    want,
+                    "nothing to change for client tls {client_tls}"
+                );
+            }
         }
         client(&mut s, &mut g, b"CONNECT {\"user\":\"acme\"}\r\nPING\r\n");
         let out = text(&server(&mut s, &mut g, b"PONG\r\nPONG\r\n"));
@@ -446,4 +468,52 @@ fn a_plaintext_client_on_a_tls_first_listener_is_told_to_handshake_first() {
         "a PUB after it is not forwarded"
     );
     assert_eq!(g.published, 0);
+}
+
+/// The first INFO and every asynchronous one name the gateway's listener, never a server.
+#[test]
+fn every_info_names_the_gateway_not_the_servers() {
+    const CLUSTER_INFO: &[u8] = b"INFO {\"server_id\":\"S\",\"host\":\"10.0.0.7\",\"port\":4222,\
+\"connect_urls\":[\"10.0.0.7:4222\",\"10.0.0.8:4222\"],\"max_payload\":8388608}\r\n";
+    const LAME_DUCK: &[u8] = b"INFO {\"server_id\":\"S\",\"host\":\"10.0.0.7\",\"port\":4222,\
+\"connect_urls\":[\"10.0.0.8:4222\"],\"ldm\":true}\r\n";
+    let listener = Rc::new(Listener {
+        address: Some(("gateway.example".into(), 4222)),
+        connect_urls: vec!["gateway.example:4222".into()],
+    });
+    let mut g = FakeGate::default();
+    let mut s = Session::default();
+    s.client_reached(Some(listener), Some("192.0.2.9".into()));
+    let mut seen = text(&server(&mut s, &mut g, CLUSTER_INFO));
+    client(&mut s, &mut g, b"CONNECT {\"user\":\"acme\"}\r\nPING\r\n");
+    seen += &text(&server(&mut s, &mut g, b"PONG\r\nPONG\r\n"));
+    let ldm = server(&mut s, &mut g, LAME_DUCK);
+    seen += &text(&ldm);
+    assert_eq!(seen.matches("INFO ").count(), 3, "{seen}");
+    assert!(!seen.contains("10.0.0."), "a server address leaked: {seen}");
+    let ldm = info_fields(&ldm);
+    assert_eq!(ldm["ldm"], true);
+    assert_eq!(ldm["host"], "gateway.example");
+    assert_eq!(ldm["connect_urls"], serde_json::json!(["gateway.example:4222"]));
+    assert_eq!(ldm["client_ip"], "192.0.2.9");
+    assert!(s.unreadable_info().is_none());
+}
+
+/// An INFO the rewriter cannot read never reaches the client: nothing more is forwarded, and
+/// the session says why the connection must end.
+#[test]
+fn an_unreadable_info_ends_the_connection() {
+    let mut g = FakeGate::default();
+    let mut s = connected(&mut g);
+    let out = server(
+        &mut s,
+        &mut g,
+        b"MSG a 1 2\r\nhi\r\nINFO {\"connect_urls\":[\"10.0.0.7:4222\"\r\nPING\r\n",
+    );
+    assert_eq!(text(&out), "MSG a 1 2\r\nhi\r\n");
+    assert_eq!(s.unreadable_info(), Some(Unreadable::NotAnObject));
+    assert!(
+        server(&mut s, &mut g, b"PING\r\n").is_empty(),
+        "nothing more is forwarded"
+    );
 }

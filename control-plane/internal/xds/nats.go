@@ -1,0 +1,111 @@
+package xds
+
+import (
+	"encoding/hex"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/weighstation/weighstation/control-plane/internal/compile"
+)
+
+// In front of a NATS cluster the gateway is the only address clients may learn: every INFO the
+// filter forwards names the listener the client reached and the gateway's advertised addresses
+// (wasm-filter/core/src/nats/info.rs), never a server. Envoy balances new connections across the
+// seed servers, skips one that is down or in lame duck mode (nats-server closes its client port
+// then) by an active health check, and tries another when a connect fails.
+
+// natsChainPrefix names each NATS listener's filter chain, by which the filter knows which
+// listener a client reached.
+const natsChainPrefix = "weighstation-"
+
+// natsHealth: how often each Envoy checks each seed server, and how long a check may take. A
+// server answers a new connection with INFO at once; one that is down or in lame duck mode
+// refuses it, and is skipped from the next check on.
+const (
+	natsHealthInterval = time.Second
+	natsHealthTimeout  = time.Second
+	// natsConnectAttempts: a connect that fails (the server died since its last check) is
+	// tried again on another server before the client sees its connection close.
+	natsConnectAttempts = 3
+)
+
+// natsChain is the filter chain name of a NATS listener.
+func natsChain(listener string) string { return natsChainPrefix + listener }
+
+// natsListener is how the clients of one NATS listener see the gateway: host and port are the
+// first advertised address, else the listener's own.
+func natsListener(name, listen string, advertise []string) (compile.NATSListener, error) {
+	at := listen
+	if len(advertise) > 0 {
+		at = advertise[0]
+	}
+	host, port, err := splitHostPort(at)
+	if err != nil {
+		return compile.NATSListener{}, fmt.Errorf("%s listener: %w", name, err)
+	}
+	return compile.NATSListener{Chain: natsChain(name), Host: host, Port: port, ConnectURLs: advertise}, nil
+}
+
+// natsListeners are the NATS listeners as the filter names them in INFOs.
+func natsListeners(g Gateway) ([]compile.NATSListener, error) {
+	var out []compile.NATSListener
+	for _, l := range []struct {
+		name, listen string
+		advertise    []string
+	}{{string(compile.NATS), g.NATSListen, g.NATSAdvertise}, {natsTLSListenerName, g.NATSTLSListen, g.NATSTLSAdvertise}} {
+		if l.listen == "" {
+			continue
+		}
+		nl, err := natsListener(l.name, l.listen, l.advertise)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, nl)
+	}
+	return out, nil
+}
+
+// natsTLSListenerName names the TLS-first NATS listener (and, through natsChain, its chain).
+const natsTLSListenerName = "nats_tls"
+
+// withNATSHealth has Envoy check every seed server and balance connections by how many each
+// carries.
+func withNATSHealth(c *clusterv3.Cluster) {
+	c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
+	c.HealthChecks = []*corev3.HealthCheck{{
+		Timeout:            durationpb.New(natsHealthTimeout),
+		Interval:           durationpb.New(natsHealthInterval),
+		NoTrafficInterval:  durationpb.New(natsHealthInterval),
+		UnhealthyThreshold: wrapperspb.UInt32(1),
+		HealthyThreshold:   wrapperspb.UInt32(1),
+		// A new connection per check: nats-server sends INFO once, on connect.
+		ReuseConnection: wrapperspb.Bool(false),
+		HealthChecker: &corev3.HealthCheck_TcpHealthCheck_{TcpHealthCheck: &corev3.HealthCheck_TcpHealthCheck{
+			Receive: []*corev3.HealthCheck_Payload{{Payload: &corev3.HealthCheck_Payload_Text{Text: hex.EncodeToString([]byte("INFO"))}}},
+		}},
+	}}
+}
+
+// checkAdvertised reports an advertised address that is not host:port.
+func checkAdvertised(flag string, addrs []string) error {
+	for _, a := range addrs {
+		host, port, err := net.SplitHostPort(a)
+		if err == nil && host == "" {
+			err = fmt.Errorf("no host")
+		}
+		if err == nil {
+			_, err = strconv.ParseUint(port, 10, 16)
+		}
+		if err != nil {
+			return fmt.Errorf("%s %q: not host:port: %v", flag, a, err)
+		}
+	}
+	return nil
+}
