@@ -46,6 +46,30 @@ func TestUpstreamsAndClientPortsMatchTheValues(t *testing.T) {
 					t.Errorf("--nats-upstream=%s, want every seed: %s", got, strings.Join(seeds, ","))
 				}
 			}
+			// What NATS clients are told in INFO: nats.advertise (tls.nats.advertise), or the
+			// Envoy Service's DNS name with the listener's port; only for a listener that exists.
+			advertise := func(listener map[string]any) string {
+				if a := strings_(listener["advertise"]); len(a) > 0 {
+					return strings.Join(a, ",")
+				}
+				return fmt.Sprintf("%s:%d", svcHost, listener["port"].(int))
+			}
+			for _, l := range []struct {
+				flag   string
+				values map[string]any
+				on     bool
+			}{
+				{"nats-advertise", get(vals, "nats").(map[string]any), get(vals, "nats", "enabled") == true},
+				{"nats-tls-advertise", get(vals, "tls", "nats").(map[string]any), get(vals, "nats", "enabled") == true && get(vals, "tls", "nats", "enabled") == true},
+			} {
+				got := flagValues(args, l.flag)
+				switch {
+				case !l.on && len(got) != 0:
+					t.Errorf("--%s=%q for a listener that is off", l.flag, got)
+				case l.on && (len(got) != 1 || got[0] != advertise(l.values)):
+					t.Errorf("--%s=%q, want %s", l.flag, got, advertise(l.values))
+				}
+			}
 
 			// Kafka: the bootstrap listener and one listener per broker.
 			brokerFlags := flagValues(args, "kafka-broker")

@@ -16,9 +16,10 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
-// valueSets are the realistic installs every test below renders: the defaults, an existing
-// 3-broker Kafka, NATS only, and everything on (HPA, ServiceMonitor, PrometheusRule, dashboard,
-// NetworkPolicy, digests, an existing policy ConfigMap).
+// valueSets are the realistic installs every test below renders (every file of values/): the
+// defaults, an existing 3-broker Kafka, NATS only, a 3-server NATS cluster closed to everyone but
+// the gateway, and everything on (HPA, ServiceMonitor, PrometheusRule, dashboard, NetworkPolicy,
+// digests, an existing policy ConfigMap), among others.
 func valueSets(t *testing.T) map[string]string {
 	t.Helper()
 	files, err := filepath.Glob("values/*.yaml")

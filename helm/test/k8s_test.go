@@ -118,6 +118,16 @@ current-context: test
 	for name, file := range valueSets(t) {
 		t.Run(name, func(t *testing.T) {
 			ns := "ws-" + name
+			// Objects in another namespace (networkPolicy.brokers, networkPolicy.natsServers:
+			// the brokers' and the NATS servers' own) need it to exist, as it does in a cluster.
+			for _, o := range mustRender(t, []string{file}) {
+				if other, _ := get(o, "metadata", "namespace").(string); other != "" && other != namespace {
+					if code, out := apiRequest(t, client, "POST", api+"/api/v1/namespaces", map[string]any{
+						"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": other}}); code != 201 && code != 409 {
+						t.Fatalf("namespace %s: %d %s", other, code, out)
+					}
+				}
+			}
 			base := []string{"install", "gw", chartDir, "--kubeconfig", kubeconfig, "-n", ns, "--create-namespace", "-f", file}
 			if out, stderr, code := run(t, nil, helmBin, append(base, "--dry-run=server")...); code != 0 {
 				t.Fatalf("helm install --dry-run=server: exit %d\n%s%s", code, tail(out, 2000), stderr)
@@ -154,10 +164,15 @@ var resourcePaths = map[string]string{
 	"PrometheusRule":          "/apis/monitoring.coreos.com/v1/namespaces/%s/prometheusrules/",
 }
 
+// objectPath is where the API server keeps an object: in its own namespace when it names one,
+// else in the release's.
 func objectPath(o object, ns string) string {
 	p, ok := resourcePaths[o.kind()]
 	if !ok {
 		return "/unknown-kind/" + o.kind()
+	}
+	if own, _ := get(o, "metadata", "namespace").(string); own != "" {
+		ns = own
 	}
 	return fmt.Sprintf(p, ns) + o.name()
 }

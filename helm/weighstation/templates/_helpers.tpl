@@ -85,6 +85,26 @@ one upstream cluster, and Envoy balances new connections across them. */}}
 {{- join "," $seeds -}}
 {{- end -}}
 
+{{/* The gateway addresses the clients of a NATS listener are told in every INFO in place of the
+servers' (connect_urls; the first is also host and port), comma-separated: the listener's
+advertise values, or the Envoy Service's DNS name with the listener's port. Call with
+(dict "root" $ "listener" .Values.nats) or (dict "root" $ "listener" .Values.tls.nats). */}}
+{{- define "weighstation.nats.advertiseFor" -}}
+{{- if .listener.advertise -}}
+{{- join "," .listener.advertise -}}
+{{- else -}}
+{{- printf "%s:%d" (include "weighstation.envoy.host" .root) (int .listener.port) -}}
+{{- end -}}
+{{- end -}}
+{{/* --nats-advertise: for the clients of the plaintext listener (nats.port). */}}
+{{- define "weighstation.nats.advertise" -}}
+{{- include "weighstation.nats.advertiseFor" (dict "root" . "listener" .Values.nats) -}}
+{{- end -}}
+{{/* --nats-tls-advertise: for the clients of the TLS-first listener (tls.nats.port). */}}
+{{- define "weighstation.nats.tlsAdvertise" -}}
+{{- include "weighstation.nats.advertiseFor" (dict "root" . "listener" .Values.tls.nats) -}}
+{{- end -}}
+
 {{/* The bootstrap listener (kafka.port) forwards to the first broker. */}}
 {{- define "weighstation.kafka.upstream" -}}
 {{- first .Values.kafka.brokers -}}
