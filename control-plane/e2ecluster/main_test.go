@@ -60,7 +60,7 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	if ports, err = localstack.FreePortsFor(replicas, natsServers); err != nil {
+	if ports, err = localstack.FreePortsFor(localstack.Counts{Replicas: replicas, NATSServers: natsServers}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -38,6 +39,7 @@ var events = []event{
 	{"stream-leader-stepdown", true, stepDownStreamLeader},
 	{"envoy-kill", true, killEnvoy},
 	{"every-server-restarted", false, restartEveryServer},
+	{"server-killed", false, killBusiestServer},
 	{"server-lame-duck", false, lameDuckBusiestServer},
 	{"gateway-replicas-rolled", false, rollGatewayReplicas},
 }
@@ -187,6 +189,40 @@ func restartEveryServer(t *testing.T, w *workload) time.Time {
 		}
 		waitAllBack(t, w)
 		time.Sleep(2 * time.Second)
+	}
+	return time.Time{}
+}
+
+// killBusiestServer kills the busiest server (-9) and, while it is down, connects new clients
+// through one gateway address: each must get in at its first try, on another server (Envoy
+// skips the dead one by its health check, or tries another when the connect fails).
+func killBusiestServer(t *testing.T, w *workload) time.Time {
+	i := busiestServer(t, w)
+	release, err := stack.KillNATSServer(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "nats-" + strconv.Itoa(i)
+	var took []string
+	for k := range 10 {
+		start := time.Now()
+		nc, err := nats.Connect("nats://"+gatewayAddrs()[0], nats.UserInfo(tenantApp, tenantApp+"-secret"),
+			nats.Timeout(2*time.Second), nats.NoReconnect())
+		if err != nil {
+			t.Errorf("new client %d while %s is down: %v", k, dead, err)
+			continue
+		}
+		if got := nc.ConnectedServerName(); got == dead {
+			t.Errorf("new client %d was sent to the dead server %s", k, dead)
+		}
+		took = append(took, time.Since(start).Round(time.Millisecond).String())
+		nc.Close()
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("10 new clients while %s was down connected at their first try in %s", dead, strings.Join(took, ", "))
+	release()
+	if err := stack.WaitNATSServer(i, time.Minute); err != nil {
+		t.Fatal(err)
 	}
 	return time.Time{}
 }
