@@ -194,7 +194,7 @@ type replicatedStack struct {
 // each policy's spec given after `tenant:` and `identify:`.
 func startReplicated(t *testing.T, replicas int, tenants map[string]string) *replicatedStack {
 	t.Helper()
-	p, err := localstack.FreePortsFor(replicas, 1)
+	p, err := localstack.FreePortsFor(localstack.Counts{Replicas: replicas})
 	if err != nil {
 		t.Fatal(err)
 	}

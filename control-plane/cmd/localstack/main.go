@@ -48,7 +48,14 @@ func run(root, wasm string) error {
 			return fmt.Errorf("NATS_SERVERS=%q is not a count of 1 to 16", v)
 		}
 	}
-	if ports, err = ports.ForReplicas(replicas, natsServers, os.Getenv("KAFKA_BROKER_PORT") != ""); err != nil {
+	kafkaBrokers := 1
+	if v := os.Getenv("KAFKA_BROKERS"); v != "" {
+		if kafkaBrokers, err = strconv.Atoi(v); err != nil || kafkaBrokers < 1 || kafkaBrokers > localstack.MaxKafkaBrokers {
+			return fmt.Errorf("KAFKA_BROKERS=%q is not a count of 1 to %d", v, localstack.MaxKafkaBrokers)
+		}
+	}
+	counts := localstack.Counts{Replicas: replicas, NATSServers: natsServers, KafkaBrokers: kafkaBrokers}
+	if ports, err = ports.ForReplicas(counts, func(env string) bool { return os.Getenv(env) != "" }); err != nil {
 		return err
 	}
 	policyDir := os.Getenv("POLICY_DIR")
@@ -71,6 +78,9 @@ func run(root, wasm string) error {
 		Replicas:         replicas,
 		// NATS_SERVERS=3 runs a cluster of three nats-servers with JetStream behind the gateway.
 		NATSServers: natsServers,
+		// KAFKA_BROKERS=3 runs a KRaft cluster of three brokers whose brokers advertise their own
+		// addresses; the gateway fronts every listener of each.
+		KafkaBrokers: kafkaBrokers,
 		// A process that dies is started again, as its Kubernetes Deployment would: kill the
 		// control plane (or nats-server, Kafka, an Envoy) to see what the gateway does meanwhile.
 		Supervise: true,
@@ -81,7 +91,7 @@ func run(root, wasm string) error {
 		// of POLICY_DIR to name (the CPU benchmark's tenant without a consume limit).
 		ExtraNATSUsers: strings.Fields(os.Getenv("EXTRA_NATS_USERS")),
 	}
-	fmt.Printf("starting %d nats-server, kafka, the control plane and %d envoy…\n", natsServers, replicas)
+	fmt.Printf("starting %d nats-server, %d kafka broker, the control plane and %d envoy…\n", natsServers, kafkaBrokers, replicas)
 	s, err := localstack.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -139,6 +149,9 @@ again after a second. Ctrl-C stops everything.
 	if natsServers > 1 {
 		printNATSCluster(s)
 	}
+	if kafkaBrokers > 1 {
+		printKafkaCluster(s, ports, replicas)
+	}
 	if cfg.WithCollector {
 		fmt.Printf("  OpenTelemetry Collector (OTLP/HTTP)  http://%s/v1/logs   decisions written to %s\n\n", a(ports.OTLP), s.CollectorOutput())
 	}
@@ -165,6 +178,40 @@ func printNATSCluster(s *localstack.Stack) {
 	fmt.Printf("  NATS cluster \"weighstation\" of %d nats-servers with JetStream (streams up to R%d), behind the gateway:\n", n, min(n, 5))
 	for i := range n {
 		fmt.Printf("    nats-%d  nats://%s   monitoring %s/jsz   pid %d\n", i, s.NATSClientAddr(i), s.NATSMonitorURL(i), s.NATSServerPID(i))
+	}
+	fmt.Println()
+}
+
+// printKafkaCluster lists each broker of the Kafka cluster with its listeners and the gateway's
+// listeners fronting them.
+func printKafkaCluster(s *localstack.Stack, p localstack.Ports, replicas int) {
+	a := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+	// gw is the gateway's listener for broker i on a listener kind whose first port is first.
+	gw := func(first, i int) string {
+		port := s.KafkaGatewayPort(first, i)
+		if replicas == 1 {
+			return a(port)
+		}
+		return fmt.Sprintf("127.0.0.1:%d..%d", port, port+replicas-1)
+	}
+	n := s.KafkaBrokerCount()
+	fmt.Printf(`  Kafka cluster of %d KRaft brokers (each also a controller; topics default to RF %d, min ISR %d), each advertising its
+  own addresses on every listener; the gateway fronts each and rewrites the addresses to its own (bootstrap %s):
+`, n, min(n, 3), max(min(n, 3)-1, 1), a(p.Kafka))
+	for i := range n {
+		fmt.Printf("    kafka-%d  node.id %d  pid %d  controller %s\n", i, s.KafkaBrokerID(i), s.KafkaBrokerPID(i), a(p.KafkaController+i))
+		for _, l := range []struct {
+			name           string
+			upstream, gate int
+		}{
+			{"GATEWAY (SSL)     ", p.KafkaUpstream, p.KafkaGatewayBroker},
+			{"DIRECT (baseline) ", p.KafkaDirect, p.KafkaBroker},
+			{"SASL (SASL_SSL)   ", p.KafkaSASLUp, p.KafkaSASL},
+			{"SSL (mTLS)        ", p.KafkaSSLUp, p.KafkaTLS},
+			{"SASL_SSL          ", p.KafkaSASLSSLUp, p.KafkaSASLSSL},
+		} {
+			fmt.Printf("      %s %s   through the gateway %s\n", l.name, a(l.upstream+i), gw(l.gate, i))
+		}
 	}
 	fmt.Println()
 }

@@ -1,10 +1,6 @@
 package localstack
 
 import (
-	"bytes"
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,10 +16,11 @@ const (
 	BaselineKafkaUser = "baseline"
 )
 
-// kafkaConfig: one KRaft node acting as broker and controller. No listener admits a tenant's
-// client around the gateway:
+// kafkaConfig: one KRaft node acting as broker and controller, or one node of a cluster
+// (kafkaNode). No listener admits a tenant's client around the gateway:
 //   - GATEWAY, behind the gateway's plaintext listener, advertises that listener, so every client
-//     that bootstraps through Envoy comes back through Envoy;
+//     that bootstraps through Envoy comes back through Envoy (a cluster's brokers advertise
+//     themselves instead, and the gateway fronts each one's GATEWAY listener as it does DIRECT);
 //   - SASL and SASLSSL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with Kafka's unsecured JWT
 //     validator, fit for a local broker only; every SASL user <name> has the password
 //     <name>-secret) and SSL advertise themselves and are fronted by the gateway with address
@@ -35,10 +32,12 @@ const (
 //     (benchmark baselines, tests that read what the gateway let through) and the gateway's
 //     rewriting listener in front of it: SASL_PLAINTEXT PLAIN, its one user BaselineKafkaUser,
 //     a principal of no tenant (also the broker's own, between its listeners).
-var kafkaConfig = template.Must(template.New("kafka").Parse(`process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:{{.Controller}}
-listeners=GATEWAY://127.0.0.1:{{.Broker}},CONTROLLER://127.0.0.1:{{.Controller}},DIRECT://127.0.0.1:{{.Direct}},SASL://127.0.0.1:{{.SASL}},SSL://127.0.0.1:{{.SSL}},SASLSSL://127.0.0.1:{{.SASLSSL}}
+//
+// A cluster's topics default to three replicas, two in sync (kafkaNode.Replication, MinISR).
+var kafkaConfig = template.Must(template.New("kafka").Parse(`process.roles={{.Roles}}
+node.id={{.NodeID}}
+controller.quorum.voters={{.Voters}}
+listeners=GATEWAY://127.0.0.1:{{.Broker}}{{with .Controller}},CONTROLLER://127.0.0.1:{{.}}{{end}},DIRECT://127.0.0.1:{{.Direct}},SASL://127.0.0.1:{{.SASL}},SSL://127.0.0.1:{{.SSL}},SASLSSL://127.0.0.1:{{.SASLSSL}}
 advertised.listeners=GATEWAY://127.0.0.1:{{.Advertised}},DIRECT://127.0.0.1:{{.Direct}},SASL://127.0.0.1:{{.SASL}},SSL://127.0.0.1:{{.SSL}},SASLSSL://127.0.0.1:{{.SASLSSL}}
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=GATEWAY:SSL,CONTROLLER:PLAINTEXT,DIRECT:SASL_PLAINTEXT,SASL:SASL_SSL,SSL:SSL,SASLSSL:SASL_SSL
@@ -63,11 +62,16 @@ listener.name.saslssl.ssl.client.auth=required
 inter.broker.listener.name=DIRECT
 log.dirs={{.Dir}}/data
 num.partitions=1
-offsets.topic.replication.factor=1
+offsets.topic.replication.factor={{.Replication}}
 offsets.topic.num.partitions=4
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
+transaction.state.log.replication.factor={{.Replication}}
+transaction.state.log.min.isr={{.MinISR}}
+share.coordinator.state.topic.replication.factor={{.Replication}}
+{{- if gt .Replication 1}}
+share.coordinator.state.topic.min.isr={{.MinISR}}
+default.replication.factor={{.Replication}}
+min.insync.replicas={{.MinISR}}
+{{- end}}
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=true
 message.max.bytes=8388608
@@ -88,54 +92,6 @@ const kafkaLog4j = `Configuration:
       - name: kafka.server.KafkaRaftServer
         level: INFO
 `
-
-func (s *Stack) startKafka() error {
-	dir := filepath.Join(s.cfg.WorkDir, "kafka")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	var b bytes.Buffer
-	if err := kafkaConfig.Execute(&b, map[string]any{
-		"Controller": s.cfg.Ports.KafkaController, "Broker": s.cfg.Ports.KafkaUpstream,
-		"Advertised": s.cfg.Ports.Kafka, "Direct": s.cfg.Ports.KafkaDirect, "Dir": dir,
-		"SASL": s.cfg.Ports.KafkaSASLUp, "SASLUsers": s.cfg.kafkaSASLUsers(),
-		"SSL": s.cfg.Ports.KafkaSSLUp, "SASLSSL": s.cfg.Ports.KafkaSASLSSLUp, "SASLListeners": []string{"sasl", "saslssl"},
-		"TLSDir": s.tls.dir, "Baseline": BaselineKafkaUser,
-	}); err != nil {
-		return err
-	}
-	props := filepath.Join(dir, "server.properties")
-	if err := os.WriteFile(props, b.Bytes(), 0o644); err != nil {
-		return err
-	}
-	log4j := filepath.Join(dir, "log4j2.yaml")
-	if err := os.WriteFile(log4j, []byte(kafkaLog4j), 0o644); err != nil {
-		return err
-	}
-	classpath := filepath.Join(s.cfg.ToolsDir, "kafka", "libs", "*")
-	if _, err := os.Stat(filepath.Join(dir, "data", "meta.properties")); err != nil {
-		// A fresh data directory: format it with a cluster id derived from nothing but chance.
-		out, err := exec.Command("java", "-cp", classpath, "kafka.tools.StorageTool", "format",
-			"-t", randomClusterID(), "-c", props, "--ignore-formatted").CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("formatting kafka storage: %v: %s", err, strings.TrimSpace(string(out)))
-		}
-	}
-	p, err := s.startProcess("kafka", []string{"KAFKA_HEAP_OPTS=-Xmx512m"}, "java",
-		"-Xms256m", "-Xmx768m", "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1",
-		"-Dlog4j2.configurationFile="+log4j, "-cp", classpath, "kafka.Kafka", props)
-	if err != nil {
-		return err
-	}
-	s.Kafka = p
-	s.procs = append(s.procs, p)
-	for _, port := range []int{s.cfg.Ports.KafkaUpstream, s.cfg.Ports.KafkaDirect, s.cfg.Ports.KafkaSASLUp, s.cfg.Ports.KafkaSSLUp, s.cfg.Ports.KafkaSASLSSLUp} {
-		if err := waitTCP(p, addr(port), kafkaStartTimeout); err != nil {
-			return err
-		}
-	}
-	return addSCRAMUsers(addr(s.cfg.Ports.KafkaDirect), s.cfg.kafkaSASLUsers())
-}
 
 func (s *Stack) startControlPlane() error {
 	p := s.cfg.Ports
@@ -158,13 +114,7 @@ func (s *Stack) startControlPlane() error {
 	// between replicas on one host as they would behind a Service.
 	args = append(args, "--nats-advertise", s.replicaAddrs(p.NATS), "--nats-tls-advertise", s.replicaAddrs(p.NATSTLS))
 	if s.cfg.WithKafka {
-		args = append(args, "--kafka-broker", addr(p.KafkaDirect)+"="+addr(p.KafkaBroker),
-			"--kafka-broker", addr(p.KafkaSASLUp)+"="+addr(p.KafkaSASL)+",upstream-tls",
-			"--kafka-broker", addr(p.KafkaSSLUp)+"="+addr(p.KafkaTLS)+",mtls,upstream-tls",
-			"--kafka-broker", addr(p.KafkaSASLSSLUp)+"="+addr(p.KafkaSASLSSL)+",tls,upstream-tls")
-		for _, r := range s.cfg.ExtraKafkaBrokers {
-			args = append(args, "--kafka-broker", r.Upstream+"="+addr(r.Listen))
-		}
+		args = append(args, s.kafkaBrokerArgs()...)
 	}
 	if p.NATSPlain != 0 {
 		args = append(args, "--nats-plain-listen", addr(p.NATSPlain))
@@ -178,7 +128,7 @@ func (s *Stack) startControlPlane() error {
 	s.controlPlaneArgs = append(args,
 		"--xds-listen", addr(p.XDS), "--http-listen", addr(p.ControlPlane),
 		"--nats-listen", addr(p.NATS), "--nats-upstream", s.natsUpstreams(),
-		"--kafka-listen", addr(p.Kafka)+",upstream-tls", "--kafka-upstream", addr(p.KafkaUpstream),
+		"--kafka-listen", addr(p.Kafka)+",upstream-tls", "--kafka-upstream", s.KafkaBrokerGatewayAddr(0),
 		"--wasm-file", s.cfg.WasmFile,
 		"--debounce", "100ms", "--poll", "2s",
 	)

@@ -1,6 +1,6 @@
 // Package localstack starts and stops the whole local stack: nats-server, a single-node KRaft
-// Kafka, the control plane and Envoy with the filter. `make run` and the integration tests both
-// use it, so the stack the tests prove is the one developers run.
+// Kafka (or a cluster), the control plane and Envoy with the filter. `make run` and the
+// integration tests both use it, so the stack the tests prove is the one developers run.
 package localstack
 
 import (
@@ -10,15 +10,21 @@ import (
 	"strconv"
 )
 
-// Ports are the stack's listen ports on 127.0.0.1.
+// Ports are the stack's listen ports on 127.0.0.1: each is the first of its span (PortSpan).
+// Layout with Config.KafkaBrokers N > 1 (ForReplicas, README "The local stack"): broker i
+// listens on every Kafka broker port + i (KafkaUpstream, KafkaController, KafkaDirect,
+// KafkaSASLUp, KafkaSSLUp, KafkaSASLSSLUp; by default blocks of ten from 19092), and the
+// gateway's listener for it of each kind (KafkaBroker fronting DIRECT, KafkaSASL, KafkaTLS,
+// KafkaSASLSSL, KafkaGatewayBroker fronting GATEWAY) is GatewayBrokerPort: a block of one port
+// per replica per broker. Every span keeps room for broker N (AddKafkaBroker).
 type Ports struct {
 	NATS            int // Envoy's NATS listener
-	Kafka           int // Envoy's Kafka listener (and Kafka's advertised port)
+	Kafka           int // Envoy's Kafka listener (and a single broker's advertised GATEWAY port)
 	Admin           int // Envoy admin
 	NATSUpstream    int // nats-server
 	NATSMonitor     int // nats-server's monitoring endpoint (/connz, /varz)
 	NATSCluster     int // nats-server's cluster (route) listener, with more than one server
-	KafkaUpstream   int // Kafka broker
+	KafkaUpstream   int // Kafka broker (its GATEWAY listener)
 	KafkaController int // Kafka KRaft controller
 	XDS             int // control plane ADS
 	ControlPlane    int // control plane HTTP
@@ -36,6 +42,10 @@ type Ports struct {
 	Redis           int // the quota store (with the quota service, for global limits)
 	Quota           int // the quota service (weighstation quota)
 	OTLP            int // the OpenTelemetry Collector's OTLP/HTTP receiver (Config.WithCollector)
+	// KafkaGatewayBroker is the Envoy listener fronting each broker's GATEWAY listener, with
+	// more than one broker only: a cluster's brokers advertise their own GATEWAY addresses (a
+	// single broker advertises Kafka), which the gateway rewrites to these as it does DIRECT's.
+	KafkaGatewayBroker int
 }
 
 // PortSpan says how many consecutive ports, from a PortEnv variable's port, the stack listens on.
@@ -45,18 +55,55 @@ const (
 	OnePort       PortSpan = iota // a single port
 	PerReplica                    // Envoy's: with several replicas, replica i listens on port + i
 	PerNATSServer                 // nats-server's: with several servers, server i listens on port + i
+	// PerKafkaBroker is a Kafka broker listener's: with several brokers, broker i listens on
+	// port + i, and one port more is kept for a broker added later (Stack.AddKafkaBroker).
+	PerKafkaBroker
+	// PerReplicaPerKafkaBroker is a gateway listener fronting every broker: broker i's on
+	// port + i·replicas, on which replica r listens + r (GatewayBrokerPort); with several
+	// brokers one block more is kept for a broker added later.
+	PerReplicaPerKafkaBroker
 )
 
-// width is how many ports the span covers in a stack of this many replicas and nats-servers.
-func (k PortSpan) width(replicas, natsServers int) int {
+// Counts is how many of each process a stack runs (0 counts as 1): they decide how wide each
+// span is.
+type Counts struct {
+	Replicas     int // Envoys (Config.Replicas)
+	NATSServers  int // nats-servers (Config.NATSServers)
+	KafkaBrokers int // Kafka brokers (Config.KafkaBrokers)
+}
+
+// Counts is how many of each process the stack runs, for its ports (FreePortsFor).
+func (c Config) Counts() Counts {
+	return Counts{Replicas: c.Replicas, NATSServers: c.NATSServers, KafkaBrokers: c.KafkaBrokers}
+}
+
+// kafkaSlots is how many brokers the Kafka spans have room for: a cluster's, and one more.
+func (c Counts) kafkaSlots() int {
+	if c.KafkaBrokers <= 1 {
+		return 1
+	}
+	return c.KafkaBrokers + 1
+}
+
+// width is how many ports the span covers in a stack of these counts.
+func (k PortSpan) width(c Counts) int {
 	switch k {
 	case PerReplica:
-		return max(replicas, 1)
+		return max(c.Replicas, 1)
 	case PerNATSServer:
-		return max(natsServers, 1)
+		return max(c.NATSServers, 1)
+	case PerKafkaBroker:
+		return c.kafkaSlots()
+	case PerReplicaPerKafkaBroker:
+		return max(c.Replicas, 1) * c.kafkaSlots()
 	}
 	return 1
 }
+
+// GatewayBrokerPort is where replica 0 of the gateway listens for broker i on a
+// PerReplicaPerKafkaBroker listener whose first port is first: each broker gets a block of one
+// port per replica, so no replica's port of one broker is another broker's.
+func GatewayBrokerPort(first, broker, replicas int) int { return first + broker*max(replicas, 1) }
 
 // PortEnv names the environment variable that overrides each port, with its default (contract §1)
 // and its span.
@@ -72,38 +119,80 @@ var PortEnv = []struct {
 	{"NATS_UPSTREAM_PORT", 14222, PerNATSServer, func(p *Ports) *int { return &p.NATSUpstream }},
 	{"NATS_MONITOR_PORT", 18222, PerNATSServer, func(p *Ports) *int { return &p.NATSMonitor }},
 	{"NATS_CLUSTER_PORT", 16222, PerNATSServer, func(p *Ports) *int { return &p.NATSCluster }},
-	{"KAFKA_UPSTREAM_PORT", 19092, OnePort, func(p *Ports) *int { return &p.KafkaUpstream }},
-	{"KAFKA_CONTROLLER_PORT", 19093, OnePort, func(p *Ports) *int { return &p.KafkaController }},
+	{"KAFKA_UPSTREAM_PORT", 19092, PerKafkaBroker, func(p *Ports) *int { return &p.KafkaUpstream }},
+	{"KAFKA_CONTROLLER_PORT", 19093, PerKafkaBroker, func(p *Ports) *int { return &p.KafkaController }},
 	{"XDS_PORT", 18000, OnePort, func(p *Ports) *int { return &p.XDS }},
 	{"CONTROL_PLANE_PORT", 18080, OnePort, func(p *Ports) *int { return &p.ControlPlane }},
-	{"KAFKA_DIRECT_PORT", 19094, OnePort, func(p *Ports) *int { return &p.KafkaDirect }},
-	{"KAFKA_BROKER_PORT", 9093, PerReplica, func(p *Ports) *int { return &p.KafkaBroker }},
-	{"KAFKA_SASL_PORT", 9192, PerReplica, func(p *Ports) *int { return &p.KafkaSASL }},
-	{"KAFKA_SASL_UPSTREAM_PORT", 19095, OnePort, func(p *Ports) *int { return &p.KafkaSASLUp }},
+	{"KAFKA_DIRECT_PORT", 19094, PerKafkaBroker, func(p *Ports) *int { return &p.KafkaDirect }},
+	{"KAFKA_BROKER_PORT", 9093, PerReplicaPerKafkaBroker, func(p *Ports) *int { return &p.KafkaBroker }},
+	{"KAFKA_SASL_PORT", 9192, PerReplicaPerKafkaBroker, func(p *Ports) *int { return &p.KafkaSASL }},
+	{"KAFKA_SASL_UPSTREAM_PORT", 19095, PerKafkaBroker, func(p *Ports) *int { return &p.KafkaSASLUp }},
 	{"NATS_TLS_PORT", 4322, PerReplica, func(p *Ports) *int { return &p.NATSTLS }},
-	{"KAFKA_TLS_PORT", 9292, PerReplica, func(p *Ports) *int { return &p.KafkaTLS }},
-	{"KAFKA_SASL_SSL_PORT", 9392, PerReplica, func(p *Ports) *int { return &p.KafkaSASLSSL }},
-	{"KAFKA_SSL_UPSTREAM_PORT", 19096, OnePort, func(p *Ports) *int { return &p.KafkaSSLUp }},
-	{"KAFKA_SASL_SSL_UPSTREAM_PORT", 19097, OnePort, func(p *Ports) *int { return &p.KafkaSASLSSLUp }},
+	{"KAFKA_TLS_PORT", 9292, PerReplicaPerKafkaBroker, func(p *Ports) *int { return &p.KafkaTLS }},
+	{"KAFKA_SASL_SSL_PORT", 9392, PerReplicaPerKafkaBroker, func(p *Ports) *int { return &p.KafkaSASLSSL }},
+	{"KAFKA_SSL_UPSTREAM_PORT", 19096, PerKafkaBroker, func(p *Ports) *int { return &p.KafkaSSLUp }},
+	{"KAFKA_SASL_SSL_UPSTREAM_PORT", 19097, PerKafkaBroker, func(p *Ports) *int { return &p.KafkaSASLSSLUp }},
 	{"REDIS_PORT", 16379, OnePort, func(p *Ports) *int { return &p.Redis }},
 	{"QUOTA_PORT", 18090, OnePort, func(p *Ports) *int { return &p.Quota }},
 	{"OTLP_PORT", 14318, OnePort, func(p *Ports) *int { return &p.OTLP }},
 	{"NATS_PLAIN_PORT", 0, PerReplica, func(p *Ports) *int { return &p.NATSPlain }},
 	{"KAFKA_PLAIN_PORT", 0, PerReplica, func(p *Ports) *int { return &p.KafkaPlain }},
+	{"KAFKA_GATEWAY_BROKER_PORT", 9492, PerReplicaPerKafkaBroker, func(p *Ports) *int { return &p.KafkaGatewayBroker }},
 }
 
-// ForReplicas checks that `replicas` Envoys and `natsServers` nats-servers fit on consecutive
-// ports from each listener's port (replica i listens on port + i, its admin on Admin + i; server i
-// on NATSUpstream + i, NATSMonitor + i and NATSCluster + i). The default Kafka broker listener
-// (9093) would collide with the second replica's Kafka listener: unless set explicitly
-// (brokerSet), it moves just past the Kafka listeners.
-func (p Ports) ForReplicas(replicas, natsServers int, brokerSet bool) (Ports, error) {
-	if replicas <= 1 && natsServers <= 1 {
+// kafkaBlock is how far apart a cluster's broker listener kinds are by default: broker i of
+// each kind at its block + i, with room for MaxKafkaBrokers and the one broker added later.
+const kafkaBlock = 10
+
+// MaxKafkaBrokers is the most brokers the default layout has room for.
+const MaxKafkaBrokers = kafkaBlock - 1
+
+// kafkaBrokerKinds are a broker's listener ports other than its GATEWAY listener, in the order
+// of their blocks after KafkaUpstream's.
+var kafkaBrokerKinds = []struct {
+	env   string
+	field func(*Ports) *int
+}{
+	{"KAFKA_CONTROLLER_PORT", func(p *Ports) *int { return &p.KafkaController }},
+	{"KAFKA_DIRECT_PORT", func(p *Ports) *int { return &p.KafkaDirect }},
+	{"KAFKA_SASL_UPSTREAM_PORT", func(p *Ports) *int { return &p.KafkaSASLUp }},
+	{"KAFKA_SSL_UPSTREAM_PORT", func(p *Ports) *int { return &p.KafkaSSLUp }},
+	{"KAFKA_SASL_SSL_UPSTREAM_PORT", func(p *Ports) *int { return &p.KafkaSASLSSLUp }},
+}
+
+// ForReplicas checks that c's Envoys, nats-servers and Kafka brokers fit on consecutive ports
+// from each listener's port (replica i listens on port + i, its admin on Admin + i; server i
+// on NATSUpstream + i, NATSMonitor + i and NATSCluster + i; broker i on each Kafka broker port
+// + i, and the gateway's listener for it on GatewayBrokerPort). explicit reports the
+// variables set by the user (nil: none); the others move where the defaults would collide:
+//   - the default Kafka broker listener (9093) would collide with the second replica's Kafka
+//     listener: it moves just past the Kafka listeners;
+//   - a single broker's ports are consecutive (19092..19097): with more than one broker each
+//     kind moves to a block of its own, KafkaUpstream + kafkaBlock·k (19102 the controllers,
+//     19112 DIRECT, 19122 SASL, 19132 SSL, 19142 SASL_SSL), broker i at + i.
+func (p Ports) ForReplicas(c Counts, explicit func(env string) bool) (Ports, error) {
+	if c.Replicas <= 1 && c.NATSServers <= 1 && c.KafkaBrokers <= 1 {
 		return p, nil
 	}
-	if !brokerSet && p.KafkaBroker > p.Kafka && p.KafkaBroker < p.Kafka+replicas {
+	if explicit == nil {
+		explicit = func(string) bool { return false }
+	}
+	replicas := max(c.Replicas, 1)
+	if !explicit("KAFKA_BROKER_PORT") && p.KafkaBroker > p.Kafka && p.KafkaBroker < p.Kafka+replicas {
 		p.KafkaBroker = p.Kafka + replicas
 	}
+	if c.KafkaBrokers > 1 {
+		for k, kind := range kafkaBrokerKinds {
+			if !explicit(kind.env) {
+				*kind.field(&p) = p.KafkaUpstream + kafkaBlock*(k+1)
+			}
+		}
+	}
+	return p, p.checkSpans(c)
+}
+
+// checkSpans reports the first two spans that overlap.
+func (p Ports) checkSpans(c Counts) error {
 	type span struct {
 		name  string
 		first int
@@ -111,17 +200,17 @@ func (p Ports) ForReplicas(replicas, natsServers int, brokerSet bool) (Ports, er
 	}
 	var spans []span
 	for _, e := range PortEnv {
-		spans = append(spans, span{e.Name, *e.field(&p), e.Span.width(replicas, natsServers)})
+		spans = append(spans, span{e.Name, *e.field(&p), e.Span.width(c)})
 	}
 	for i, a := range spans {
 		for _, b := range spans[i+1:] {
 			if a.first != 0 && b.first != 0 && a.first < b.first+b.n && b.first < a.first+a.n {
-				return p, fmt.Errorf("with %d gateway replicas and %d nats-servers %s (%d..%d) overlaps %s (%d..%d): move one",
-					replicas, max(natsServers, 1), a.name, a.first, a.first+a.n-1, b.name, b.first, b.first+b.n-1)
+				return fmt.Errorf("with %d gateway replicas, %d nats-servers and %d Kafka brokers %s (%d..%d) overlaps %s (%d..%d): move one",
+					max(c.Replicas, 1), max(c.NATSServers, 1), max(c.KafkaBrokers, 1), a.name, a.first, a.first+a.n-1, b.name, b.first, b.first+b.n-1)
 			}
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // PortsFromEnv returns the defaults with any environment overrides applied.
@@ -141,7 +230,7 @@ func PortsFromEnv() (Ports, error) {
 }
 
 // FreePorts picks a free loopback port for each role (for tests).
-func FreePorts() (Ports, error) { return FreePortsFor(1, 1) }
+func FreePorts() (Ports, error) { return FreePortsFor(Counts{}) }
 
 // FreePort picks one more free loopback port.
 func FreePort() (int, error) {
@@ -153,10 +242,10 @@ func FreePort() (int, error) {
 	return run[0].Addr().(*net.TCPAddr).Port, nil
 }
 
-// FreePortsFor picks free loopback ports for a stack of `replicas` Envoys and `natsServers`
-// nats-servers: each gateway listener and the admin get `replicas` consecutive ports, each
-// nats-server port `natsServers`.
-func FreePortsFor(replicas, natsServers int) (Ports, error) {
+// FreePortsFor picks free loopback ports for a stack of these counts: each span (see PortSpan)
+// gets as many consecutive ports as it covers, so a cluster's brokers, and the one added later,
+// find theirs free.
+func FreePortsFor(c Counts) (Ports, error) {
 	var p Ports
 	var held []net.Listener
 	defer func() {
@@ -168,7 +257,7 @@ func FreePortsFor(replicas, natsServers int) (Ports, error) {
 		if e.Default == 0 {
 			continue // optional listeners stay off in tests
 		}
-		run, err := consecutive(e.Span.width(replicas, natsServers))
+		run, err := consecutive(e.Span.width(c))
 		if err != nil {
 			return p, err
 		}

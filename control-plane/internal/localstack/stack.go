@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -69,6 +70,12 @@ type Config struct {
 	// form one cluster with JetStream, server i on NATSUpstream + i, NATSMonitor + i and
 	// NATSCluster + i, and the gateway balances its upstream connections across all of them.
 	NATSServers int
+	// KafkaBrokers is how many Kafka brokers to run (KAFKA_BROKERS; 0 or 1: the single node of
+	// always, whose GATEWAY listener advertises the gateway). With more, a KRaft cluster of that
+	// many nodes, each broker and controller, broker i on every Kafka broker port + i: its
+	// brokers advertise their own addresses on every listener, as an existing cluster's do, and
+	// the gateway fronts each broker's listeners (see kafkacluster.go).
+	KafkaBrokers int
 	// Kubernetes, when set, has the control plane take its policies from LimitPolicy and
 	// GatewayDefaults objects (--policy-source=kubernetes) instead of PolicyDir.
 	Kubernetes *KubernetesPolicies
@@ -101,6 +108,10 @@ type Stack struct {
 	Envoys []*process
 	// NATSServers are the nats-servers (Config.NATSServers); NATSServer is the first.
 	NATSServers []*process
+	// KafkaBrokers are the Kafka nodes (Config.KafkaBrokers, then AddKafkaBroker's); Kafka is
+	// the first.
+	KafkaBrokers   []*process
+	kafkaClusterID string
 }
 
 // Start brings the stack up in dependency order and waits until Envoy has acknowledged the
@@ -157,9 +168,14 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	return s, nil
 }
 
-// Stop stops every process, last started first.
+// Stop stops every process, last started first; a Kafka cluster's nodes all at once
+// (stopKafkaCluster).
 func (s *Stack) Stop() {
 	for i := len(s.procs) - 1; i >= 0; i-- {
+		if s.cfg.kafkaCluster() && slices.Contains(s.KafkaBrokers, s.procs[i]) {
+			s.stopKafkaCluster()
+			continue
+		}
 		s.procs[i].stop(stopGrace)
 	}
 	s.procs = nil
@@ -257,10 +273,7 @@ func (s *Stack) startEnvoy(replica int) error {
 	}
 	listeners := []int{p.NATS}
 	if s.cfg.WithKafka {
-		listeners = append(listeners, p.Kafka, p.KafkaBroker, p.KafkaSASL, p.KafkaTLS, p.KafkaSASLSSL)
-		for _, r := range s.cfg.ExtraKafkaBrokers {
-			listeners = append(listeners, r.Listen)
-		}
+		listeners = append(listeners, s.kafkaGatewayListeners()...)
 	}
 	listeners = append(listeners, p.NATSTLS)
 	for _, port := range listeners {

@@ -21,9 +21,9 @@ use weighstation_core::identity::{Authenticated, KafkaPrincipal};
 use weighstation_core::kafka::{
     api_versions_request, authenticate_answer, authenticate_step, cap_versions, handshake_mechanism, produce_response,
     raise_produce_throttle, rewrite_brokers, visit_produce, Batch, Interest, Mechanism, PartitionError, ProduceSummary,
-    RequestHandler, RequestHeader, RequestStream, ResponseHandler, ResponseStream, Retries, Step, API_FETCH,
-    API_FIND_COORDINATOR, API_METADATA, API_PRODUCE, API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE, API_VERSIONS,
-    HORIZON_NS, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
+    RequestHandler, RequestHeader, RequestStream, ResponseHandler, ResponseStream, Retries, Step, API_DESCRIBE_CLUSTER,
+    API_FETCH, API_FIND_COORDINATOR, API_METADATA, API_PRODUCE, API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE,
+    API_VERSIONS, HORIZON_NS, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
 };
 use weighstation_core::limits::Reason;
 use weighstation_core::scan::Admission;
@@ -458,7 +458,7 @@ impl RequestHandler for Requests<'_> {
                     .insert(h.correlation_id, Pending::Versions { version: h.api_version });
                 Admission::Forward
             }
-            (API_METADATA | API_FIND_COORDINATOR, _) if self.conn.rewrites_brokers() => {
+            (API_METADATA | API_FIND_COORDINATOR | API_DESCRIBE_CLUSTER, _) if self.conn.rewrites_brokers() => {
                 let p = Pending::Addresses {
                     api_key: h.api_key,
                     version: h.api_version,

@@ -13,9 +13,9 @@ use libfuzzer_sys::fuzz_target;
 use std::cell::Cell;
 use std::collections::VecDeque;
 use weighstation_core::kafka::{
-    authenticate_answer, cap_versions, produce_response, raise_produce_throttle, rewrite_brokers, BrokerMap,
-    Interest, PartitionError, ResponseHandler, ResponseStream, API_FIND_COORDINATOR, API_METADATA, MAX_PRODUCE_VERSION,
-    MAX_WHOLE, MIN_PRODUCE_VERSION, THROTTLING_QUOTA_EXCEEDED,
+    authenticate_answer, cap_versions, produce_response, raise_produce_throttle, rewrite_brokers, BrokerMap, Interest,
+    PartitionError, ResponseHandler, ResponseStream, API_DESCRIBE_CLUSTER, API_FIND_COORDINATOR, API_METADATA,
+    MAX_PRODUCE_VERSION, MAX_WHOLE, MIN_PRODUCE_VERSION, THROTTLING_QUOTA_EXCEEDED,
 };
 use weighstation_core::source::Ranges;
 
@@ -111,15 +111,10 @@ fn answer(pending: Pending, correlation_id: i32, frame: &[u8]) -> Option<Vec<u8>
             assert_eq!(again, patched, "capping twice changed it");
             Some(patched)
         }
-        // Metadata or FindCoordinator: broker addresses rewritten.
-        3 | 4 => {
-            let api_key = if pending.0 & 7 == 3 {
-                API_METADATA
-            } else {
-                API_FIND_COORDINATOR
-            };
-            rewritten(frame, api_key, version)
-        }
+        // Metadata, FindCoordinator or DescribeCluster: broker addresses rewritten.
+        3 => rewritten(frame, API_METADATA, version),
+        4 if version >= 16 => rewritten(frame, API_DESCRIBE_CLUSTER, version % 3),
+        4 => rewritten(frame, API_FIND_COORDINATOR, version),
         // SaslAuthenticate: read, never changed.
         5 => {
             let _ = authenticate_answer(frame, version);

@@ -25,7 +25,7 @@ pub use produce::{
 };
 pub use response::{cap_versions, raise_produce_throttle, Interest, ResponseHandler, ResponseStream, MAX_WHOLE};
 pub use retries::{Batch, Claim, Retries, HORIZON_NS};
-pub use rewrite::{rewrite_brokers, BrokerMap, API_FIND_COORDINATOR, API_METADATA};
+pub use rewrite::{rewrite_brokers, BrokerMap, API_DESCRIBE_CLUSTER, API_FIND_COORDINATOR, API_METADATA};
 pub use sasl::{
     authenticate_answer, authenticate_step, handshake_mechanism, Answer, Mechanism, Step, API_SASL_AUTHENTICATE,
     API_SASL_HANDSHAKE,

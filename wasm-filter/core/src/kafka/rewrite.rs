@@ -1,12 +1,15 @@
 //! Broker address rewriting, so clients of a cluster whose brokers advertise their own
-//! addresses still come back through the gateway: Metadata (brokers) and FindCoordinator
-//! (coordinator) responses are re-encoded with each broker's gateway address. The rest of a
-//! response is copied as it is.
+//! addresses still come back through the gateway: Metadata and DescribeCluster (brokers) and
+//! FindCoordinator (coordinator) responses are re-encoded with each broker's gateway address.
+//! The rest of a response is copied as it is.
 
 use super::cursor::Cursor;
 
 pub const API_METADATA: i16 = 3;
 pub const API_FIND_COORDINATOR: i16 = 10;
+/// DescribeCluster (KIP-700): what admin tools (kafka-cluster.sh, Admin.describeCluster) read
+/// the brokers from.
+pub const API_DESCRIBE_CLUSTER: i16 = 60;
 
 /// Where clients should reach a broker advertised at (host, port), if the gateway fronts it.
 pub trait BrokerMap {
@@ -73,6 +76,7 @@ pub fn rewrite_brokers(frame: &[u8], api_key: i16, version: i16, map: &impl Brok
     let flexible = match api_key {
         API_METADATA => version >= 9,
         API_FIND_COORDINATOR => version >= 3,
+        API_DESCRIBE_CLUSTER => true,
         _ => return None,
     };
     let mut c = Cursor::new(frame);
@@ -112,6 +116,33 @@ pub fn rewrite_brokers(frame: &[u8], api_key: i16, version: i16, map: &impl Brok
                 if flexible {
                     c.skip_tagged_fields()?;
                 }
+                copy_since(frame, &c, at, &mut w)?;
+            }
+        }
+        API_DESCRIBE_CLUSTER => {
+            c.i32()?; // throttle
+            c.i16()?; // error code
+            c.compact_nullable()?; // error message
+            if version >= 1 {
+                c.bytes(1)?; // endpoint type
+            }
+            c.compact_nullable()?; // cluster id
+            c.i32()?; // controller id
+            copy_since(frame, &c, start, &mut w)?;
+            let at = c.position();
+            let n = c.array_len(true)?;
+            copy_since(frame, &c, at, &mut w)?;
+            for _ in 0..n {
+                let at = c.position();
+                c.i32()?; // broker id
+                copy_since(frame, &c, at, &mut w)?;
+                endpoint(frame, &mut c, &mut w, map)?;
+                let at = c.position();
+                c.compact_nullable()?; // rack
+                if version >= 2 {
+                    c.bytes(1)?; // is fenced
+                }
+                c.skip_tagged_fields()?;
                 copy_since(frame, &c, at, &mut w)?;
             }
         }
@@ -287,6 +318,50 @@ mod tests {
         }
     }
 
+    /// A DescribeCluster response with the given brokers, encoded for `version`.
+    fn describe_cluster(version: i16, brokers: &[(i32, &str, i32)]) -> Vec<u8> {
+        let mut b = w(true);
+        b.raw(&7i32.to_be_bytes());
+        b.raw(&[0]); // header tagged fields
+        b.raw(&0i32.to_be_bytes()); // throttle
+        b.raw(&0i16.to_be_bytes()); // error code
+        b.raw(&[0]); // null error message
+        if version >= 1 {
+            b.raw(&[1]); // endpoint type: brokers
+        }
+        b.string(b"cluster-a");
+        b.raw(&2i32.to_be_bytes()); // controller id
+        b.uvarint(brokers.len() as u64 + 1);
+        for &(id, host, port) in brokers {
+            b.raw(&id.to_be_bytes());
+            b.string(host.as_bytes());
+            b.raw(&port.to_be_bytes());
+            b.string(b"rack-a");
+            if version >= 2 {
+                b.raw(&[0]); // not fenced
+            }
+            b.raw(&[0]);
+        }
+        b.raw(&(-2147483648i32).to_be_bytes()); // authorized operations
+        b.raw(&[0]);
+        let mut out = (b.out.len() as i32).to_be_bytes().to_vec();
+        out.extend(b.out);
+        out
+    }
+
+    #[test]
+    fn describe_cluster_brokers_are_rewritten_in_every_version() {
+        for v in 0..=2 {
+            let original = describe_cluster(v, &[(1, "kafka-1.internal", 9092), (2, "kafka-2.internal", 9092)]);
+            let want = describe_cluster(v, &[(1, "gateway.example.com", 19001), (2, "kafka-2.internal", 9092)]);
+            assert_eq!(
+                rewrite_brokers(&original, API_DESCRIBE_CLUSTER, v, &Map),
+                Some(want),
+                "v{v}"
+            );
+        }
+    }
+
     /// A Metadata response with one broker (node 1, port 9092) whose host is encoded as given.
     fn metadata_with_host(version: i16, host: &[u8]) -> Vec<u8> {
         metadata_encoded(version, &[(1, host.to_vec(), 9092)], b"TAIL")
@@ -323,7 +398,11 @@ mod tests {
             let frame = find_coordinator(v, "kafka-1.internal", 9092);
             (API_FIND_COORDINATOR, v, frame)
         });
-        for (api_key, v, original) in metadata_frames.chain(coordinator_frames) {
+        let cluster_frames = (0..=2).map(|v| {
+            let frame = describe_cluster(v, &[(1, "kafka-1.internal", 9092)]);
+            (API_DESCRIBE_CLUSTER, v, frame)
+        });
+        for (api_key, v, original) in metadata_frames.chain(coordinator_frames).chain(cluster_frames) {
             assert!(
                 rewrite_brokers(&original, api_key, v, &Map).is_some(),
                 "api {api_key} v{v}: the whole frame is rewritten"
