@@ -259,15 +259,9 @@ func (s *Stack) RestartKafkaBroker(i int) error {
 	if err != nil {
 		return err
 	}
-	old.stop(kafkaStopGrace)
-	next, err := old.again()
+	next, err := s.restart(old, kafkaStopGrace)
 	if err != nil {
 		return err
-	}
-	for j, p := range s.procs {
-		if p == old {
-			s.procs[j] = next
-		}
 	}
 	s.KafkaBrokers[i] = next
 	s.Kafka = s.KafkaBrokers[0]

@@ -231,15 +231,9 @@ func (s *Stack) RestartNATSServer(i int) error {
 	if err != nil {
 		return err
 	}
-	old.stop(stopGrace)
-	next, err := old.again()
+	next, err := s.restart(old, stopGrace)
 	if err != nil {
 		return err
-	}
-	for j, p := range s.procs {
-		if p == old {
-			s.procs[j] = next
-		}
 	}
 	s.NATSServers[i] = next
 	s.NATSServer = s.NATSServers[0]

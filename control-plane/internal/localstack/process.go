@@ -50,6 +50,23 @@ func (p *process) again() (*process, error) {
 	return launch(&process{name: p.name, logPath: p.logPath, env: p.env, bin: p.bin, args: p.args, supervised: p.supervised}, 0)
 }
 
+// restart stops old (SIGTERM, SIGKILL after grace) and starts its command again as a new
+// process, which takes old's place among the stack's processes (Stop stops it); a rollout's
+// restart of one member of a cluster.
+func (s *Stack) restart(old *process, grace time.Duration) (*process, error) {
+	old.stop(grace)
+	next, err := old.again()
+	if err != nil {
+		return nil, err
+	}
+	for j, p := range s.procs {
+		if p == old {
+			s.procs[j] = next
+		}
+	}
+	return next, nil
+}
+
 // launch starts p, its log truncated first if mode has os.O_TRUNC.
 func launch(p *process, mode int) (*process, error) {
 	p.done = make(chan struct{})
