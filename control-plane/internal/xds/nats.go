@@ -17,9 +17,10 @@ import (
 
 // In front of a NATS cluster the gateway is the only address clients may learn: every INFO the
 // filter forwards names the listener the client reached and the gateway's advertised addresses
-// (wasm-filter/core/src/nats/info.rs), never a server. Envoy balances new connections across the
-// seed servers, skips one that is down or in lame duck mode (nats-server closes its client port
-// then) by an active health check, and tries another when a connect fails.
+// (wasm-filter/core/src/nats/info.rs), never a server. Envoy sends new connections to the seed
+// servers in turn, skips one that is down or in lame duck mode (nats-server closes its client
+// port then) by an active health check, and, within the check's second, tries the next server
+// when a connect fails and sets the failed one aside.
 
 // natsChainPrefix names each NATS listener's filter chain, by which the filter knows which
 // listener a client reached.
@@ -75,10 +76,20 @@ func natsListeners(g Gateway) ([]compile.NATSListener, error) {
 // natsTLSListenerName names the TLS-first NATS listener (and, through natsChain, its chain).
 const natsTLSListenerName = "nats_tls"
 
-// withNATSHealth has Envoy check every seed server and balance connections by how many each
-// carries.
+// withNATSHealth has Envoy check every seed server and set aside one whose connect failed.
+// Round robin, not least-request: a dead server carries no connections, so least-request would
+// prefer it until the health check notices, and a connect's retries could all land on it
+// (measured: a new client got EOF); in turn, each retry goes to the next server.
 func withNATSHealth(c *clusterv3.Cluster) {
-	c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
+	c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
+	c.OutlierDetection = &clusterv3.OutlierDetection{
+		// For TCP a "5xx" is a failed connect: one is enough to set a server aside until its
+		// health check passes again.
+		Consecutive_5Xx:    wrapperspb.UInt32(1),
+		Interval:           durationpb.New(natsHealthInterval),
+		BaseEjectionTime:   durationpb.New(2 * natsHealthInterval),
+		MaxEjectionPercent: wrapperspb.UInt32(100),
+	}
 	c.HealthChecks = []*corev3.HealthCheck{{
 		Timeout:            durationpb.New(natsHealthTimeout),
 		Interval:           durationpb.New(natsHealthInterval),

@@ -71,8 +71,8 @@ func TestNATSListenersNameTheGatewayForTheirClients(t *testing.T) {
 	}
 }
 
-// The seed servers are health-checked by the INFO each sends on connect, balanced by the
-// connections each carries, and a failed connect is tried on another server.
+// The seed servers are health-checked by the INFO each sends on connect, used in turn, and a
+// failed connect is tried on the next server, the failed one set aside.
 func TestNATSSeedsAreHealthCheckedAndAFailedConnectRetried(t *testing.T) {
 	g := gateway
 	g.NATSUpstream = "127.0.0.1:14222,127.0.0.1:14223,127.0.0.1:14224"
@@ -92,8 +92,11 @@ func TestNATSSeedsAreHealthCheckedAndAFailedConnectRetried(t *testing.T) {
 		if got := c.HealthChecks[0].GetTcpHealthCheck().Receive[0].GetText(); got != "494e464f" {
 			t.Errorf("health check expects %q, want INFO (494e464f)", got)
 		}
-		if c.LbPolicy != clusterv3.Cluster_LEAST_REQUEST {
-			t.Errorf("lb policy %v", c.LbPolicy)
+		if c.LbPolicy != clusterv3.Cluster_ROUND_ROBIN {
+			t.Errorf("lb policy %v, want round robin: a retried connect goes to the next server", c.LbPolicy)
+		}
+		if od := c.GetOutlierDetection(); od.GetConsecutive_5Xx().GetValue() != 1 {
+			t.Errorf("outlier detection %v: a failed connect must set the server aside", od)
 		}
 	}
 	for _, r := range res[resourcev3.ListenerType] {
