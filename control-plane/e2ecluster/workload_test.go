@@ -3,6 +3,7 @@ package e2ecluster
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -250,6 +251,10 @@ func (w *workload) finish(t *testing.T) map[uint64]string {
 	for _, c := range w.clients {
 		if c.closed.Load() {
 			t.Errorf("%s closed for good", c.name)
+		}
+		// Refusals happen only above a limit: cluster-app's clients stay far under theirs.
+		if n := c.refusals.Load(); n > 0 && !strings.HasSuffix(c.name, "limited-pub") {
+			t.Errorf("%s, under its tenant's limits, was refused %d times", c.name, n)
 		}
 		c.closing.Store(true)
 		c.nc.Close()
