@@ -64,6 +64,31 @@ fn endpoint(frame: &[u8], c: &mut Cursor<'_>, w: &mut Writer, map: &impl BrokerM
     Some(())
 }
 
+/// An array of entries, each an endpoint between other fields: `before` and `after` read those
+/// fields, which are copied as they are; the endpoint is rewritten.
+fn endpoints(
+    frame: &[u8],
+    c: &mut Cursor<'_>,
+    w: &mut Writer,
+    map: &impl BrokerMap,
+    before: impl Fn(&mut Cursor<'_>) -> Option<()>,
+    after: impl Fn(&mut Cursor<'_>) -> Option<()>,
+) -> Option<()> {
+    let at = c.position();
+    let n = c.array_len(w.flexible)?;
+    copy_since(frame, c, at, w)?;
+    for _ in 0..n {
+        let at = c.position();
+        before(c)?;
+        copy_since(frame, c, at, w)?;
+        endpoint(frame, c, w, map)?;
+        let at = c.position();
+        after(c)?;
+        copy_since(frame, c, at, w)?;
+    }
+    Some(())
+}
+
 /// Copies what the cursor moved over since `from`.
 fn copy_since(frame: &[u8], c: &Cursor<'_>, from: usize, w: &mut Writer) -> Option<()> {
     w.raw(frame.get(from..c.position())?);
@@ -101,23 +126,16 @@ pub fn rewrite_brokers(frame: &[u8], api_key: i16, version: i16, map: &impl Brok
                 c.i32()?; // throttle
             }
             copy_since(frame, &c, start, &mut w)?;
-            let at = c.position();
-            let n = c.array_len(flexible)?;
-            copy_since(frame, &c, at, &mut w)?;
-            for _ in 0..n {
-                let at = c.position();
-                c.i32()?; // node id
-                copy_since(frame, &c, at, &mut w)?;
-                endpoint(frame, &mut c, &mut w, map)?;
-                let at = c.position();
+            let node_id = |c: &mut Cursor<'_>| c.i32().map(drop);
+            endpoints(frame, &mut c, &mut w, map, node_id, |c| {
                 if version >= 1 {
-                    c.string_field(flexible)?;
+                    c.string_field(flexible)?; // rack
                 }
                 if flexible {
                     c.skip_tagged_fields()?;
                 }
-                copy_since(frame, &c, at, &mut w)?;
-            }
+                Some(())
+            })?;
         }
         API_DESCRIBE_CLUSTER => {
             c.i32()?; // throttle
@@ -129,22 +147,14 @@ pub fn rewrite_brokers(frame: &[u8], api_key: i16, version: i16, map: &impl Brok
             c.compact_nullable()?; // cluster id
             c.i32()?; // controller id
             copy_since(frame, &c, start, &mut w)?;
-            let at = c.position();
-            let n = c.array_len(true)?;
-            copy_since(frame, &c, at, &mut w)?;
-            for _ in 0..n {
-                let at = c.position();
-                c.i32()?; // broker id
-                copy_since(frame, &c, at, &mut w)?;
-                endpoint(frame, &mut c, &mut w, map)?;
-                let at = c.position();
+            let broker_id = |c: &mut Cursor<'_>| c.i32().map(drop);
+            endpoints(frame, &mut c, &mut w, map, broker_id, |c| {
                 c.compact_nullable()?; // rack
                 if version >= 2 {
                     c.bytes(1)?; // is fenced
                 }
-                c.skip_tagged_fields()?;
-                copy_since(frame, &c, at, &mut w)?;
-            }
+                c.skip_tagged_fields()
+            })?;
         }
         _ => {
             if version >= 1 {
@@ -152,21 +162,15 @@ pub fn rewrite_brokers(frame: &[u8], api_key: i16, version: i16, map: &impl Brok
             }
             if version >= 4 {
                 copy_since(frame, &c, start, &mut w)?;
-                let at = c.position();
-                let n = c.array_len(flexible)?;
-                copy_since(frame, &c, at, &mut w)?;
-                for _ in 0..n {
-                    let at = c.position();
+                let key_and_node_id = |c: &mut Cursor<'_>| {
                     c.compact_nullable()?; // key
-                    c.i32()?; // node id
-                    copy_since(frame, &c, at, &mut w)?;
-                    endpoint(frame, &mut c, &mut w, map)?;
-                    let at = c.position();
+                    c.i32().map(drop)
+                };
+                endpoints(frame, &mut c, &mut w, map, key_and_node_id, |c| {
                     c.i16()?; // error code
                     c.compact_nullable()?; // error message
-                    c.skip_tagged_fields()?;
-                    copy_since(frame, &c, at, &mut w)?;
-                }
+                    c.skip_tagged_fields()
+                })?;
             } else {
                 c.i16()?; // error code
                 if version >= 1 {
