@@ -2,9 +2,8 @@ package xds
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -107,12 +106,9 @@ func withNATSHealth(c *clusterv3.Cluster) {
 // checkAdvertised reports an advertised address that is not host:port.
 func checkAdvertised(flag string, addrs []string) error {
 	for _, a := range addrs {
-		host, port, err := net.SplitHostPort(a)
+		host, _, err := splitHostPort(a)
 		if err == nil && host == "" {
-			err = fmt.Errorf("no host")
-		}
-		if err == nil {
-			_, err = strconv.ParseUint(port, 10, 16)
+			err = errors.New("no host")
 		}
 		if err != nil {
 			return fmt.Errorf("%s %q: not host:port: %v", flag, a, err)
