@@ -74,14 +74,18 @@ test-integration: wasm control-plane $(BIN)/otelcol
 	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 20m -v ./e2e/ 2>&1 | tee $(TOOLS)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 # In front of clusters: three nats-servers with JetStream behind the gateway, servers restarted,
-# stream leaders stepped down and Envoy killed under fixed-rate load (e2ecluster). make test runs
-# the smoke set; make test-clusters every event, with three gateway replicas (run it before
-# changing how the gateway fronts a cluster).
+# stream leaders stepped down and Envoy killed under fixed-rate load (e2ecluster); three KRaft
+# brokers the gateway discovers, restarted, killed and joined by a fourth under a limited
+# tenant's fixed-rate load (e2ekafkacluster). One package at a time (-p 1): each starts its own
+# stack. make test runs the smoke set; make test-clusters every event, with three gateway
+# replicas (run it before changing how the gateway fronts a cluster).
+CLUSTER_PACKAGES = ./e2ecluster/ ./e2ekafkacluster/
+
 test-clusters-smoke: wasm control-plane
-	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_CLUSTERS=smoke go test -count=1 -timeout 10m -v ./e2ecluster/ 2>&1 | tee $(TOOLS)/e2ecluster.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_CLUSTERS=smoke go test -p 1 -count=1 -timeout 15m -v $(CLUSTER_PACKAGES) 2>&1 | tee $(TOOLS)/e2ecluster.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 test-clusters: wasm control-plane
-	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_CLUSTERS=full go test -count=1 -timeout 30m -v ./e2ecluster/ 2>&1 | tee $(TOOLS)/e2ecluster-full.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_CLUSTERS=full go test -p 1 -count=1 -timeout 60m -v $(CLUSTER_PACKAGES) 2>&1 | tee $(TOOLS)/e2ecluster-full.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 # The impact check's long form: a 10-minute trace recorded through the gateway, replayed by
 # `weighstation impact` against a halved rate and sent again live (make test runs 30 s of it).

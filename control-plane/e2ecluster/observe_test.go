@@ -2,12 +2,9 @@ package e2ecluster
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weighstation/weighstation/control-plane/internal/localstack"
 )
 
 // gatewayAddrs are every gateway replica's NATS listener: what the local stack advertises to
@@ -37,106 +36,33 @@ func serverPorts() []int {
 	return out
 }
 
-// ssUser reads the process of a socket from `ss -p`: users:(("envoy",pid=123,fd=45)).
-var ssUser = regexp.MustCompile(`users:\(\("([^"]+)",pid=(\d+)`)
-
-// foreignConnections lists the client connections to any nats-server that belong to neither an
-// Envoy process nor this test (its baseline verifier), from the servers' side of the kernel:
-// on loopback every address is 127.0.0.1, so only the owning process tells.
-func foreignConnections() ([]string, error) {
-	var filter []string
-	for i := range natsServers {
-		filter = append(filter, fmt.Sprintf("dport = :%d", ports.NATSUpstream+i))
+// natsServerPorts are every nats-server's client port.
+func natsServerPorts() []int {
+	out := make([]int, natsServers)
+	for i := range out {
+		out[i] = ports.NATSUpstream + i
 	}
-	out, err := exec.Command("ss", "-tnpH", "state", "established", "( "+strings.Join(filter, " or ")+" )").Output()
-	if err != nil {
-		return nil, fmt.Errorf("ss: %w", err)
-	}
-	envoys := map[int]bool{}
-	for _, e := range stack.Envoys {
-		envoys[e.PID()] = true
-	}
-	var foreign []string
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if line == "" {
-			continue
-		}
-		if !ownedByTheGateway(line, envoys) {
-			foreign = append(foreign, line)
-		}
-	}
-	return foreign, nil
+	return out
 }
 
-// ownedByTheGateway says whether a socket of `ss -tnpH` output belongs to an Envoy or to this
-// test. ss maps sockets to processes before it lists them, so a socket opened in between (an
-// Envoy's health check, every second) is listed with no owner: such a socket is asked about
-// again by its own port, and is the gateway's if it is gone by then (no client of a tenant
-// holds a connection for a moment only) or now shows an Envoy.
-func ownedByTheGateway(line string, envoys map[int]bool) bool {
-	m := ssUser.FindStringSubmatch(line)
-	if m == nil {
-		fields := strings.Fields(line)
-		if len(fields) < 3 {
-			return false
-		}
-		_, port, _ := net.SplitHostPort(fields[2])
-		again, err := exec.Command("ss", "-tnpH", "state", "established", "( sport = :"+port+" )").Output()
-		if err != nil {
-			return false
-		}
-		again = bytes.TrimSpace(again)
-		return len(again) == 0 || (ssUser.Match(again) && ownedByTheGateway(string(again), envoys))
-	}
-	pid, _ := strconv.Atoi(m[2])
-	return m[1] == "envoy" || envoys[pid] || pid == os.Getpid()
-}
+// connectionWatch samples the client connections to every nats-server.
+type connectionWatch struct{ *localstack.ConnectionWatch }
 
-// connectionWatch samples foreignConnections until stopped.
-type connectionWatch struct {
-	stop    chan struct{}
-	done    chan struct{}
-	samples int
-	foreign []string
-	err     error
-}
-
-func watchConnections() *connectionWatch {
-	w := &connectionWatch{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			f, err := foreignConnections()
-			if err != nil {
-				w.err = err
-				return
-			}
-			w.samples++
-			w.foreign = append(w.foreign, f...)
-			select {
-			case <-w.stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return w
+func watchConnections() connectionWatch {
+	return connectionWatch{stack.WatchConnections(natsServerPorts)}
 }
 
 // check stops the watch and fails on any connection to a server that is not the gateway's.
-func (w *connectionWatch) check(t *testing.T) {
+func (w connectionWatch) check(t *testing.T) {
 	t.Helper()
-	close(w.stop)
-	<-w.done
-	if w.err != nil {
-		t.Fatal(w.err)
+	samples, foreign, err := w.Stop()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(w.foreign) > 0 {
-		t.Errorf("%d connections to a nats-server around the gateway, e.g. %s", len(w.foreign), w.foreign[0])
+	if len(foreign) > 0 {
+		t.Errorf("%d connections to a nats-server around the gateway, e.g. %s", len(foreign), foreign[0])
 	}
-	t.Logf("server sockets sampled %d times: every client connection was an Envoy's or the baseline verifier's", w.samples)
+	t.Logf("server sockets sampled %d times: every client connection was an Envoy's or the baseline verifier's", samples)
 }
 
 // infoWatch is a raw client of the gateway that keeps every INFO it is sent (the first and the

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/weighstation/weighstation/control-plane/internal/controller"
+	"github.com/weighstation/weighstation/control-plane/internal/discovery"
 	"github.com/weighstation/weighstation/control-plane/internal/kubesource"
 	"github.com/weighstation/weighstation/control-plane/internal/quota"
 	"github.com/weighstation/weighstation/control-plane/internal/status"
@@ -39,6 +40,8 @@ func serve(args []string) int {
 	fs.Var(kafkaListen{&g}, "kafka-listen", "ADDRESS[,tls|,mtls][,upstream-tls]: Envoy's Kafka bootstrap listener (empty: none); options as for --kafka-broker")
 	fs.Var(kafkaBrokers{&g.KafkaBrokers}, "kafka-broker",
 		"UPSTREAM=LISTEN[=ADVERTISE][,tls|,mtls][,upstream-tls]: front a broker that advertises UPSTREAM with a gateway listener (repeatable); tls/mtls terminate TLS from clients, upstream-tls reaches the broker over TLS")
+	fs.Var(kafkaClusters{&g.KafkaClusters}, "kafka-cluster", kafkaClusterUsage+": one listener kind of a Kafka cluster whose brokers the gateway discovers (repeatable): clients bootstrap at listen=, which forwards to the brokers bootstrap= lists; node n of FIRST-LAST has a listener at BROKERS' port + (n - FIRST)·stride, to its broker once a response has named it (until then no client is told of it); advertise= what clients are told for node FIRST (default BROKERS); options as for --kafka-broker")
+	discoveryHold := fs.Duration("kafka-discovery-hold", 3*time.Second, "with --kafka-cluster: how long a starting control plane waits for the filters' reports to name the brokers they front before it publishes (an Envoy it served before would otherwise lose their upstreams)")
 	fs.StringVar(&g.NATSPlainListen, "nats-plain-listen", "", "optional NATS listener with tcp_proxy alone, no filter (benchmark baseline)")
 	fs.StringVar(&g.KafkaPlainListen, "kafka-plain-listen", "", "optional plaintext Kafka listener with tcp_proxy alone, no filter, to --kafka-upstream (benchmark baseline)")
 	fs.Var(natsTLSListen{&g}, "nats-tls-listen", "ADDRESS[,mtls]: a TLS-first NATS listener beside --nats-listen (mtls: a client certificate is required)")
@@ -92,6 +95,10 @@ func serve(args []string) int {
 		fmt.Fprintln(os.Stderr, "weighstation serve:", err)
 		return 2
 	}
+	if len(g.KafkaClusters) > 0 && g.Reports == nil {
+		fmt.Fprintln(os.Stderr, "weighstation serve: --kafka-cluster needs reports (--report-address): the filters report the brokers they see with them")
+		return 2
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	module, err := resolveServedWasm(&g.Wasm, *serveWasm, *httpListen)
 	if err != nil {
@@ -118,6 +125,15 @@ func serve(args []string) int {
 	defer stop()
 
 	server := xds.NewServer(g)
+	brokers := discovery.New(kafkaRanges(g.KafkaClusters), log)
+	if len(g.KafkaClusters) > 0 {
+		server.HoldUntil(time.Now().Add(*discoveryHold))
+		brokers.OnChange(func() {
+			if err := server.SetKafkaNodes(brokers.Fronted()); err != nil {
+				log.Error("publishing discovered Kafka brokers", "err", err)
+			}
+		})
+	}
 	tlsStanding := func() *tlssecrets.Standing { return nil }
 	if g.TLSFiles != (tlssecrets.Files{}) {
 		material, err := g.TLSFiles.Load()
@@ -158,7 +174,8 @@ func serve(args []string) int {
 	probe := &quota.Probe{Target: server.QuotaService, Client: &http.Client{}}
 	go probe.Run(ctx, time.Second)
 	mux := http.NewServeMux()
-	mux.Handle("/", status.Handler(status.Sources{State: ctrl.State, Nodes: server.Nodes, Quota: probe.Standing, TLS: tlsStanding}))
+	mux.Handle("/", status.Handler(status.Sources{State: ctrl.State, Nodes: server.Nodes, Quota: probe.Standing, TLS: tlsStanding,
+		KafkaBrokers: brokers.Brokers}))
 	opsMux, opsLis := mux, httpLis
 	if *opsListen != "" {
 		if opsLis, err = net.Listen("tcp", *opsListen); err != nil {
@@ -180,7 +197,8 @@ func serve(args []string) int {
 		go otlp.Run(ctx)
 	}
 	usage.Routes(opsMux, usage.New(*decisionsRetained, *usageMinutes, *usageSeconds), usage.Sinks{Relay: relay, OTLP: otlp,
-		Limits: func(_, tenant string) (usage.Limits, bool) { return usage.LimitsOf(server.Published(), tenant) }})
+		Limits:  func(_, tenant string) (usage.Limits, bool) { return usage.LimitsOf(server.Published(), tenant) },
+		Brokers: brokers.Observe})
 	var handler http.Handler = mux
 	if module != nil {
 		handler = withWasm(handler, module)
@@ -402,4 +420,13 @@ func (a addressList) Set(v string) error {
 		}
 	}
 	return nil
+}
+
+// kafkaRanges are the node id ranges discovery checks brokers against.
+func kafkaRanges(cs []xds.KafkaCluster) []discovery.Range {
+	out := make([]discovery.Range, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, c.Range())
+	}
+	return out
 }

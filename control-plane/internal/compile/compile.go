@@ -33,6 +33,9 @@ type FilterConfig struct {
 	// NATSListeners (NATS) say how each listener's clients are told of the gateway in INFO,
 	// in place of the servers' own addresses.
 	NATSListeners []NATSListener `json:"natsListeners,omitempty"`
+	// KafkaClusters (Kafka) are the clusters the gateway discovers: which gateway port each
+	// node id is handed out at, and which node ids it fronts yet.
+	KafkaClusters []KafkaCluster `json:"kafkaClusters,omitempty"`
 	// Quota is where global tenants' limits are shared among replicas (weighstation quota).
 	Quota *Quota `json:"quota,omitempty"`
 	// Reports is where the filter's workers report usage and sampled decisions (the control
@@ -68,6 +71,19 @@ type Quota struct {
 type BrokerRoute struct {
 	Upstream  string `json:"upstream"`
 	Advertise string `json:"advertise"`
+}
+
+// KafkaCluster is one listener kind of a discovered Kafka cluster as the filter rewrites its
+// responses (wasm-filter/core/src/kafka/brokers.rs): node id n is at AdvertiseHost, port
+// AdvertiseFirstPort + (n - FirstNode)·Stride, once it is among Fronted; any other is withheld.
+type KafkaCluster struct {
+	Chain              string  `json:"chain"`
+	FirstNode          int32   `json:"firstNode"`
+	LastNode           int32   `json:"lastNode"`
+	AdvertiseHost      string  `json:"advertiseHost"`
+	AdvertiseFirstPort uint32  `json:"advertiseFirstPort"`
+	Stride             uint32  `json:"stride"`
+	Fronted            []int32 `json:"fronted"`
 }
 
 // NATSListener is one NATS listener as its clients' INFOs name it: the Envoy filter chain that

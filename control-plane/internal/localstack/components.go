@@ -115,11 +115,13 @@ func (s *Stack) startControlPlane() error {
 	args = append(args, "--nats-advertise", s.replicaAddrs(p.NATS), "--nats-tls-advertise", s.replicaAddrs(p.NATSTLS))
 	if s.cfg.WithKafka {
 		args = append(args, s.kafkaBrokerArgs()...)
+	} else {
+		args = append(args, "--kafka-listen", addr(p.Kafka)+",upstream-tls", "--kafka-upstream", s.KafkaBrokerGatewayAddr(0))
 	}
 	if p.NATSPlain != 0 {
 		args = append(args, "--nats-plain-listen", addr(p.NATSPlain))
 	}
-	if p.KafkaPlain != 0 && s.cfg.WithKafka {
+	if p.KafkaPlain != 0 && s.cfg.WithKafka && !s.cfg.kafkaCluster() {
 		args = append(args, "--kafka-plain-listen", addr(p.KafkaPlain))
 	}
 	if s.cfg.WithCollector {
@@ -128,7 +130,6 @@ func (s *Stack) startControlPlane() error {
 	s.controlPlaneArgs = append(args,
 		"--xds-listen", addr(p.XDS), "--http-listen", addr(p.ControlPlane),
 		"--nats-listen", addr(p.NATS), "--nats-upstream", s.natsUpstreams(),
-		"--kafka-listen", addr(p.Kafka)+",upstream-tls", "--kafka-upstream", s.KafkaBrokerGatewayAddr(0),
 		"--wasm-file", s.cfg.WasmFile,
 		"--debounce", "100ms", "--poll", "2s",
 	)

@@ -181,40 +181,77 @@ func (s *Stack) waitKafkaListeners(i int) error {
 	return nil
 }
 
-// kafkaBrokerArgs are the gateway's --kafka-broker flags: for every broker its DIRECT, SASL,
-// SSL and SASL_SSL listeners, each on the gateway port GatewayBrokerPort gives the broker in its
-// kind's block, and in a cluster its GATEWAY listener too (a single broker's advertises the
-// gateway's Kafka listener, which --kafka-listen fronts); then Config.ExtraKafkaBrokers.
+// kafkaBrokerArgs are the gateway's Kafka flags beside its bootstrap listener. One broker: a
+// --kafka-broker for each of its DIRECT, SASL, SSL and SASL_SSL listeners (its GATEWAY
+// listener advertises the gateway's Kafka listener, which --kafka-listen fronts), then
+// Config.ExtraKafkaBrokers. A cluster: a --kafka-cluster per listener kind, whose brokers the
+// gateway discovers (kafkaClusterArgs).
 func (s *Stack) kafkaBrokerArgs() []string {
-	p := s.cfg.Ports
-	var args []string
-	for i := range s.cfg.kafkaBrokerCount() {
-		gw := func(first int) string { return addr(s.KafkaGatewayPort(first, i)) }
-		args = append(args, "--kafka-broker", s.KafkaBrokerDirectAddr(i)+"="+gw(p.KafkaBroker),
-			"--kafka-broker", addr(p.KafkaSASLUp+i)+"="+gw(p.KafkaSASL)+",upstream-tls",
-			"--kafka-broker", addr(p.KafkaSSLUp+i)+"="+gw(p.KafkaTLS)+",mtls,upstream-tls",
-			"--kafka-broker", addr(p.KafkaSASLSSLUp+i)+"="+gw(p.KafkaSASLSSL)+",tls,upstream-tls")
-		if s.cfg.kafkaCluster() {
-			args = append(args, "--kafka-broker", s.KafkaBrokerGatewayAddr(i)+"="+gw(p.KafkaGatewayBroker)+",upstream-tls")
-		}
+	if s.cfg.kafkaCluster() {
+		return s.kafkaClusterArgs()
 	}
+	p := s.cfg.Ports
+	gw := func(first int) string { return addr(s.KafkaGatewayPort(first, 0)) }
+	args := []string{"--kafka-broker", s.KafkaBrokerDirectAddr(0) + "=" + gw(p.KafkaBroker),
+		"--kafka-broker", addr(p.KafkaSASLUp) + "=" + gw(p.KafkaSASL) + ",upstream-tls",
+		"--kafka-broker", addr(p.KafkaSSLUp) + "=" + gw(p.KafkaTLS) + ",mtls,upstream-tls",
+		"--kafka-broker", addr(p.KafkaSASLSSLUp) + "=" + gw(p.KafkaSASLSSL) + ",tls,upstream-tls",
+		"--kafka-listen", addr(p.Kafka) + ",upstream-tls", "--kafka-upstream", s.KafkaBrokerGatewayAddr(0)}
 	for _, r := range s.cfg.ExtraKafkaBrokers {
 		args = append(args, "--kafka-broker", r.Upstream+"="+addr(r.Listen))
 	}
 	return args
 }
 
-// kafkaGatewayListeners are replica 0's Kafka listener ports: the bootstrap listener and every
-// --kafka-broker's.
+// KafkaClusterKinds are the local cluster's listener kinds as the gateway's --kafka-cluster
+// names them (each one's filter chain is weighstation-kafka-<name>).
+const (
+	KafkaKindGateway = "gateway"
+	KafkaKindDirect  = "direct"
+	KafkaKindSASL    = "sasl"
+	KafkaKindSSL     = "ssl"
+	KafkaKindSASLSSL = "sasl_ssl"
+)
+
+// kafkaClusterArgs front a cluster as an existing one is fronted: every listener kind is a
+// --kafka-cluster whose node ids (1 to the spans' room, the broker AddKafkaBroker starts
+// included) have the ports GatewayBrokerPort gives them, replica r's at + r (stride: the
+// replica count); the brokers themselves are discovered, never listed. Each kind's bootstrap
+// listener (its first port; the GATEWAY kind's is Ports.Kafka) forwards to every broker the
+// stack starts with.
+func (s *Stack) kafkaClusterArgs() []string {
+	p := s.cfg.Ports
+	nodes := fmt.Sprintf("nodes=1-%d,stride=%d", s.cfg.Counts().kafkaSlots(), s.cfg.replicaCount())
+	kind := func(name string, first, bootstrapListen, upstream int, options string) []string {
+		seeds := make([]string, s.cfg.kafkaBrokerCount())
+		for i := range seeds {
+			seeds[i] = addr(upstream + i)
+		}
+		return []string{"--kafka-cluster", name + "=" + addr(s.KafkaGatewayPort(first, 0)) + "," + nodes +
+			",listen=" + addr(bootstrapListen) + ",bootstrap=" + strings.Join(seeds, "+") + options}
+	}
+	var args []string
+	args = append(args, kind(KafkaKindGateway, p.KafkaGatewayBroker, p.Kafka, p.KafkaUpstream, ",upstream-tls")...)
+	args = append(args, kind(KafkaKindDirect, p.KafkaBroker, p.KafkaBroker, p.KafkaDirect, "")...)
+	args = append(args, kind(KafkaKindSASL, p.KafkaSASL, p.KafkaSASL, p.KafkaSASLUp, ",upstream-tls")...)
+	args = append(args, kind(KafkaKindSSL, p.KafkaTLS, p.KafkaTLS, p.KafkaSSLUp, ",mtls,upstream-tls")...)
+	args = append(args, kind(KafkaKindSASLSSL, p.KafkaSASLSSL, p.KafkaSASLSSL, p.KafkaSASLSSLUp, ",tls,upstream-tls")...)
+	return append(args, "--kafka-listen", "")
+}
+
+// kafkaGatewayListeners are replica 0's Kafka listener ports: the bootstrap listener, every
+// --kafka-broker's, and in a cluster every kind's bootstrap listener and its nodes'.
 func (s *Stack) kafkaGatewayListeners() []int {
 	p := s.cfg.Ports
 	ports := []int{p.Kafka}
+	kinds := []int{p.KafkaBroker, p.KafkaSASL, p.KafkaTLS, p.KafkaSASLSSL}
+	if s.cfg.kafkaCluster() {
+		ports = append(ports, kinds...)
+		kinds = append(kinds, p.KafkaGatewayBroker)
+	}
 	for i := range s.cfg.kafkaBrokerCount() {
-		for _, first := range []int{p.KafkaBroker, p.KafkaSASL, p.KafkaTLS, p.KafkaSASLSSL} {
+		for _, first := range kinds {
 			ports = append(ports, s.KafkaGatewayPort(first, i))
-		}
-		if s.cfg.kafkaCluster() {
-			ports = append(ports, s.KafkaGatewayPort(p.KafkaGatewayBroker, i))
 		}
 	}
 	for _, r := range s.cfg.ExtraKafkaBrokers {
@@ -227,7 +264,7 @@ func (s *Stack) kafkaGatewayListeners() []int {
 // port is first (Ports.KafkaBroker, KafkaSASL, KafkaTLS, KafkaSASLSSL, KafkaGatewayBroker);
 // replica r listens on it + r.
 func (s *Stack) KafkaGatewayPort(first, i int) int {
-	return GatewayBrokerPort(first, i, s.cfg.replicaCount())
+	return GatewayBrokerPort(first, i, s.cfg.Counts())
 }
 
 // KafkaBrokerCount is how many Kafka brokers run: Config.KafkaBrokers (at least one), and the

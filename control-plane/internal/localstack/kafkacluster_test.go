@@ -111,6 +111,7 @@ func TestOneBrokerGatewayFlagsAsAlways(t *testing.T) {
 		"--kafka-broker", "127.0.0.1:19095=127.0.0.1:9192,upstream-tls",
 		"--kafka-broker", "127.0.0.1:19096=127.0.0.1:9292,mtls,upstream-tls",
 		"--kafka-broker", "127.0.0.1:19097=127.0.0.1:9392,tls,upstream-tls",
+		"--kafka-listen", "127.0.0.1:9092,upstream-tls", "--kafka-upstream", "127.0.0.1:19092",
 	}
 	if got := s.kafkaBrokerArgs(); !slices.Equal(got, want) {
 		t.Errorf("flags\n%q\nwant\n%q", got, want)
@@ -123,28 +124,29 @@ func TestOneBrokerGatewayFlagsAsAlways(t *testing.T) {
 	}
 }
 
-// Each broker of a cluster is fronted on every listener kind, GATEWAY too, broker i in the i-th
-// block of replicas.
-func TestClusterGatewayFlagsFrontEveryBroker(t *testing.T) {
+// A cluster is fronted by discovery on every listener kind, GATEWAY too: node ids 1 to the
+// spans' room (the broker AddKafkaBroker adds included), node n in the n-th block of replicas;
+// the GATEWAY kind bootstraps at Ports.Kafka, to every broker the stack starts with.
+func TestClusterGatewayFlagsDiscoverEveryBroker(t *testing.T) {
 	s := kafkaStack(t, Counts{Replicas: 2, KafkaBrokers: 3})
-	args := strings.Join(s.kafkaBrokerArgs(), " ")
-	for _, want := range []string{
-		"--kafka-broker 127.0.0.1:19112=127.0.0.1:9094 ",
-		"--kafka-broker 127.0.0.1:19124=127.0.0.1:9196,upstream-tls ",
-		"--kafka-broker 127.0.0.1:19133=127.0.0.1:9294,mtls,upstream-tls ",
-		"--kafka-broker 127.0.0.1:19144=127.0.0.1:9396,tls,upstream-tls ",
-		"--kafka-broker 127.0.0.1:19092=127.0.0.1:9492,upstream-tls ",
-		"--kafka-broker 127.0.0.1:19094=127.0.0.1:9496,upstream-tls",
-	} {
-		if !strings.Contains(args+" ", want) {
-			t.Errorf("no %q in %s", want, args)
-		}
+	want := []string{
+		"--kafka-cluster", "gateway=127.0.0.1:9494,nodes=1-4,stride=2,listen=127.0.0.1:9092,bootstrap=127.0.0.1:19092+127.0.0.1:19093+127.0.0.1:19094,upstream-tls",
+		"--kafka-cluster", "direct=127.0.0.1:9096,nodes=1-4,stride=2,listen=127.0.0.1:9094,bootstrap=127.0.0.1:19112+127.0.0.1:19113+127.0.0.1:19114",
+		"--kafka-cluster", "sasl=127.0.0.1:9194,nodes=1-4,stride=2,listen=127.0.0.1:9192,bootstrap=127.0.0.1:19122+127.0.0.1:19123+127.0.0.1:19124,upstream-tls",
+		"--kafka-cluster", "ssl=127.0.0.1:9294,nodes=1-4,stride=2,listen=127.0.0.1:9292,bootstrap=127.0.0.1:19132+127.0.0.1:19133+127.0.0.1:19134,mtls,upstream-tls",
+		"--kafka-cluster", "sasl_ssl=127.0.0.1:9394,nodes=1-4,stride=2,listen=127.0.0.1:9392,bootstrap=127.0.0.1:19142+127.0.0.1:19143+127.0.0.1:19144,tls,upstream-tls",
+		"--kafka-listen", "",
 	}
-	if n := strings.Count(args, "--kafka-broker"); n != 15 {
-		t.Errorf("%d --kafka-broker flags, want 5 for each of 3 brokers", n)
+	if got := s.kafkaBrokerArgs(); !slices.Equal(got, want) {
+		t.Errorf("flags\n%q\nwant\n%q", got, want)
+	}
+	// Broker 2 (node 3) of the SASL kind: the gateway's node 3 port on replica 0.
+	if got := s.KafkaGatewayPort(s.cfg.Ports.KafkaSASL, 2); got != 9198 {
+		t.Errorf("node 3's SASL port %d, want 9192 + 3·2", got)
 	}
 	listeners := s.kafkaGatewayListeners()
-	if len(listeners) != 16 || !slices.Contains(listeners, 9496) || !slices.Contains(listeners, 9092) {
+	// 9092 and four kinds' bootstrap listeners, and five kinds' ports of each of 3 brokers.
+	if len(listeners) != 20 || !slices.Contains(listeners, 9498) || !slices.Contains(listeners, 9092) || !slices.Contains(listeners, 9192) {
 		t.Errorf("listeners %v", listeners)
 	}
 }

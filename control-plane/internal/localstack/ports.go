@@ -16,7 +16,8 @@ import (
 // KafkaSASLUp, KafkaSSLUp, KafkaSASLSSLUp; by default blocks of ten from 19092), and the
 // gateway's listener for it of each kind (KafkaBroker fronting DIRECT, KafkaSASL, KafkaTLS,
 // KafkaSASLSSL, KafkaGatewayBroker fronting GATEWAY) is GatewayBrokerPort: a block of one port
-// per replica per broker. Every span keeps room for broker N (AddKafkaBroker).
+// per replica per broker, after the block of the kind's bootstrap listener. Every span keeps
+// room for broker N (AddKafkaBroker).
 type Ports struct {
 	NATS            int // Envoy's NATS listener
 	Kafka           int // Envoy's Kafka listener (and a single broker's advertised GATEWAY port)
@@ -58,9 +59,10 @@ const (
 	// PerKafkaBroker is a Kafka broker listener's: with several brokers, broker i listens on
 	// port + i, and one port more is kept for a broker added later (Stack.AddKafkaBroker).
 	PerKafkaBroker
-	// PerReplicaPerKafkaBroker is a gateway listener fronting every broker: broker i's on
-	// port + i·replicas, on which replica r listens + r (GatewayBrokerPort); with several
-	// brokers one block more is kept for a broker added later.
+	// PerReplicaPerKafkaBroker is a gateway listener kind fronting every broker: with one
+	// broker on its port, with several the bootstrap listener on port and broker i on
+	// port + (i+1)·replicas, on which replica r listens + r (GatewayBrokerPort); one block more
+	// is kept for a broker added later.
 	PerReplicaPerKafkaBroker
 )
 
@@ -95,15 +97,30 @@ func (k PortSpan) width(c Counts) int {
 	case PerKafkaBroker:
 		return c.kafkaSlots()
 	case PerReplicaPerKafkaBroker:
-		return max(c.Replicas, 1) * c.kafkaSlots()
+		return max(c.Replicas, 1) * c.kafkaGatewayBlocks()
 	}
 	return 1
 }
 
+// kafkaGatewayBlocks is how many blocks (of one port per replica) a gateway listener kind
+// spans: one broker's; or a cluster's bootstrap listener and every broker's.
+func (c Counts) kafkaGatewayBlocks() int {
+	if c.KafkaBrokers <= 1 {
+		return 1
+	}
+	return c.kafkaSlots() + 1
+}
+
 // GatewayBrokerPort is where replica 0 of the gateway listens for broker i on a
-// PerReplicaPerKafkaBroker listener whose first port is first: each broker gets a block of one
-// port per replica, so no replica's port of one broker is another broker's.
-func GatewayBrokerPort(first, broker, replicas int) int { return first + broker*max(replicas, 1) }
+// PerReplicaPerKafkaBroker listener kind whose first port is first: a single broker at first;
+// in a cluster, each broker (node id i+1) in block i+1 of one port per replica, after the
+// bootstrap listener's block, so no replica's port of one broker is another broker's.
+func GatewayBrokerPort(first, broker int, c Counts) int {
+	if c.KafkaBrokers <= 1 {
+		return first + broker*max(c.Replicas, 1)
+	}
+	return first + (broker+1)*max(c.Replicas, 1)
+}
 
 // PortEnv names the environment variable that overrides each port, with its default (contract §1)
 // and its span.

@@ -128,10 +128,10 @@ func TestForReplicasLaysOutTheKafkaBrokers(t *testing.T) {
 			overlap:  "KAFKA_UPSTREAM_PORT (19092..19095) overlaps KAFKA_CONTROLLER_PORT (19095..19098)"},
 		{name: "the gateway's blocks per broker and replica", counts: Counts{Replicas: 2, KafkaBrokers: 3},
 			explicit: map[string]int{"KAFKA_SASL_PORT": 9100},
-			overlap:  "KAFKA_BROKER_PORT (9094..9101) overlaps KAFKA_SASL_PORT (9100..9107)"},
+			overlap:  "KAFKA_BROKER_PORT (9094..9103) overlaps KAFKA_SASL_PORT (9100..9109)"},
 		{name: "the gateway's listener for each GATEWAY listener", counts: Counts{KafkaBrokers: 3},
 			explicit: map[string]int{"KAFKA_GATEWAY_BROKER_PORT": 9390},
-			overlap:  "KAFKA_SASL_SSL_PORT (9392..9395) overlaps KAFKA_GATEWAY_BROKER_PORT (9390..9393)"},
+			overlap:  "KAFKA_SASL_SSL_PORT (9392..9396) overlaps KAFKA_GATEWAY_BROKER_PORT (9390..9394)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := defaultPorts(t)
@@ -161,23 +161,33 @@ func TestForReplicasLaysOutTheKafkaBrokers(t *testing.T) {
 	}
 }
 
-// Broker i's gateway listener of a kind is in the i-th block of `replicas` ports, so replica r
-// (+ r) of one broker is never another broker's.
+// Broker i's gateway listener of a kind is in the i-th block of `replicas` ports (in a
+// cluster, after the bootstrap listener's block), so replica r (+ r) of one broker is never
+// another broker's, nor the bootstrap listener's.
 func TestGatewayBrokerPortGivesEachBrokerABlockOfReplicas(t *testing.T) {
-	for _, c := range []struct{ first, broker, replicas, want int }{
-		{9192, 0, 1, 9192}, {9192, 2, 1, 9194}, {9192, 0, 0, 9192}, {9192, 1, 0, 9193},
-		{9192, 1, 3, 9195}, {9192, 3, 3, 9201},
+	for _, c := range []struct {
+		first, broker int
+		counts        Counts
+		want          int
+	}{
+		{9192, 0, Counts{}, 9192}, {9192, 0, Counts{Replicas: 3}, 9192},
+		{9192, 0, Counts{KafkaBrokers: 3}, 9193}, {9192, 2, Counts{KafkaBrokers: 3}, 9195},
+		{9192, 1, Counts{Replicas: 3, KafkaBrokers: 3}, 9198}, {9192, 3, Counts{Replicas: 3, KafkaBrokers: 3}, 9204},
 	} {
-		if got := GatewayBrokerPort(c.first, c.broker, c.replicas); got != c.want {
-			t.Errorf("GatewayBrokerPort(%d, %d, %d) = %d, want %d", c.first, c.broker, c.replicas, got, c.want)
+		if got := GatewayBrokerPort(c.first, c.broker, c.counts); got != c.want {
+			t.Errorf("GatewayBrokerPort(%d, %d, %+v) = %d, want %d", c.first, c.broker, c.counts, got, c.want)
 		}
 	}
-	seen := map[int]bool{}
-	for b := range 4 {
+	c := Counts{Replicas: 3, KafkaBrokers: 3}
+	seen := map[int]bool{9192: true, 9193: true, 9194: true} // the bootstrap listener's
+	for b := range c.kafkaSlots() {
 		for r := range 3 {
-			port := GatewayBrokerPort(9192, b, 3) + r
+			port := GatewayBrokerPort(9192, b, c) + r
 			if seen[port] {
-				t.Errorf("broker %d replica %d on %d, as another broker's replica", b, r, port)
+				t.Errorf("broker %d replica %d on %d, as another's", b, r, port)
+			}
+			if port >= 9192+PerReplicaPerKafkaBroker.width(c) {
+				t.Errorf("broker %d replica %d on %d, past the span", b, r, port)
 			}
 			seen[port] = true
 		}

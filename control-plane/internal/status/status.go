@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/weighstation/weighstation/control-plane/internal/controller"
+	"github.com/weighstation/weighstation/control-plane/internal/discovery"
 	"github.com/weighstation/weighstation/control-plane/internal/quota"
 	"github.com/weighstation/weighstation/control-plane/internal/tlssecrets"
 	"github.com/weighstation/weighstation/control-plane/internal/xds"
@@ -22,6 +23,8 @@ type Report struct {
 	Quota *quota.Standing `json:"quota,omitempty"`
 	// TLS is the TLS material served to Envoy; absent without any.
 	TLS *tlssecrets.Standing `json:"tls,omitempty"`
+	// KafkaBrokers are the brokers of discovered Kafka clusters: fronted, or withheld and why.
+	KafkaBrokers []discovery.Broker `json:"kafkaBrokers,omitempty"`
 }
 
 // Sources are what the handlers read.
@@ -30,6 +33,15 @@ type Sources struct {
 	Nodes func() []xds.NodeStatus
 	Quota func() *quota.Standing
 	TLS   func() *tlssecrets.Standing
+	// KafkaBrokers (nil: none discovered).
+	KafkaBrokers func() []discovery.Broker
+}
+
+func (s Sources) kafkaBrokers() []discovery.Broker {
+	if s.KafkaBrokers == nil {
+		return nil
+	}
+	return s.KafkaBrokers()
 }
 
 func (s Sources) tls() *tlssecrets.Standing {
@@ -58,18 +70,18 @@ func Handler(src Sources) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(Report{State: src.State(), Nodes: src.Nodes(), Quota: src.Quota(), TLS: src.tls()})
+		_ = enc.Encode(Report{State: src.State(), Nodes: src.Nodes(), Quota: src.Quota(), TLS: src.tls(), KafkaBrokers: src.kafkaBrokers()})
 	})
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		writeMetrics(w, src.State(), src.Nodes(), src.Quota(), src.tls())
+		writeMetrics(w, src.State(), src.Nodes(), src.Quota(), src.tls(), src.kafkaBrokers())
 	})
 	return mux
 }
 
 // writeMetrics renders the Prometheus text format by hand: a handful of gauges and counters
 // whose values are read from the controller at scrape time.
-func writeMetrics(w http.ResponseWriter, st controller.State, nodes []xds.NodeStatus, q *quota.Standing, tls *tlssecrets.Standing) {
+func writeMetrics(w http.ResponseWriter, st controller.State, nodes []xds.NodeStatus, q *quota.Standing, tls *tlssecrets.Standing, brokers []discovery.Broker) {
 	var b strings.Builder
 	metric := func(name, typ, help string) {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
@@ -113,6 +125,13 @@ func writeMetrics(w http.ResponseWriter, st controller.State, nodes []xds.NodeSt
 		if t := tls.ServerCertificateNotAfter; t != nil {
 			metric("weighstation_controlplane_tls_certificate_not_after_seconds", "gauge", "When the certificate clients see expires (Unix time).")
 			fmt.Fprintf(&b, "weighstation_controlplane_tls_certificate_not_after_seconds %d\n", t.Unix())
+		}
+	}
+	if len(brokers) > 0 {
+		metric("weighstation_controlplane_kafka_broker_fronted", "gauge", "1 for a discovered Kafka broker the gateway fronts; 0 for one it withholds from every client (out of range, or an address no Envoy could dial: see /status).")
+		for _, k := range brokers {
+			fmt.Fprintf(&b, "weighstation_controlplane_kafka_broker_fronted{chain=%q,node=\"%d\",address=%q,state=%q} %d\n",
+				k.Chain, k.Node, k.Address, k.State, boolInt(k.State == discovery.Fronted))
 		}
 	}
 	_, _ = w.Write([]byte(b.String()))

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/weighstation/weighstation/control-plane/internal/discovery"
 )
 
 // maxReport bounds a report's body: a worker sends its tenants' counters and at most a few
@@ -24,6 +26,9 @@ type Sinks struct {
 	OTLP *OTLP
 	// Limits gives /usage each tenant's configured limits.
 	Limits func(protocol, tenant string) (Limits, bool)
+	// Brokers takes the Kafka brokers each report names, relayed ones too: every replica
+	// fronts them alike (nil: none are discovered).
+	Brokers func([]discovery.Seen, time.Time)
 }
 
 // Routes adds POST /v1/report, GET /usage, /usage/history and /decisions to mux.
@@ -41,6 +46,9 @@ func Routes(mux *http.ServeMux, b *Book, sinks Sinks) {
 			return
 		}
 		stored := b.Ingest(rep, time.Now())
+		if sinks.Brokers != nil {
+			sinks.Brokers(rep.Brokers, time.Now())
+		}
 		if r.Header.Get(RelayedHeader) == "" {
 			sinks.Relay.Pass(body)
 			sinks.OTLP.Add(stored)

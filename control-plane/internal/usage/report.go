@@ -5,6 +5,8 @@
 // `weighstation decisions`).
 package usage
 
+import "github.com/weighstation/weighstation/control-plane/internal/discovery"
+
 // Reasons are the filter's refusal reasons, in the order of its per-reason arrays.
 var Reasons = [5]string{"size", "rate", "inflight", "queue", "connections"}
 
@@ -18,6 +20,9 @@ type Report struct {
 	Decisions  []Decision    `json:"decisions"`
 	Suppressed []Suppressed  `json:"suppressed"`
 	Dropped    uint64        `json:"dropped"`
+	// Brokers are the Kafka brokers the worker has seen named on a discovered cluster's
+	// listeners (internal/discovery).
+	Brokers []discovery.Seen `json:"brokers"`
 }
 
 // TenantCount is a worker's counters for one tenant since it started, and its part of the gauges.

@@ -31,9 +31,9 @@ const natsChainPrefix = "weighstation-"
 const (
 	natsHealthInterval = time.Second
 	natsHealthTimeout  = time.Second
-	// natsConnectAttempts: a connect that fails (the server died since its last check) is
+	// seedConnectAttempts: a connect that fails (the server died since its last check) is
 	// tried again on another server before the client sees its connection close.
-	natsConnectAttempts = 3
+	seedConnectAttempts = 3
 )
 
 // natsChain is the filter chain name of a NATS listener.
@@ -75,11 +75,13 @@ func natsListeners(g Gateway) ([]compile.NATSListener, error) {
 // natsTLSListenerName names the TLS-first NATS listener (and, through natsChain, its chain).
 const natsTLSListenerName = "nats_tls"
 
-// withNATSHealth has Envoy check every seed server and set aside one whose connect failed.
-// Round robin, not least-request: a dead server carries no connections, so least-request would
-// prefer it until the health check notices, and a connect's retries could all land on it
-// (measured: a new client got EOF); in turn, each retry goes to the next server.
-func withNATSHealth(c *clusterv3.Cluster) {
+// withSeedHealth has Envoy check every seed server (NATS) or bootstrap broker (Kafka) and set
+// aside one whose connect failed; a check passes when a new connection is answered with
+// receive (nil: when it connects). Round robin, not least-request: a dead server carries no
+// connections, so least-request would prefer it until the health check notices, and a
+// connect's retries could all land on it (measured: a new client got EOF); in turn, each retry
+// goes to the next server.
+func withSeedHealth(c *clusterv3.Cluster, receive []byte) {
 	c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
 	c.OutlierDetection = &clusterv3.OutlierDetection{
 		// For TCP a "5xx" is a failed connect: one is enough to set a server aside until its
@@ -97,10 +99,12 @@ func withNATSHealth(c *clusterv3.Cluster) {
 		HealthyThreshold:   wrapperspb.UInt32(1),
 		// A new connection per check: nats-server sends INFO once, on connect.
 		ReuseConnection: wrapperspb.Bool(false),
-		HealthChecker: &corev3.HealthCheck_TcpHealthCheck_{TcpHealthCheck: &corev3.HealthCheck_TcpHealthCheck{
-			Receive: []*corev3.HealthCheck_Payload{{Payload: &corev3.HealthCheck_Payload_Text{Text: hex.EncodeToString([]byte("INFO"))}}},
-		}},
+		HealthChecker:   &corev3.HealthCheck_TcpHealthCheck_{TcpHealthCheck: &corev3.HealthCheck_TcpHealthCheck{}},
 	}}
+	if receive != nil {
+		tcp := c.HealthChecks[0].GetTcpHealthCheck()
+		tcp.Receive = []*corev3.HealthCheck_Payload{{Payload: &corev3.HealthCheck_Payload_Text{Text: hex.EncodeToString(receive)}}}
+	}
 }
 
 // checkAdvertised reports an advertised address that is not host:port.

@@ -108,7 +108,7 @@ func TestNATSSeedsAreHealthCheckedAndAFailedConnectRetried(t *testing.T) {
 		}
 		want := uint32(0)
 		if strings.HasPrefix(l.Name, "nats") {
-			want = natsConnectAttempts
+			want = seedConnectAttempts
 		}
 		if got := tp.GetMaxConnectAttempts().GetValue(); got != want {
 			t.Errorf("listener %s: max_connect_attempts %d, want %d", l.Name, got, want)

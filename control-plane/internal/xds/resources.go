@@ -68,6 +68,13 @@ type Gateway struct {
 	// KafkaBrokers front brokers that advertise their own addresses: each gets a gateway
 	// listener, and the filter rewrites the brokers' addresses to the gateway's.
 	KafkaBrokers []KafkaBroker
+	// KafkaClusters are the listener kinds of a Kafka cluster the gateway discovers;
+	// KafkaNodes the brokers discovered so far, which have upstreams (by filter chain,
+	// KafkaCluster.Chain, each node id's address: internal/discovery); KafkaFronted those the
+	// filter hands out (Server.SetKafkaNodes).
+	KafkaClusters []KafkaCluster
+	KafkaNodes    map[string]map[int32]string
+	KafkaFronted  map[string]map[int32]string
 	// NATSPlainListen and KafkaPlainListen, if set, are a second NATS and Kafka listener with
 	// tcp_proxy alone and no filter, in plaintext, to the same upstream as NATSListen and
 	// KafkaListen: the baselines that benchmarks compare the filter's overhead against.
@@ -146,6 +153,12 @@ func (g Gateway) WithPortOffset(offset int) (Gateway, error) {
 			return g, err
 		}
 	}
+	out.KafkaClusters = append([]KafkaCluster(nil), g.KafkaClusters...)
+	for i := range out.KafkaClusters {
+		if out.KafkaClusters[i], err = out.KafkaClusters[i].moved(move); err != nil {
+			return g, err
+		}
+	}
 	for i := range out.KafkaBrokers {
 		b := &out.KafkaBrokers[i]
 		if b.Advertise == "" {
@@ -199,6 +212,12 @@ func (g Gateway) Check() error {
 	for _, b := range g.KafkaBrokers {
 		uses = append(uses, use{"--kafka-broker " + b.Upstream + "=" + b.Listen, b.Downstream, b.UpstreamTLS})
 	}
+	if err := checkKafkaClusters(g.KafkaClusters); err != nil {
+		return err
+	}
+	for _, c := range g.KafkaClusters {
+		uses = append(uses, use{"--kafka-cluster " + c.Name, c.Downstream, c.UpstreamTLS})
+	}
 	for _, u := range uses {
 		switch {
 		case u.downstream != Plaintext && !g.TLSFiles.Server():
@@ -221,6 +240,11 @@ type listenerSpec struct {
 	downstream Downstream
 	// plain listeners run tcp_proxy alone, without the filter (a benchmark baseline).
 	plain bool
+	// chain names the filter chain, by which the filter knows the listener (NATS: its INFO;
+	// Kafka: its discovered cluster).
+	chain string
+	// retries: a failed connect is tried again on another upstream endpoint (seed servers).
+	retries bool
 }
 
 // clusterSpec is one upstream: a broker, or the seed servers of a NATS cluster.
@@ -230,6 +254,8 @@ type clusterSpec struct {
 	tls      bool
 	// nats: the seed servers of a NATS cluster, health-checked and balanced (nats.go).
 	nats bool
+	// seeds: brokers a Kafka bootstrap listener balances, health-checked by a connect.
+	seeds bool
 }
 
 // Resources returns every resource of one snapshot: clusters, listeners and the filter
@@ -260,10 +286,12 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 		clusters = append(clusters, clusterSpec{name: clusterName(compile.NATS), upstream: g.NATSUpstream, tls: g.NATSUpstreamTLS, nats: true})
 	}
 	if g.NATSListen != "" {
-		listeners = append(listeners, listenerSpec{proto: compile.NATS, name: string(compile.NATS), listen: g.NATSListen, cluster: clusterName(compile.NATS)})
+		listeners = append(listeners, listenerSpec{proto: compile.NATS, name: string(compile.NATS), listen: g.NATSListen,
+			cluster: clusterName(compile.NATS), chain: natsChain(string(compile.NATS)), retries: true})
 	}
 	if g.NATSTLSListen != "" {
-		listeners = append(listeners, listenerSpec{proto: compile.NATS, name: natsTLSListenerName, listen: g.NATSTLSListen, cluster: clusterName(compile.NATS), downstream: g.NATSTLS})
+		listeners = append(listeners, listenerSpec{proto: compile.NATS, name: natsTLSListenerName, listen: g.NATSTLSListen,
+			cluster: clusterName(compile.NATS), downstream: g.NATSTLS, chain: natsChain(natsTLSListenerName), retries: true})
 	}
 	if g.KafkaListen != "" {
 		clusters = append(clusters, clusterSpec{name: clusterName(compile.Kafka), upstream: g.KafkaUpstream, tls: g.KafkaUpstreamTLS})
@@ -273,6 +301,20 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 		name := fmt.Sprintf("kafka_broker_%d", i)
 		clusters = append(clusters, clusterSpec{name: name, upstream: b.Upstream, tls: b.UpstreamTLS})
 		listeners = append(listeners, listenerSpec{proto: compile.Kafka, name: name, listen: b.Listen, cluster: name, downstream: b.Downstream})
+	}
+	var kafkaClusters []compile.KafkaCluster
+	for _, c := range g.KafkaClusters {
+		fronted := g.KafkaNodes[c.Chain()]
+		ls, cs, err := c.specs(fronted)
+		if err != nil {
+			return nil, err
+		}
+		listeners, clusters = append(listeners, ls...), append(clusters, cs...)
+		fc, err := c.filter(fronted, g.KafkaFronted[c.Chain()])
+		if err != nil {
+			return nil, err
+		}
+		kafkaClusters = append(kafkaClusters, fc)
 	}
 	if g.NATSPlainListen != "" && g.NATSListen != "" {
 		listeners = append(listeners, listenerSpec{proto: compile.NATS, name: "nats_plain", listen: g.NATSPlainListen, cluster: clusterName(compile.NATS), plain: true})
@@ -301,7 +343,7 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 		filters[l.proto] = true
 		fc := compile.Filter(set, version, l.proto, g.Replicas)
 		if l.proto == compile.Kafka {
-			fc.BrokerRoutes = routes
+			fc.BrokerRoutes, fc.KafkaClusters = routes, kafkaClusters
 		}
 		if l.proto == compile.NATS {
 			if fc.NATSListeners, err = natsListeners(g); err != nil {
@@ -365,8 +407,11 @@ func cluster(c clusterSpec, g Gateway) (*clusterv3.Cluster, error) {
 			Endpoints:   []*endpointv3.LocalityLbEndpoints{{LbEndpoints: endpoints}},
 		},
 	}
-	if c.nats {
-		withNATSHealth(out)
+	switch {
+	case c.nats:
+		withSeedHealth(out, []byte("INFO"))
+	case c.seeds:
+		withSeedHealth(out, nil)
 	}
 	if c.tls {
 		ts, err := upstreamTransportSocket(c.upstream, g.UpstreamServerName, g.TLSFiles)
@@ -397,8 +442,8 @@ func listener(l listenerSpec, g Gateway) (*listenerv3.Listener, error) {
 		PerConnectionBufferLimitBytes: wrapperspb.UInt32(g.BufferLimitBytes),
 		FilterChains:                  []*listenerv3.FilterChain{{Filters: filters}},
 	}
-	if l.proto == compile.NATS && !l.plain {
-		out.FilterChains[0].Name = natsChain(l.name)
+	if !l.plain {
+		out.FilterChains[0].Name = l.chain
 	}
 	if l.downstream == Plaintext {
 		return out, nil
@@ -426,8 +471,8 @@ func chainFilters(l listenerSpec, afterHandshake bool) ([]*listenerv3.Filter, er
 		StatPrefix:       l.name,
 		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: l.cluster},
 	}
-	if l.proto == compile.NATS {
-		proxy.MaxConnectAttempts = wrapperspb.UInt32(natsConnectAttempts)
+	if l.retries {
+		proxy.MaxConnectAttempts = wrapperspb.UInt32(seedConnectAttempts)
 	}
 	if afterHandshake {
 		proxy.UpstreamConnectMode = tcpproxyv3.UpstreamConnectMode_ON_DOWNSTREAM_TLS_HANDSHAKE

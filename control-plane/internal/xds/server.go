@@ -66,6 +66,9 @@ type Server struct {
 	// counted says replicas come from SetReplicas (every gateway pod, wherever its xDS stream
 	// is), not from this control plane's own connections.
 	counted bool
+	// holdUntil: nothing is published before it (HoldUntil); held says a publish waits for it.
+	holdUntil time.Time
+	held      bool
 }
 
 func NewServer(g Gateway) *Server {
@@ -134,8 +137,63 @@ func gatewayFingerprint(g Gateway) string {
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
+// HoldUntil publishes nothing before t. A control plane in front of a discovered Kafka cluster
+// starts knowing no broker; were it to publish at once, every Envoy connected to it would lose
+// the upstreams of the brokers it fronts until the filters' next reports named them again
+// (internal/discovery). Reports come every second, so a few seconds' hold publishes them all.
+func (s *Server) HoldUntil(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.holdUntil = t
+}
+
+// kafkaUpstreamLead is how long a discovered broker's upstream is published before the
+// filter hands the broker out: Envoy applies the upstream (CDS) and the filter configuration
+// (ECDS) of one snapshot independently, so a client told of the broker at once could connect
+// before its upstream exists, and have its connection closed.
+const kafkaUpstreamLead = time.Second
+
+// SetKafkaNodes makes nodes (by filter chain, each node id's address) the Kafka brokers every
+// Envoy has an upstream for at once, and hands them out to clients kafkaUpstreamLead later.
+// While the start is held (HoldUntil) both happen together: the Envoys a restarted control
+// plane meets already have those upstreams.
+func (s *Server) SetKafkaNodes(nodes map[string]map[int32]string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gateway.KafkaNodes = nodes
+	if time.Now().Before(s.holdUntil) {
+		s.gateway.KafkaFronted = nodes
+	} else {
+		time.AfterFunc(kafkaUpstreamLead, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.gateway.KafkaFronted = nodes
+			s.fingerprint = gatewayFingerprint(s.gateway)
+			if err := s.publishLocked(); err != nil {
+				slog.Error("handing out discovered Kafka brokers", "err", err)
+			}
+		})
+	}
+	s.fingerprint = gatewayFingerprint(s.gateway)
+	return s.publishLocked()
+}
+
 func (s *Server) publishLocked() error {
 	if s.set == nil {
+		return nil
+	}
+	if wait := time.Until(s.holdUntil); wait > 0 {
+		if !s.held {
+			s.held = true
+			time.AfterFunc(wait, func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				s.held = false
+				if err := s.publishLocked(); err != nil {
+					slog.Error("publishing after the hold", "err", err)
+				}
+			})
+		}
 		return nil
 	}
 	for offset := range s.offsets {

@@ -7,6 +7,7 @@ use std::rc::Rc;
 use crate::attribution::Directory;
 use crate::consume::ConsumeLimit;
 use crate::identity::Identity;
+use crate::kafka;
 use crate::leases::Scope;
 use crate::limits::RateLimit;
 use crate::nats;
@@ -121,6 +122,8 @@ struct Document {
     #[serde(default)]
     nats_listeners: Vec<NatsListener>,
     #[serde(default)]
+    kafka_clusters: Vec<kafka::Cluster>,
+    #[serde(default)]
     quota: Option<QuotaService>,
     #[serde(default)]
     reports: Option<Reports>,
@@ -152,6 +155,8 @@ pub struct Config {
     broker_routes: Vec<((String, i32), (String, i32))>,
     /// Filter chain name → the NATS listener it serves.
     nats_listeners: Vec<(String, Rc<nats::Listener>)>,
+    /// The Kafka clusters the gateway discovers, each known by its listeners' filter chain.
+    kafka_clusters: Vec<Rc<kafka::Cluster>>,
     /// Where global limits are shared among replicas; None when no tenant is global.
     pub quota: Option<QuotaService>,
     /// Where usage and sampled decisions are reported; None: nowhere.
@@ -268,6 +273,7 @@ pub enum ConfigError {
     Json(String),
     UnknownDefaultTenant(String),
     BadBrokerRoute(String),
+    BadKafkaCluster(String),
     NoQuotaService,
 }
 
@@ -277,6 +283,7 @@ impl std::fmt::Display for ConfigError {
             ConfigError::Json(e) => write!(f, "filter configuration is not valid JSON for this filter: {e}"),
             ConfigError::UnknownDefaultTenant(t) => write!(f, "default tenant {t:?} is not among the tenants"),
             ConfigError::BadBrokerRoute(r) => write!(f, "broker route {r:?} is not host:port"),
+            ConfigError::BadKafkaCluster(r) => write!(f, "kafka cluster {r}"),
             ConfigError::NoQuotaService => write!(f, "a tenant has global limits but no quota service is configured"),
         }
     }
@@ -312,6 +319,14 @@ impl Config {
                 }
             }
         }
+        let mut kafka_clusters = Vec::new();
+        for mut c in doc.kafka_clusters {
+            c.check()
+                .map_err(|e| ConfigError::BadKafkaCluster(format!("{}: {e}", c.chain)))?;
+            c.fronted.sort_unstable();
+            c.fronted.dedup();
+            kafka_clusters.push(Rc::new(c));
+        }
         let nats_listeners = doc
             .nats_listeners
             .into_iter()
@@ -327,6 +342,7 @@ impl Config {
             plans,
             broker_routes,
             nats_listeners,
+            kafka_clusters,
             version: doc.version,
             generation,
             protocol: doc.protocol,
@@ -359,7 +375,17 @@ impl Config {
 
     /// Whether broker addresses in responses must be rewritten.
     pub fn rewrites_brokers(&self) -> bool {
-        !self.broker_routes.is_empty()
+        !self.broker_routes.is_empty() || !self.kafka_clusters.is_empty()
+    }
+
+    /// The discovered Kafka cluster a filter chain's listeners front, if any.
+    pub fn kafka_cluster(&self, chain: &str) -> Option<Rc<kafka::Cluster>> {
+        self.kafka_clusters.iter().find(|c| c.chain == chain).cloned()
+    }
+
+    /// Whether any Kafka cluster is discovered (the glue then reads its chain name).
+    pub fn discovers_kafka_clusters(&self) -> bool {
+        !self.kafka_clusters.is_empty()
     }
 
     pub fn default_tenant(&self) -> TenantId {
@@ -460,8 +486,9 @@ mod tests {
             "brokerRoutes":[{"upstream":"kafka-1:9092","advertise":"gw.example.com:9093"}]}"#;
         let c = Config::parse(doc.as_bytes()).unwrap();
         assert!(c.rewrites_brokers());
-        assert_eq!(c.gateway_for(b"kafka-1", 9092), Some(("gw.example.com", 9093)));
-        assert_eq!(c.gateway_for(b"kafka-2", 9092), None);
+        use crate::kafka::Route;
+        assert_eq!(c.route(1, b"kafka-1", 9092), Route::To("gw.example.com", 9093));
+        assert_eq!(c.route(2, b"kafka-2", 9092), Route::Keep);
         let bad = doc.replace("kafka-1:9092", "kafka-1");
         assert!(matches!(
             Config::parse(bad.as_bytes()),
@@ -540,11 +567,15 @@ mod tests {
     }
 }
 
+/// Brokers listed by address (`--kafka-broker`): an address no route names is kept, since it
+/// may be the gateway's own.
 impl crate::kafka::BrokerMap for Config {
-    fn gateway_for(&self, host: &[u8], port: i32) -> Option<(&str, i32)> {
+    fn route(&self, _node: i32, host: &[u8], port: i32) -> crate::kafka::Route<'_> {
         self.broker_routes
             .iter()
             .find(|((h, p), _)| h.as_bytes() == host && *p == port)
-            .map(|(_, (h, p))| (h.as_str(), *p))
+            .map_or(crate::kafka::Route::Keep, |(_, (h, p))| {
+                crate::kafka::Route::To(h.as_str(), *p)
+            })
     }
 }

@@ -11,6 +11,7 @@
 //! the connection's next Fetch is held until then (KIP-219), asking for no more than the bucket
 //! holds.
 
+mod brokers;
 mod fetch;
 
 use fetch::Fetching;
@@ -20,7 +21,7 @@ use weighstation_core::config::Protocol;
 use weighstation_core::identity::{Authenticated, KafkaPrincipal};
 use weighstation_core::kafka::{
     api_versions_request, authenticate_answer, authenticate_step, cap_versions, handshake_mechanism, produce_response,
-    raise_produce_throttle, rewrite_brokers, visit_produce, Batch, Interest, Mechanism, PartitionError, ProduceSummary,
+    raise_produce_throttle, visit_produce, Batch, Gaps, Interest, Mechanism, PartitionError, ProduceSummary,
     RequestHandler, RequestHeader, RequestStream, ResponseHandler, ResponseStream, Retries, Step, API_DESCRIBE_CLUSTER,
     API_FETCH, API_FIND_COORDINATOR, API_METADATA, API_PRODUCE, API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE,
     API_VERSIONS, HORIZON_NS, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
@@ -32,7 +33,6 @@ use weighstation_core::source::Source;
 use crate::clock::now_ns;
 use crate::connection::{self, Connection};
 use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot, Prepaid};
-use crate::state;
 use crate::tenancy::Attribution;
 use crate::{reports, trust, waiters};
 use weighstation_core::report::observed;
@@ -49,7 +49,8 @@ enum Pending {
     Refused { response: Vec<u8> },
     /// The client's own ApiVersions: cap the Produce version.
     Versions { version: i16 },
-    /// Metadata or FindCoordinator while the gateway fronts brokers: rewrite their addresses.
+    /// Metadata, FindCoordinator or DescribeCluster while the gateway fronts brokers: rewrite
+    /// their addresses.
     Addresses { api_key: i16, version: i16 },
     /// A SaslAuthenticate: the broker's answer says whether the claimed principal counts.
     /// `scram_final`: it answers SCRAM's client-final message.
@@ -85,6 +86,8 @@ struct Conn {
     refused: bool,
     /// Rate set aside for the retries of refused Produce requests.
     retries: Retries,
+    /// Partitions whose idempotent sequence has a refused batch not yet sent again.
+    gaps: Gaps,
     /// The batches of the Produce being decided (kept to reuse its allocation).
     batches: Vec<Batch>,
     /// The Produce's topics as (offset in the body, length, records), kept for the usage report
@@ -101,6 +104,8 @@ struct Conn {
     /// The overrides with consume buckets of the Fetch being decided (reused).
     fetch_overrides: Vec<usize>,
     fetching: Option<Fetching>,
+    /// The listener's filter chain, read once a response names brokers (brokers.rs).
+    chain: Option<Option<String>>,
 }
 
 impl Conn {
@@ -233,6 +238,25 @@ impl Conn {
                 return self.refuse(h, body, produce, now, (Reason::Size, over), &detail, 0);
             }
         }
+        if let Some(ready_at) = self.gaps.blocked(batches).filter(|_| !tenant.dry_run) {
+            // Forwarded, it would land after a gap in its producer's sequence: the broker would
+            // reject it after the tenant paid for it (weighstation_core::kafka::Gaps).
+            who.metrics.refused(Reason::Rate, summary.records);
+            let detail = format!(
+                "rate limit of tenant {}: an earlier batch of the partition was refused and has not been sent again",
+                tenant.name
+            );
+            self.retries.refused(batches);
+            return self.refuse(
+                h,
+                body,
+                produce,
+                now,
+                (Reason::Rate, None),
+                &detail,
+                throttle_ms(ready_at.saturating_sub(now)),
+            );
+        }
         self.retries.expire(now);
         let claim = self.retries.claim(batches);
         if claim.messages > 0 && !claim.ready(now) && !tenant.dry_run {
@@ -245,6 +269,7 @@ impl Conn {
                 wait / 1_000_000
             );
             self.retries.refused(batches);
+            self.gaps.refused(batches, claim.ready_at);
             return self.refuse(h, body, produce, now, (Reason::Rate, None), &detail, throttle_ms(wait));
         }
         let ask = Ask {
@@ -273,6 +298,7 @@ impl Conn {
                     reports::kafka_topic(usage, body.at(at, len).get(..len).unwrap_or_default(), records);
                 }
                 self.retries.spent(batches);
+                self.gaps.forwarded(batches);
                 if awaits_reply {
                     let delay_ms = delayed.map_or(0, |ns| i32::try_from(ns / 1_000_000).unwrap_or(i32::MAX));
                     if slot.is_some() {
@@ -303,6 +329,8 @@ impl Conn {
                     }
                 }
                 self.retries.refused(batches);
+                let ready_at = now.saturating_add(u64::try_from(throttle).unwrap_or(0).saturating_mul(1_000_000));
+                self.gaps.refused(batches, ready_at);
                 self.refuse(h, body, produce, now, (reason, by), &detail, throttle)
             }
         }
@@ -395,10 +423,6 @@ impl Conn {
         Admission::Replace(api_versions_request(h.correlation_id, h.client_id))
     }
 
-    fn rewrites_brokers(&self) -> bool {
-        state::active(Protocol::Kafka).is_some_and(|c| c.rewrites_brokers())
-    }
-
     fn release(&mut self, slot: Option<InFlightSlot>) {
         if let Some(slot) = slot {
             slot.finished(self.who.current());
@@ -489,9 +513,13 @@ impl Responses<'_> {
 
 impl ResponseHandler for Responses<'_> {
     fn arriving(&mut self, correlation_id: i32, _size: usize) -> Interest {
+        let endpoints = match self.conn.pending.get(&correlation_id) {
+            Some(&Pending::Produced { version, .. }) => self.conn.reads_produce_endpoints(version),
+            _ => false,
+        };
         match self.conn.pending.get(&correlation_id) {
             None => Interest::Pass,
-            Some(Pending::Produced { delay_ms: 0, .. }) => {
+            Some(Pending::Produced { delay_ms: 0, .. }) if !endpoints => {
                 if let Some(Pending::Produced { slot, .. }) = self.conn.pending.remove(&correlation_id) {
                     self.conn.release(slot);
                 }
@@ -529,17 +557,18 @@ impl ResponseHandler for Responses<'_> {
                 delay_ms,
             } => {
                 self.conn.release(slot);
-                let mut patched = frame.to_vec();
+                let rewritten = self.conn.rewrite_produce_endpoints(frame, version);
+                if delay_ms == 0 {
+                    return rewritten;
+                }
+                let mut patched = rewritten.unwrap_or_else(|| frame.to_vec());
                 raise_produce_throttle(&mut patched, version, delay_ms).map(|()| patched)
             }
             Pending::Versions { version } => {
                 let mut patched = frame.to_vec();
                 cap_versions(&mut patched, version).map(|()| patched)
             }
-            Pending::Addresses { api_key, version } => {
-                let config = state::active(Protocol::Kafka)?;
-                rewrite_brokers(frame, api_key, version, config.as_ref())
-            }
+            Pending::Addresses { api_key, version } => self.conn.rewrite_addresses(frame, api_key, version),
             Pending::Authenticate { version, scram_final } => {
                 self.conn.authenticated(frame, version, scram_final);
                 None
@@ -621,6 +650,7 @@ pub fn connection(context_id: u32) -> Connection<State> {
                 pending: HashMap::new(),
                 refused: false,
                 retries: Retries::default(),
+                gaps: Gaps::default(),
                 batches: Vec::new(),
                 topics: Vec::new(),
                 topic: Vec::new(),
@@ -629,6 +659,7 @@ pub fn connection(context_id: u32) -> Connection<State> {
                 fetch_held: None,
                 fetch_overrides: Vec::new(),
                 fetching: None,
+                chain: None,
             },
             requests: RequestStream::new(HOLD_LIMIT),
             responses: ResponseStream::default(),

@@ -7,6 +7,7 @@ mod buffer;
 mod clock;
 mod connection;
 mod consume;
+mod discovery;
 mod gatekeeper;
 mod host;
 mod kafka_conn;

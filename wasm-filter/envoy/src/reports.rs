@@ -17,7 +17,7 @@ use weighstation_core::report::{
     TenantUsage, REPORT_PATH, REPORT_PERIOD_NS,
 };
 
-use crate::state;
+use crate::{discovery, state};
 
 /// Decisions kept while the control plane cannot be reached; older ones are dropped first.
 const MAX_PENDING_DECISIONS: usize = 2_000;
@@ -297,6 +297,7 @@ pub fn tick(root: &dyn Context, now: u64) {
             decisions: &decisions,
             suppressed: &suppressed,
             dropped: r.dropped,
+            brokers: &discovery::seen(),
         }
         .to_json();
         // Counts are cumulative, so a lost report loses none; its decisions and suppressed

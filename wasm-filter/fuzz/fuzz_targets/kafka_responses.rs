@@ -5,15 +5,17 @@
 //! buffers at most one header or one response read whole. Each
 //! response read whole goes, by its correlation id, through what the glue does with it: the
 //! Produce throttle raised, the ApiVersions Produce version capped, the broker addresses of a
-//! Metadata or FindCoordinator response rewritten, a SaslAuthenticate answer read, or the
+//! Metadata, FindCoordinator or DescribeCluster response rewritten (and, by a discovered
+//! cluster, only fronted brokers named), a Produce response's NodeEndpoints rewritten, a SaslAuthenticate answer read, or the
 //! answer replaced by a synthesised Produce response; and each keeps its promises.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use weighstation_core::kafka::{
-    authenticate_answer, cap_versions, produce_response, raise_produce_throttle, rewrite_brokers, BrokerMap, Interest,
+    authenticate_answer, cap_versions, produce_response, raise_produce_throttle, rewrite_brokers,
+    rewrite_produce_endpoints, BrokerMap, Cluster, Interest, Route,
     PartitionError, ResponseHandler, ResponseStream, API_DESCRIBE_CLUSTER, API_FIND_COORDINATOR, API_METADATA,
     MAX_PRODUCE_VERSION, MAX_WHOLE, MIN_PRODUCE_VERSION, THROTTLING_QUOTA_EXCEEDED,
 };
@@ -40,17 +42,52 @@ impl Map {
 }
 
 impl BrokerMap for Map {
-    fn gateway_for(&self, host: &[u8], port: i32) -> Option<(&str, i32)> {
+    fn route(&self, _node: i32, host: &[u8], port: i32) -> Route<'_> {
         self.asked.set(self.asked.get() + 1);
         if !self.swap {
-            None
+            Route::Keep
         } else if (host, port) == (BROKER.0.as_bytes(), BROKER.1) {
-            Some(GATEWAY)
+            Route::To(GATEWAY.0, GATEWAY.1)
         } else if (host, port) == (GATEWAY.0.as_bytes(), GATEWAY.1) {
-            Some(BROKER)
+            Route::To(BROKER.0, BROKER.1)
         } else {
-            None
+            Route::Keep
         }
+    }
+}
+
+/// Records every endpoint a response names, keeping each.
+#[derive(Default)]
+struct Named(RefCell<Vec<(i32, Vec<u8>, i32)>>);
+
+impl BrokerMap for Named {
+    fn route(&self, node: i32, host: &[u8], port: i32) -> Route<'_> {
+        self.0.borrow_mut().push((node, host.to_vec(), port));
+        Route::Keep
+    }
+}
+
+/// A discovered cluster fronting nodes 1 and 3 of 0-9.
+fn cluster() -> Cluster {
+    Cluster {
+        chain: "weighstation-kafka".into(),
+        first_node: 0,
+        last_node: 9,
+        advertise_host: GATEWAY.0.into(),
+        advertise_first_port: 30000,
+        stride: 1,
+        fronted: vec![1, 3],
+    }
+}
+
+/// What a discovered cluster's rewrite gives parses again, and names only fronted nodes at
+/// their gateway ports.
+fn names_only_the_gateway(out: &[u8], check: impl Fn(&Named) -> Option<Vec<u8>>) {
+    let named = Named::default();
+    check(&named).expect("a rewritten response parses again");
+    for (node, host, port) in named.0.into_inner() {
+        assert!([1, 3].contains(&node), "node {node} handed out");
+        assert_eq!((host.as_slice(), port), (GATEWAY.0.as_bytes(), 30000 + node), "in {out:?}");
     }
 }
 
@@ -91,6 +128,11 @@ fn answer(pending: Pending, correlation_id: i32, frame: &[u8]) -> Option<Vec<u8>
                 changed.last().zip(changed.first()).is_none_or(|(l, f)| l - f < 4),
                 "more than throttle_time_ms changed: {changed:?}"
             );
+            if let Some(rewritten) = rewrite_produce_endpoints(&patched, version, &cluster()) {
+                assert!(size_prefix_matches(&rewritten));
+                let again = rewrite_produce_endpoints(&rewritten, version, &cluster());
+                assert_eq!(again.as_deref(), Some(rewritten.as_slice()), "rewriting twice changed it");
+            }
             for lower in [delay, 0] {
                 let mut again = patched.clone();
                 raise_produce_throttle(&mut again, version, lower).expect("parsed once, parses again");
@@ -164,6 +206,9 @@ fn rewritten(frame: &[u8], api_key: i16, version: i16) -> Option<Vec<u8>> {
         Some(out.as_slice()),
         "swapping back and forth again"
     );
+    if let Some(withheld) = rewrite_brokers(frame, api_key, version, &cluster()) {
+        names_only_the_gateway(&withheld, |named| rewrite_brokers(&withheld, api_key, version, named));
+    }
     if swapped_back.len() == frame.len() {
         // The frame encoded its moved hosts as the rewrite does (no over-long lengths).
         assert_eq!(swapped_back, frame, "swapping back");

@@ -2,11 +2,13 @@
 //! parts of Produce requests the limits need (record batch sizes and counts, from the
 //! uncompressed RecordBatch v2 header — nothing is decompressed).
 
+mod brokers;
 mod cursor;
 mod encode;
 mod fetch;
 #[cfg(test)]
 pub(crate) mod fetch_tests;
+mod gaps;
 #[cfg(test)]
 mod order_tests;
 mod produce;
@@ -16,16 +18,21 @@ mod rewrite;
 mod sasl;
 mod stream;
 
+pub use brokers::{BrokerMap, Cluster, Route, MAX_NODES};
 pub use encode::{
     api_versions_request, produce_response, PartitionError, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
 };
 pub use fetch::{fetch_topics, API_FETCH, MAX_FETCH_VERSION, MIN_FETCH_VERSION};
+pub use gaps::Gaps;
 pub use produce::{
     visit_produce, PartitionBatch, ProduceError, ProduceSummary, MAX_PRODUCE_VERSION, MIN_PRODUCE_VERSION,
 };
 pub use response::{cap_versions, raise_produce_throttle, Interest, ResponseHandler, ResponseStream, MAX_WHOLE};
 pub use retries::{Batch, Claim, Retries, HORIZON_NS};
-pub use rewrite::{rewrite_brokers, BrokerMap, API_DESCRIBE_CLUSTER, API_FIND_COORDINATOR, API_METADATA};
+pub use rewrite::{
+    rewrite_brokers, rewrite_produce_endpoints, API_DESCRIBE_CLUSTER, API_FIND_COORDINATOR, API_METADATA,
+    COORDINATOR_NOT_AVAILABLE,
+};
 pub use sasl::{
     authenticate_answer, authenticate_step, handshake_mechanism, Answer, Mechanism, Step, API_SASL_AUTHENTICATE,
     API_SASL_HANDSHAKE,

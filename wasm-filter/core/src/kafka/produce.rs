@@ -12,6 +12,8 @@ use super::FIRST_FLEXIBLE_PRODUCE as FIRST_FLEXIBLE_VERSION;
 const BATCH_FRAMING: usize = 12;
 const BATCH_MAGIC_OFFSET: usize = 16;
 const BATCH_CRC_OFFSET: usize = 17;
+const BATCH_PRODUCER_ID_OFFSET: usize = 43;
+const BATCH_BASE_SEQUENCE_OFFSET: usize = 53;
 const BATCH_RECORDS_OFFSET: usize = 57;
 pub(crate) const BATCH_HEADER_LEN: usize = 61;
 
@@ -30,6 +32,9 @@ pub struct PartitionBatch<'a> {
     /// The batches' CRCs (each covers everything after it: producer id, sequence, records),
     /// combined: a retry of the same batches carries the same value.
     pub crc: u32,
+    /// The first batch's producer id and base sequence: -1 unless the producer is idempotent.
+    pub producer_id: i64,
+    pub base_sequence: i32,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -168,7 +173,13 @@ pub fn visit_produce(
         for p in 0..partitions {
             let partition = c.i32()?;
             let (at, len) = c.field(flexible, true)?;
-            let RecordSet { count, largest, crc } = count_records(&mut c, at, len)?;
+            let RecordSet {
+                count,
+                largest,
+                crc,
+                producer_id,
+                base_sequence,
+            } = count_records(&mut c, at, len)?;
             // The last partition's tagged fields end the request: nothing after them is read.
             let last = t + 1 == topics && p + 1 == partitions;
             if flexible && !last {
@@ -185,6 +196,8 @@ pub fn visit_produce(
                 largest_batch: largest,
                 records: count,
                 crc,
+                producer_id,
+                base_sequence,
             });
         }
         if flexible && t + 1 < topics {
@@ -198,6 +211,8 @@ struct RecordSet {
     count: u64,
     largest: usize,
     crc: u32,
+    producer_id: i64,
+    base_sequence: i32,
 }
 
 /// Sums the record counts of the batches in the record set at `at`, reading each batch's header
@@ -205,6 +220,7 @@ struct RecordSet {
 fn count_records(c: &mut Walk<'_>, at: usize, len: usize) -> Result<RecordSet, ProduceError> {
     let end = at + len;
     let (mut records, mut largest, mut crc) = (0u64, 0usize, 0u32);
+    let (mut producer_id, mut base_sequence) = (-1i64, -1i32);
     let mut pos = at;
     while pos < end {
         if end - pos < BATCH_HEADER_LEN {
@@ -227,12 +243,19 @@ fn count_records(c: &mut Walk<'_>, at: usize, len: usize) -> Result<RecordSet, P
         records += u64::try_from(count).map_err(|_| ProduceError::BadBatch)?;
         largest = largest.max(total);
         crc = crc.rotate_left(5) ^ u32::from_be_bytes(array(&header, BATCH_CRC_OFFSET)?);
+        if pos == at {
+            let id = header.get(BATCH_PRODUCER_ID_OFFSET..BATCH_PRODUCER_ID_OFFSET + 8);
+            producer_id = id.and_then(|b| b.try_into().ok()).map_or(-1, i64::from_be_bytes);
+            base_sequence = i32::from_be_bytes(array(&header, BATCH_BASE_SEQUENCE_OFFSET)?);
+        }
         pos += total;
     }
     Ok(RecordSet {
         count: records,
         largest,
         crc,
+        producer_id,
+        base_sequence,
     })
 }
 

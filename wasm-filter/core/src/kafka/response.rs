@@ -166,7 +166,7 @@ pub fn raise_produce_throttle(frame: &mut [u8], version: i16, throttle_ms: i32) 
 }
 
 /// Where throttle_time_ms sits in a Produce response frame (after the topic array).
-fn produce_throttle_offset(frame: &[u8], version: i16) -> Option<usize> {
+pub(super) fn produce_throttle_offset(frame: &[u8], version: i16) -> Option<usize> {
     let flexible = version >= FIRST_FLEXIBLE_PRODUCE;
     let mut c = Cursor::new(frame);
     c.i32()?; // size

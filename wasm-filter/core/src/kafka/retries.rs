@@ -44,24 +44,30 @@ pub struct Batch {
     pub key: u64,
     pub messages: u64,
     pub bytes: u64,
+    /// The topic and partition alone, and where an idempotent producer's batch sits in its
+    /// partition's sequence (crate::kafka::gaps).
+    pub partition: u64,
+    pub producer_id: i64,
+    pub base_sequence: i32,
 }
 
 impl Batch {
     pub fn of(p: &PartitionBatch<'_>) -> Batch {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut mix = |bytes: &[u8]| {
+        fn mix(mut h: u64, bytes: &[u8]) -> u64 {
             for b in bytes {
                 h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
             }
-        };
-        mix(p.topic);
-        mix(&p.partition.to_be_bytes());
-        mix(&p.crc.to_be_bytes());
-        mix(&p.records.to_be_bytes());
+            h
+        }
+        let partition = mix(mix(0xcbf2_9ce4_8422_2325, p.topic), &p.partition.to_be_bytes());
+        let key = mix(mix(partition, &p.crc.to_be_bytes()), &p.records.to_be_bytes());
         Batch {
-            key: h,
+            key,
             messages: p.records,
             bytes: p.bytes as u64,
+            partition,
+            producer_id: p.producer_id,
+            base_sequence: p.base_sequence,
         }
     }
 }
@@ -194,6 +200,8 @@ mod tests {
             largest_batch: 1000,
             records: 10,
             crc,
+            producer_id: -1,
+            base_sequence: -1,
         })
     }
 

@@ -1,32 +1,39 @@
 //! Broker address rewriting, so clients of a cluster whose brokers advertise their own
-//! addresses still come back through the gateway: Metadata and DescribeCluster (brokers) and
-//! FindCoordinator (coordinator) responses are re-encoded with each broker's gateway address.
-//! The rest of a response is copied as it is.
+//! addresses still come back through the gateway. Every response that names a broker is
+//! re-encoded with the gateway's address for it ([`BrokerMap`]): Metadata and DescribeCluster
+//! (brokers, and the controller id), FindCoordinator (coordinators) and the `NodeEndpoints` of
+//! Produce v10+ (KIP-951). A broker the map withholds is left out of a broker list, and a
+//! coordinator it withholds is answered COORDINATOR_NOT_AVAILABLE, so no client ever learns
+//! an address the gateway does not front. The rest of a response is copied as it is.
 
+use super::brokers::{BrokerMap, Route};
 use super::cursor::Cursor;
+use super::response::produce_throttle_offset;
 
 pub const API_METADATA: i16 = 3;
 pub const API_FIND_COORDINATOR: i16 = 10;
 /// DescribeCluster (KIP-700): what admin tools (kafka-cluster.sh, Admin.describeCluster) read
 /// the brokers from.
 pub const API_DESCRIBE_CLUSTER: i16 = 60;
+/// Kafka's error for a coordinator that cannot be reached now: every client looks again.
+pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+/// DescribeCluster v1+ `endpoint_type` 2 lists KRaft controllers (KIP-919), which the gateway
+/// does not front.
+const CONTROLLER_ENDPOINTS: u8 = 2;
+/// The first Produce response version with `NodeEndpoints` (tag 0 of its tagged fields).
+const FIRST_NODE_ENDPOINTS_PRODUCE: i16 = 10;
 
-/// Where clients should reach a broker advertised at (host, port), if the gateway fronts it.
-pub trait BrokerMap {
-    fn gateway_for(&self, host: &[u8], port: i32) -> Option<(&str, i32)>;
-}
-
-struct Writer {
-    out: Vec<u8>,
-    flexible: bool,
+pub(super) struct Writer {
+    pub(super) out: Vec<u8>,
+    pub(super) flexible: bool,
 }
 
 impl Writer {
-    fn raw(&mut self, b: &[u8]) {
+    pub(super) fn raw(&mut self, b: &[u8]) {
         self.out.extend_from_slice(b);
     }
 
-    fn uvarint(&mut self, mut v: u64) {
+    pub(super) fn uvarint(&mut self, mut v: u64) {
         loop {
             let byte = (v & 0x7f) as u8;
             v >>= 7;
@@ -38,7 +45,7 @@ impl Writer {
         }
     }
 
-    fn string(&mut self, s: &[u8]) {
+    pub(super) fn string(&mut self, s: &[u8]) {
         if self.flexible {
             self.uvarint(s.len() as u64 + 1);
         } else {
@@ -46,53 +53,131 @@ impl Writer {
         }
         self.raw(s);
     }
+
+    fn array_len(&mut self, n: usize) {
+        if self.flexible {
+            self.uvarint(n as u64 + 1);
+        } else {
+            self.raw(&(n as i32).to_be_bytes());
+        }
+    }
+
+    fn patch_i32(&mut self, at: usize, v: i32) -> Option<()> {
+        self.out.get_mut(at..at + 4)?.copy_from_slice(&v.to_be_bytes());
+        Some(())
+    }
 }
 
-/// Reads one broker endpoint (host, port) and writes it back, rewritten if the map knows it;
-/// one it does not know is copied as it was encoded.
-fn endpoint(frame: &[u8], c: &mut Cursor<'_>, w: &mut Writer, map: &impl BrokerMap) -> Option<()> {
-    let at = c.position();
-    let host = c.string_field(w.flexible)?.unwrap_or_default();
-    let port = c.i32()?;
-    match map.gateway_for(host, port) {
-        Some((h, p)) => {
+/// Which brokers of a list were left out, and the first one kept (for a controller id that
+/// named a withheld one).
+#[derive(Default)]
+struct Listed {
+    withheld: Vec<i32>,
+    first_kept: Option<i32>,
+}
+
+impl Listed {
+    /// The id a response should name for `node`: itself unless it was withheld, then another
+    /// broker the client can reach (KRaft brokers forward controller requests), or none.
+    fn reachable(&self, node: i32) -> i32 {
+        if self.withheld.contains(&node) {
+            self.first_kept.unwrap_or(-1)
+        } else {
+            node
+        }
+    }
+}
+
+/// One endpoint (host, port, encoded at `at..end`) routed; Err(()) if it is withheld (nothing
+/// written).
+fn endpoint(frame: &[u8], w: &mut Writer, route: Route<'_>, at: usize, end: usize) -> Option<Result<(), ()>> {
+    match route {
+        Route::To(h, p) => {
             w.string(h.as_bytes());
             w.raw(&p.to_be_bytes());
         }
-        None => copy_since(frame, c, at, w)?,
+        // As it was encoded: an over-long varint length or a null host stays what it was.
+        Route::Keep => w.raw(frame.get(at..end)?),
+        Route::Withhold => return Some(Err(())),
     }
-    Some(())
+    Some(Ok(()))
 }
 
-/// An array of entries, each an endpoint between other fields: `before` and `after` read those
-/// fields, which are copied as they are; the endpoint is rewritten.
+/// A coordinator answer: one that is an error (node -1, no address) is the broker's to give,
+/// as it is; any other is routed.
+fn coordinator<'m>(map: &'m impl BrokerMap, error_code: i16, node: i32, host: &[u8], port: i32) -> Route<'m> {
+    if error_code != 0 || node < 0 {
+        Route::Keep
+    } else {
+        map.route(node, host, port)
+    }
+}
+
+/// An array of entries, each a node id, an endpoint and more fields: `before` reads what
+/// precedes the endpoint and returns the node id, `after` what follows it; both are copied as
+/// they are. An entry whose broker is withheld is left out (and the count with it).
 fn endpoints(
     frame: &[u8],
     c: &mut Cursor<'_>,
     w: &mut Writer,
     map: &impl BrokerMap,
-    before: impl Fn(&mut Cursor<'_>) -> Option<()>,
+    controllers: bool,
+    before: impl Fn(&mut Cursor<'_>) -> Option<i32>,
     after: impl Fn(&mut Cursor<'_>) -> Option<()>,
-) -> Option<()> {
+) -> Option<Listed> {
     let at = c.position();
     let n = c.array_len(w.flexible)?;
-    copy_since(frame, c, at, w)?;
+    let count = frame.get(at..c.position())?;
+    let mut entries = Writer {
+        out: Vec::new(),
+        flexible: w.flexible,
+    };
+    let mut listed = Listed::default();
     for _ in 0..n {
         let at = c.position();
-        before(c)?;
-        copy_since(frame, c, at, w)?;
-        endpoint(frame, c, w, map)?;
+        let node = before(c)?;
+        let head = frame.get(at..c.position())?;
+        let at = c.position();
+        let host = c.string_field(w.flexible)?.unwrap_or_default();
+        let port = c.i32()?;
+        let route = if controllers {
+            map.route_controller(node, host, port)
+        } else {
+            map.route(node, host, port)
+        };
+        let mark = entries.out.len();
+        entries.raw(head);
+        let written = endpoint(frame, &mut entries, route, at, c.position())?;
         let at = c.position();
         after(c)?;
-        copy_since(frame, c, at, w)?;
+        match written {
+            Ok(()) => {
+                entries.raw(frame.get(at..c.position())?);
+                listed.first_kept.get_or_insert(node);
+            }
+            Err(()) => {
+                entries.out.truncate(mark);
+                listed.withheld.push(node);
+            }
+        }
     }
-    Some(())
+    if listed.withheld.is_empty() {
+        w.raw(count); // as encoded (a null array stays null)
+    } else {
+        w.array_len(n - listed.withheld.len());
+    }
+    w.raw(&entries.out);
+    Some(listed)
 }
 
 /// Copies what the cursor moved over since `from`.
 fn copy_since(frame: &[u8], c: &Cursor<'_>, from: usize, w: &mut Writer) -> Option<()> {
     w.raw(frame.get(from..c.position())?);
     Some(())
+}
+
+fn node_id(c: &mut Cursor<'_>) -> Option<i32> {
+    c.i32()
 }
 
 /// Rewrites the broker addresses of a whole response frame (size prefix included); None if the
@@ -109,318 +194,230 @@ pub fn rewrite_brokers(frame: &[u8], api_key: i16, version: i16, map: &impl Brok
         out: Vec::with_capacity(frame.len() + 64),
         flexible,
     };
-    let size = c.i32()?; // rewritten at the end
-    let start = c.position();
-    // Only a whole frame: what follows the addresses is copied as it is, so a cut one would go
-    // out complete-looking under a size recomputed from what is there.
-    if usize::try_from(size).ok()? != frame.len() - start {
-        return None;
-    }
+    let start = whole(&mut c, frame)?;
     c.i32()?; // correlation id
     if flexible {
         c.skip_tagged_fields()?;
     }
     match api_key {
-        API_METADATA => {
-            if version >= 3 {
-                c.i32()?; // throttle
-            }
-            copy_since(frame, &c, start, &mut w)?;
-            let node_id = |c: &mut Cursor<'_>| c.i32().map(drop);
-            endpoints(frame, &mut c, &mut w, map, node_id, |c| {
-                if version >= 1 {
-                    c.string_field(flexible)?; // rack
-                }
-                if flexible {
-                    c.skip_tagged_fields()?;
-                }
-                Some(())
-            })?;
-        }
-        API_DESCRIBE_CLUSTER => {
-            c.i32()?; // throttle
-            c.i16()?; // error code
-            c.compact_nullable()?; // error message
-            if version >= 1 {
-                c.bytes(1)?; // endpoint type
-            }
-            c.compact_nullable()?; // cluster id
-            c.i32()?; // controller id
-            copy_since(frame, &c, start, &mut w)?;
-            let broker_id = |c: &mut Cursor<'_>| c.i32().map(drop);
-            endpoints(frame, &mut c, &mut w, map, broker_id, |c| {
-                c.compact_nullable()?; // rack
-                if version >= 2 {
-                    c.bytes(1)?; // is fenced
-                }
-                c.skip_tagged_fields()
-            })?;
-        }
-        _ => {
-            if version >= 1 {
-                c.i32()?; // throttle
-            }
-            if version >= 4 {
-                copy_since(frame, &c, start, &mut w)?;
-                let key_and_node_id = |c: &mut Cursor<'_>| {
-                    c.compact_nullable()?; // key
-                    c.i32().map(drop)
-                };
-                endpoints(frame, &mut c, &mut w, map, key_and_node_id, |c| {
-                    c.i16()?; // error code
-                    c.compact_nullable()?; // error message
-                    c.skip_tagged_fields()
-                })?;
-            } else {
-                c.i16()?; // error code
-                if version >= 1 {
-                    c.string_field(flexible)?;
-                }
-                c.i32()?; // node id
-                copy_since(frame, &c, start, &mut w)?;
-                endpoint(frame, &mut c, &mut w, map)?;
-            }
-        }
+        API_METADATA => metadata(frame, &mut c, &mut w, map, version, start)?,
+        API_DESCRIBE_CLUSTER => describe_cluster(frame, &mut c, &mut w, map, version, start)?,
+        _ => find_coordinator(frame, &mut c, &mut w, map, version, start)?,
     }
     w.raw(frame.get(c.position()..)?);
-    let size = i32::try_from(w.out.len()).ok()?;
-    let mut out = size.to_be_bytes().to_vec();
-    out.extend(w.out);
+    sized(w.out)
+}
+
+/// Reads the size prefix of a frame that must be whole: what follows the addresses is copied
+/// as it is, so a cut one would go out complete-looking under a size recomputed from what is
+/// there. Returns where the frame's body starts.
+fn whole(c: &mut Cursor<'_>, frame: &[u8]) -> Option<usize> {
+    let size = c.i32()?;
+    let start = c.position();
+    (usize::try_from(size).ok()? == frame.len() - start).then_some(start)
+}
+
+fn sized(body: Vec<u8>) -> Option<Vec<u8>> {
+    let size = i32::try_from(body.len()).ok()?;
+    let mut out = Vec::with_capacity(body.len() + 4);
+    out.extend_from_slice(&size.to_be_bytes());
+    out.extend(body);
     Some(out)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    struct Map;
-    impl BrokerMap for Map {
-        fn gateway_for(&self, host: &[u8], port: i32) -> Option<(&str, i32)> {
-            (host == b"kafka-1.internal" && port == 9092).then_some(("gateway.example.com", 19001))
-        }
+fn metadata(
+    frame: &[u8],
+    c: &mut Cursor<'_>,
+    w: &mut Writer,
+    map: &impl BrokerMap,
+    version: i16,
+    start: usize,
+) -> Option<()> {
+    let flexible = w.flexible;
+    if version >= 3 {
+        c.i32()?; // throttle
     }
-
-    fn w(flexible: bool) -> Writer {
-        Writer {
-            out: Vec::new(),
-            flexible,
-        }
-    }
-
-    /// A Metadata response with the given brokers and an opaque tail, encoded for `version`.
-    fn metadata(version: i16, brokers: &[(i32, &str, i32)], tail: &[u8]) -> Vec<u8> {
-        let hosts: Vec<(i32, Vec<u8>, i32)> = brokers
-            .iter()
-            .map(|&(id, host, port)| {
-                let mut h = w(version >= 9);
-                h.string(host.as_bytes());
-                (id, h.out, port)
-            })
-            .collect();
-        metadata_encoded(version, &hosts, tail)
-    }
-
-    /// A Metadata response whose broker hosts are given already encoded (length and bytes).
-    fn metadata_encoded(version: i16, brokers: &[(i32, Vec<u8>, i32)], tail: &[u8]) -> Vec<u8> {
-        let flexible = version >= 9;
-        let mut b = w(flexible);
-        b.raw(&7i32.to_be_bytes());
-        if flexible {
-            b.raw(&[0]);
-        }
-        if version >= 3 {
-            b.raw(&0i32.to_be_bytes());
-        }
-        if flexible {
-            b.uvarint(brokers.len() as u64 + 1);
-        } else {
-            b.raw(&(brokers.len() as i32).to_be_bytes());
-        }
-        for (id, host, port) in brokers {
-            b.raw(&id.to_be_bytes());
-            b.raw(host);
-            b.raw(&port.to_be_bytes());
-            if version >= 1 {
-                b.string(b"rack-a");
-            }
-            if flexible {
-                b.raw(&[0]);
-            }
-        }
-        b.raw(tail);
-        let mut out = (b.out.len() as i32).to_be_bytes().to_vec();
-        out.extend(b.out);
-        out
-    }
-
-    #[test]
-    fn metadata_brokers_are_rewritten_in_every_version() {
-        for v in 0..=12 {
-            let original = metadata(
-                v,
-                &[(1, "kafka-1.internal", 9092), (2, "kafka-2.internal", 9092)],
-                b"TAIL",
-            );
-            let want = metadata(
-                v,
-                &[(1, "gateway.example.com", 19001), (2, "kafka-2.internal", 9092)],
-                b"TAIL",
-            );
-            assert_eq!(rewrite_brokers(&original, API_METADATA, v, &Map), Some(want), "v{v}");
-        }
-    }
-
-    fn find_coordinator(version: i16, host: &str, port: i32) -> Vec<u8> {
-        let flexible = version >= 3;
-        let mut b = w(flexible);
-        b.raw(&7i32.to_be_bytes());
-        if flexible {
-            b.raw(&[0]);
-        }
+    copy_since(frame, c, start, w)?;
+    let listed = endpoints(frame, c, w, map, false, node_id, |c| {
         if version >= 1 {
-            b.raw(&0i32.to_be_bytes());
+            c.string_field(flexible)?; // rack
         }
-        if version >= 4 {
-            b.uvarint(2);
-            b.string(b"group-a");
-            b.raw(&1i32.to_be_bytes());
-            b.string(host.as_bytes());
-            b.raw(&port.to_be_bytes());
-            b.raw(&0i16.to_be_bytes());
-            b.raw(&[0, 0]); // null message, tagged fields
-        } else {
-            b.raw(&0i16.to_be_bytes());
-            if version >= 1 {
-                if flexible {
-                    b.raw(&[0]);
-                } else {
-                    b.raw(&(-1i16).to_be_bytes());
+        if flexible {
+            c.skip_tagged_fields()?;
+        }
+        Some(())
+    })?;
+    let at = c.position();
+    if version >= 2 {
+        c.string_field(flexible)?; // cluster id
+    }
+    copy_since(frame, c, at, w)?;
+    if version >= 1 {
+        let controller = c.i32()?;
+        w.raw(&listed.reachable(controller).to_be_bytes());
+    }
+    Some(())
+}
+
+fn describe_cluster(
+    frame: &[u8],
+    c: &mut Cursor<'_>,
+    w: &mut Writer,
+    map: &impl BrokerMap,
+    version: i16,
+    start: usize,
+) -> Option<()> {
+    c.i32()?; // throttle
+    c.i16()?; // error code
+    c.compact_nullable()?; // error message
+    let endpoint_type = if version >= 1 { *c.bytes(1)?.first()? } else { 1 };
+    c.compact_nullable()?; // cluster id
+    copy_since(frame, c, start, w)?;
+    let controller_at = w.out.len();
+    let controller = c.i32()?;
+    w.raw(&controller.to_be_bytes());
+    let controllers = endpoint_type == CONTROLLER_ENDPOINTS;
+    let listed = endpoints(frame, c, w, map, controllers, node_id, |c| {
+        c.compact_nullable()?; // rack
+        if version >= 2 {
+            c.bytes(1)?; // is fenced
+        }
+        c.skip_tagged_fields()
+    })?;
+    w.patch_i32(controller_at, listed.reachable(controller))
+}
+
+fn find_coordinator(
+    frame: &[u8],
+    c: &mut Cursor<'_>,
+    w: &mut Writer,
+    map: &impl BrokerMap,
+    version: i16,
+    start: usize,
+) -> Option<()> {
+    let flexible = w.flexible;
+    if version >= 1 {
+        c.i32()?; // throttle
+    }
+    if version >= 4 {
+        copy_since(frame, c, start, w)?;
+        let at = c.position();
+        let n = c.array_len(true)?;
+        copy_since(frame, c, at, w)?;
+        for _ in 0..n {
+            let at = c.position();
+            c.compact_nullable()?; // key
+            copy_since(frame, c, at, w)?;
+            let node = c.i32()?;
+            let at = c.position();
+            let host = c.compact_nullable()?.unwrap_or_default();
+            let port = c.i32()?;
+            let end = c.position();
+            let error_code = c.i16()?;
+            match coordinator(map, error_code, node, host, port) {
+                Route::Withhold => unavailable(w, COORDINATOR_NOT_AVAILABLE),
+                route => {
+                    w.raw(&node.to_be_bytes());
+                    endpoint(frame, w, route, at, end)?.ok()?;
+                    w.raw(&error_code.to_be_bytes());
                 }
             }
-            b.raw(&1i32.to_be_bytes());
-            b.string(host.as_bytes());
-            b.raw(&port.to_be_bytes());
+            let message_at = c.position();
+            c.compact_nullable()?; // error message
+            c.skip_tagged_fields()?;
+            copy_since(frame, c, message_at, w)?;
         }
-        if flexible {
-            b.raw(&[0]);
-        }
-        let mut out = (b.out.len() as i32).to_be_bytes().to_vec();
-        out.extend(b.out);
-        out
-    }
-
-    #[test]
-    fn the_coordinator_is_rewritten_in_every_version() {
-        for v in 0..=6 {
-            let original = find_coordinator(v, "kafka-1.internal", 9092);
-            let want = find_coordinator(v, "gateway.example.com", 19001);
-            assert_eq!(
-                rewrite_brokers(&original, API_FIND_COORDINATOR, v, &Map),
-                Some(want),
-                "v{v}"
-            );
-        }
-    }
-
-    /// A DescribeCluster response with the given brokers, encoded for `version`.
-    fn describe_cluster(version: i16, brokers: &[(i32, &str, i32)]) -> Vec<u8> {
-        let mut b = w(true);
-        b.raw(&7i32.to_be_bytes());
-        b.raw(&[0]); // header tagged fields
-        b.raw(&0i32.to_be_bytes()); // throttle
-        b.raw(&0i16.to_be_bytes()); // error code
-        b.raw(&[0]); // null error message
+    } else {
+        copy_since(frame, c, start, w)?;
+        let error_code = c.i16()?;
+        let message_at = c.position();
         if version >= 1 {
-            b.raw(&[1]); // endpoint type: brokers
+            c.string_field(flexible)?; // error message
         }
-        b.string(b"cluster-a");
-        b.raw(&2i32.to_be_bytes()); // controller id
-        b.uvarint(brokers.len() as u64 + 1);
-        for &(id, host, port) in brokers {
-            b.raw(&id.to_be_bytes());
-            b.string(host.as_bytes());
-            b.raw(&port.to_be_bytes());
-            b.string(b"rack-a");
-            if version >= 2 {
-                b.raw(&[0]); // not fenced
+        let message = frame.get(message_at..c.position())?;
+        let node = c.i32()?;
+        let at = c.position();
+        let host = c.string_field(flexible)?.unwrap_or_default();
+        let port = c.i32()?;
+        match coordinator(map, error_code, node, host, port) {
+            Route::Withhold => {
+                w.raw(&COORDINATOR_NOT_AVAILABLE.to_be_bytes());
+                w.raw(message);
+                w.raw(&(-1i32).to_be_bytes());
+                w.string(b"");
+                w.raw(&(-1i32).to_be_bytes());
             }
-            b.raw(&[0]);
-        }
-        b.raw(&(-2147483648i32).to_be_bytes()); // authorized operations
-        b.raw(&[0]);
-        let mut out = (b.out.len() as i32).to_be_bytes().to_vec();
-        out.extend(b.out);
-        out
-    }
-
-    #[test]
-    fn describe_cluster_brokers_are_rewritten_in_every_version() {
-        for v in 0..=2 {
-            let original = describe_cluster(v, &[(1, "kafka-1.internal", 9092), (2, "kafka-2.internal", 9092)]);
-            let want = describe_cluster(v, &[(1, "gateway.example.com", 19001), (2, "kafka-2.internal", 9092)]);
-            assert_eq!(
-                rewrite_brokers(&original, API_DESCRIBE_CLUSTER, v, &Map),
-                Some(want),
-                "v{v}"
-            );
-        }
-    }
-
-    /// A Metadata response with one broker (node 1, port 9092) whose host is encoded as given.
-    fn metadata_with_host(version: i16, host: &[u8]) -> Vec<u8> {
-        metadata_encoded(version, &[(1, host.to_vec(), 9092)], b"TAIL")
-    }
-
-    /// Found by fuzzing (seeds/kafka_responses/find-coordinator-overlong-varint): an endpoint
-    /// the map does not know was re-encoded, so an over-long varint length or a null host came
-    /// out in other bytes; it is copied as it was. One the map knows is written afresh.
-    #[test]
-    fn endpoints_the_map_does_not_know_are_copied_as_encoded() {
-        let overlong = [&[0x84, 0x00][..], b"k-2"].concat();
-        for (v, host) in [(9, overlong.as_slice()), (9, &[0x00][..]), (1, &[0xff, 0xff][..])] {
-            let original = metadata_with_host(v, host);
-            assert_eq!(
-                rewrite_brokers(&original, API_METADATA, v, &Map),
-                Some(original.clone()),
-                "v{v} {host:?}"
-            );
-        }
-        let known = [&[0x91, 0x00][..], b"kafka-1.internal"].concat();
-        assert_eq!(
-            rewrite_brokers(&metadata_with_host(9, &known), API_METADATA, 9, &Map),
-            Some(metadata(9, &[(1, "gateway.example.com", 19001)], b"TAIL"))
-        );
-    }
-
-    #[test]
-    fn truncated_responses_are_left_alone() {
-        let metadata_frames = (0..=12).map(|v| {
-            let frame = metadata(v, &[(1, "kafka-1.internal", 9092)], b"TAIL");
-            (API_METADATA, v, frame)
-        });
-        let coordinator_frames = (0..=6).map(|v| {
-            let frame = find_coordinator(v, "kafka-1.internal", 9092);
-            (API_FIND_COORDINATOR, v, frame)
-        });
-        let cluster_frames = (0..=2).map(|v| {
-            let frame = describe_cluster(v, &[(1, "kafka-1.internal", 9092)]);
-            (API_DESCRIBE_CLUSTER, v, frame)
-        });
-        for (api_key, v, original) in metadata_frames.chain(coordinator_frames).chain(cluster_frames) {
-            assert!(
-                rewrite_brokers(&original, api_key, v, &Map).is_some(),
-                "api {api_key} v{v}: the whole frame is rewritten"
-            );
-            for cut in 0..original.len() {
-                assert_eq!(
-                    rewrite_brokers(&original[..cut], api_key, v, &Map),
-                    None,
-                    "api {api_key} v{v} cut at {cut} of {}",
-                    original.len()
-                );
+            route => {
+                w.raw(&error_code.to_be_bytes());
+                w.raw(message);
+                w.raw(&node.to_be_bytes());
+                endpoint(frame, w, route, at, c.position())?.ok()?;
             }
         }
-        let original = metadata(12, &[(1, "kafka-1.internal", 9092)], b"");
-        assert_eq!(rewrite_brokers(&original, 1, 12, &Map), None);
     }
+    Some(())
 }
+
+/// A v4+ coordinator entry's node, host, port and error for a broker the gateway withholds.
+fn unavailable(w: &mut Writer, error: i16) {
+    w.raw(&(-1i32).to_be_bytes());
+    w.string(b"");
+    w.raw(&(-1i32).to_be_bytes());
+    w.raw(&error.to_be_bytes());
+}
+
+/// Rewrites the `NodeEndpoints` a Produce v10+ response carries (KIP-951: where the new leader
+/// of a partition that moved is, tag 0 of the response's tagged fields); None if there are
+/// none, or the frame is not whole or does not parse: then it goes as it is. Withheld brokers
+/// are left out: the client then looks its partitions' leaders up in Metadata.
+pub fn rewrite_produce_endpoints(frame: &[u8], version: i16, map: &impl BrokerMap) -> Option<Vec<u8>> {
+    if version < FIRST_NODE_ENDPOINTS_PRODUCE {
+        return None;
+    }
+    let mut c = Cursor::new(frame);
+    let start = whole(&mut c, frame)?;
+    let tags_at = produce_throttle_offset(frame, version)?.checked_add(4)?;
+    c.bytes(tags_at - start)?;
+    let mut w = Writer {
+        out: Vec::with_capacity(frame.len() + 64),
+        flexible: true,
+    };
+    w.raw(frame.get(start..tags_at)?);
+    let count = c.uvarint()?;
+    w.uvarint(u64::from(count));
+    let mut found = false;
+    for _ in 0..count {
+        let tag = c.uvarint()?;
+        let size = usize::try_from(c.uvarint()?).ok()?;
+        let data = c.bytes(size)?;
+        w.uvarint(u64::from(tag));
+        if tag != 0 {
+            w.uvarint(size as u64);
+            w.raw(data);
+            continue;
+        }
+        found = true;
+        let mut inner = Cursor::new(data);
+        let mut rewritten = Writer {
+            out: Vec::with_capacity(size + 32),
+            flexible: true,
+        };
+        endpoints(data, &mut inner, &mut rewritten, map, false, node_id, |c| {
+            c.compact_nullable()?; // rack
+            c.skip_tagged_fields()
+        })?;
+        if inner.position() != data.len() {
+            return None;
+        }
+        w.uvarint(rewritten.out.len() as u64);
+        w.raw(&rewritten.out);
+    }
+    if !found || c.position() != frame.len() {
+        return None;
+    }
+    sized(w.out)
+}
+
+#[cfg(test)]
+#[path = "rewrite_tests.rs"]
+mod tests;

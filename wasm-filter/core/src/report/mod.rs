@@ -55,6 +55,22 @@ pub struct Report<'a> {
     pub suppressed: &'a [Suppressed],
     /// Decisions this worker dropped since it started because reports did not get through.
     pub dropped: u64,
+    /// Every Kafka broker this worker has seen named in a response of a discovered cluster, in
+    /// every report: a control plane that restarted learns them all again within a second.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub brokers: &'a [SeenBroker],
+}
+
+/// A broker a response named: node id and address as the broker advertises itself, on the
+/// listeners of one discovered cluster (by filter chain), and when it was last seen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SeenBroker {
+    pub chain: String,
+    pub node: i32,
+    pub host: String,
+    pub port: i32,
+    pub seen_ms: u64,
 }
 
 impl Report<'_> {
