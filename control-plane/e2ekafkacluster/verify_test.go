@@ -1,13 +1,10 @@
 package e2ekafkacluster
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -213,33 +210,44 @@ func admittedPerSecond(t *testing.T, tenant string, from, to time.Time) []float6
 	return out
 }
 
-// checkRate: the tenant's admitted records are at most its limit + 5% in every whole 10 s
-// window of the run without a fault, and at least its limit − 5% in each of them (the producer
-// offers more than the limit throughout). A window with a fault (one that overlaps an event,
-// or begins within 2 s of its end: clients are still reconnecting then) is judged with the
-// windows next to it that also have one, as one span, for its upper bound only: a batch
-// refused during a fault has its rate set aside for the time it could be admitted (the
-// filter's retry reservations), and its retry, admitted then without paying again, may come
-// up to 3 s later (retries.rs CLAIM_WINDOW_NS), so admissions move across a window's edge
-// without the limit being exceeded over the span (measured: 253 then 326 records/s in the two
-// windows of a broker restart, 290/s over both).
+// oneRequest bounds the records of one Produce request of the run's producers: the gateway
+// decides a request whole, and one that finds the bucket full is admitted and leaves it in
+// debt (kafka.md, "rate, inFlight and the queue"). A producer that was held up by a fault sends
+// full batches: 1 KiB (the producers' batch size here) of ~55-byte records, for each of the
+// three partitions one surviving broker of three leads. With the clients' default 16 KiB, one
+// request is 900 records, three seconds of this tenant's limit: a window after a fault then
+// measured 350 records/s, the one before it 251.
+const oneRequest = 3 * 1024 / 55
+
+// checkRate: the tenant's admitted records are within its limit ± 5% in every whole 10 s
+// window of the run without a fault (but the last: the producers' backlog may run out in it,
+// so only its upper bound is judged). The windows with a fault (one that overlaps an event, or
+// begins within 2 s of its end: clients are still reconnecting then), with the window after
+// them (where the debt is paid), are judged as one span for their upper bound: limit + 5%, and
+// one request more. A batch held up by the fault is admitted whole into debt, and a batch
+// refused during it has its rate set aside for the time it could be admitted, its retry
+// admitted up to 3 s later without paying again (retries.rs): admissions move across window
+// edges without the limit being exceeded over the span (measured: 341 and 312 records/s in the
+// two windows of a broker restart, 299 in the next).
 func checkRate(t *testing.T, perSecond []float64, faults []fault, start time.Time) {
 	t.Helper()
 	const window = 10
 	var spanSum float64
 	spanWindows := 0
-	endSpan := func() {
+	endSpan := func(next float64) {
 		if spanWindows == 0 {
 			return
 		}
-		rate := spanSum / float64(spanWindows*window)
-		t.Logf("windows with a fault, together: %.0f records/s admitted", rate)
-		if rate > tenantLimit*1.05 {
-			t.Errorf("%d windows with a fault: %.0f records/s admitted, over the limit %d + 5%%", spanWindows, rate, tenantLimit)
+		seconds := float64((spanWindows + 1) * window)
+		allowed := tenantLimit*1.05*seconds + oneRequest
+		t.Logf("windows with a fault and the next: %.0f records admitted, %.0f allowed", spanSum+next, allowed)
+		if spanSum+next > allowed {
+			t.Errorf("%d windows with a fault and the next: %.0f records admitted, over the limit %d + 5%% and one request (%.0f)", spanWindows, spanSum+next, tenantLimit, allowed)
 		}
 		spanSum, spanWindows = 0, 0
 	}
-	for i := 0; (i+1)*window <= len(perSecond); i++ {
+	whole := len(perSecond) / window
+	for i := 0; i < whole; i++ {
 		var sum float64
 		for _, n := range perSecond[i*window : (i+1)*window] {
 			sum += n
@@ -256,12 +264,15 @@ func checkRate(t *testing.T, perSecond []float64, faults []fault, start time.Tim
 			spanWindows++
 			continue
 		}
-		endSpan()
-		if rate > tenantLimit*1.05 || rate < tenantLimit*0.95 {
+		if spanWindows > 0 {
+			endSpan(sum)
+			continue
+		}
+		if rate > tenantLimit*1.05 || (rate < tenantLimit*0.95 && i+1 < whole) {
 			t.Errorf("window %d without a fault: %.0f records/s admitted, not within the limit %d ± 5%%", i, rate, tenantLimit)
 		}
 	}
-	endSpan()
+	endSpan(0)
 }
 
 // clientListenerPorts are the listeners of every broker that clients use (GATEWAY, SASL, SSL,
@@ -273,49 +284,4 @@ func clientListenerPorts() []int {
 		out = append(out, ports.KafkaUpstream+i, ports.KafkaSASLUp+i, ports.KafkaSSLUp+i, ports.KafkaSASLSSLUp+i)
 	}
 	return out
-}
-
-// connectionWatch samples the client connections to every broker.
-type connectionWatch struct{ *localstack.ConnectionWatch }
-
-func watchConnections() connectionWatch {
-	return connectionWatch{stack.WatchConnections(clientListenerPorts)}
-}
-
-// check stops the watch and fails on any connection to a broker that is not the gateway's.
-func (w connectionWatch) check(t *testing.T) {
-	t.Helper()
-	samples, foreign, err := w.Stop()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(foreign) > 0 {
-		t.Errorf("%d connections to a broker around the gateway, e.g. %s", len(foreign), foreign[0])
-	}
-	t.Logf("broker sockets sampled %d times: every client connection was an Envoy's", samples)
-}
-
-var acceptedLine = regexp.MustCompile(`^weighstation_messages_accepted\{([^}]*)\} (\d+)`)
-
-// acceptedByGateway sums every replica's count of a tenant's Kafka records admitted.
-func acceptedByGateway(t *testing.T, tenant string) int {
-	t.Helper()
-	total := 0
-	for r := range replicas {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/stats/prometheus", ports.Admin+r))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			m := acceptedLine.FindStringSubmatch(sc.Text())
-			if m != nil && strings.Contains(m[1], `protocol="kafka"`) && strings.Contains(m[1], fmt.Sprintf(`tenant=%q`, tenant)) {
-				n, _ := strconv.Atoi(m[2])
-				total += n
-			}
-		}
-		resp.Body.Close()
-	}
-	return total
 }

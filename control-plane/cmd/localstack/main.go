@@ -196,8 +196,9 @@ func printKafkaCluster(s *localstack.Stack, p localstack.Ports, replicas int) {
 	}
 	n := s.KafkaBrokerCount()
 	fmt.Printf(`  Kafka cluster of %d KRaft brokers (each also a controller; topics default to RF %d, min ISR %d), each advertising its
-  own addresses on every listener; the gateway fronts each and rewrites the addresses to its own (bootstrap %s):
-`, n, min(n, 3), max(min(n, 3)-1, 1), a(p.Kafka))
+  own addresses on every listener; the gateway discovers them and tells clients only its own addresses. Bootstrap
+  listeners: GATEWAY %s, DIRECT %s, SASL %s, SSL %s, SASL_SSL %s; each broker's, once discovered:
+`, n, min(n, 3), max(min(n, 3)-1, 1), a(p.Kafka), a(p.KafkaBroker), a(p.KafkaSASL), a(p.KafkaTLS), a(p.KafkaSASLSSL))
 	for i := range n {
 		fmt.Printf("    kafka-%d  node.id %d  pid %d  controller %s\n", i, s.KafkaBrokerID(i), s.KafkaBrokerPID(i), a(p.KafkaController+i))
 		for _, l := range []struct {

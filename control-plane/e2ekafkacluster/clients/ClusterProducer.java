@@ -33,6 +33,9 @@ public final class ClusterProducer {
         p.put(ProducerConfig.ACKS_CONFIG, "all");
         p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
         p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        // Small batches (about 18 records): the gateway decides a request whole, so the batches
+        // a fault piles up are what its admitted rate moves by (see verify_test.go oneRequest).
+        p.put(ProducerConfig.BATCH_SIZE_CONFIG, "1024");
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         String extra = System.getenv("PROBE_PROPS");

@@ -537,3 +537,24 @@ mod property {
         }
     }
 }
+
+#[test]
+fn negative_node_ids_are_never_remapped() {
+    let map = cluster(vec![1, 2]);
+    for v in 1..=12 {
+        let original = metadata_of(v, &[upstream(1), upstream(2)], -1);
+        assert_eq!(
+            rewrite_brokers(&original, API_METADATA, v, &map),
+            Some(metadata_of(v, &[gateway(1), gateway(2)], -1)),
+            "v{v}: no controller stays none"
+        );
+    }
+    for v in 0..=2 {
+        let original = describe_cluster_of(v, 1, -1, &[upstream(1)]);
+        assert_eq!(
+            rewrite_brokers(&original, API_DESCRIBE_CLUSTER, v, &map),
+            Some(describe_cluster_of(v, 1, -1, &[gateway(1)])),
+            "v{v}"
+        );
+    }
+}
