@@ -4,9 +4,10 @@
 #   make test-helm   lint + render every value set for Kubernetes 1.29 and 1.37, strict schema
 #                    validation, values.schema.json rejections, rendered policies through
 #                    `weighstation validate`, the bootstrap drift test, upstreams and per-broker
-#                    Kafka ports, the control plane's args through the real `weighstation serve`,
-#                    NOTES, both pods run as rendered against the real Envoy (and the 3-broker set
-#                    against stand-in brokers), promtool on the alerts and dashboard (part of make test)
+#                    (or, with kafka.cluster, per-node-id) Kafka ports, the control plane's args
+#                    through the real `weighstation serve`, NOTES, both pods run as rendered
+#                    against the real Envoy (and the 3-broker and discovered-cluster sets against
+#                    stand-in brokers), promtool on the alerts and dashboard (part of make test)
 #   make test-k8s    optional, not in make test: a real kube-apiserver (see docs/operations.md)
 
 HELM_TOOLS := envoy rust-target helm kubeconform k8s-schemas promtool

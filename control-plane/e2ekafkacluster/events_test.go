@@ -68,7 +68,7 @@ func rideThrough(t *testing.T, topic string, d time.Duration, with clients, even
 	t.Logf("event took %v", f.to.Sub(f.from).Round(time.Millisecond))
 	runs := map[string]producerRun{prefix + "-java": java.wait(t)}
 	if franz != nil {
-		runs[prefix+"-franz"] = franz.wait()
+		runs[prefix+"-franz"] = franz.wait(t, 2*time.Minute)
 	}
 	end := time.Now()
 	samples, foreign, err := conns.Stop()

@@ -19,6 +19,7 @@ import (
 // shows as a connection closed before its first answer, which franz-go otherwise takes for a
 // TLS or SASL mistake (kafka.md, "While the broker is down").
 type franzProducer struct {
+	cl   *kgo.Client
 	done chan producerRun
 }
 
@@ -34,7 +35,7 @@ func startFranzProducer(t *testing.T, topic, clientID string, rate float64, d ti
 	if err := cl.Ping(ctx); err != nil {
 		t.Fatalf("franz-go: %v", err)
 	}
-	p := &franzProducer{done: make(chan producerRun, 1)}
+	p := &franzProducer{cl: cl, done: make(chan producerRun, 1)}
 	go func() {
 		defer cl.Close()
 		var mu sync.Mutex
@@ -73,7 +74,19 @@ func startFranzProducer(t *testing.T, topic, clientID string, rate float64, d ti
 	return p
 }
 
-func (p *franzProducer) wait() producerRun { return <-p.done }
+// wait waits for every record to be answered, at most `within`: then the client is closed,
+// which fails the records still unanswered (counted as failed, and the test fails).
+func (p *franzProducer) wait(t *testing.T, within time.Duration) producerRun {
+	t.Helper()
+	select {
+	case run := <-p.done:
+		return run
+	case <-time.After(within):
+		t.Errorf("franz-go: records still unanswered %v after the run", within)
+		p.cl.Close()
+		return <-p.done
+	}
+}
 
 // groupConsumer reads a topic through the gateway in a consumer group, as users do (franz-go,
 // cooperative-sticky, offsets committed as it goes), and keeps every record it was given with

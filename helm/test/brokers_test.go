@@ -87,7 +87,22 @@ func TestUpstreamsAndClientPortsMatchTheValues(t *testing.T) {
 					}
 				}
 			}
-			if get(vals, "kafka", "enabled") == true {
+			if get(vals, "kafka", "enabled") == true && get(vals, "kafka", "cluster", "enabled") == true {
+				// Discovered brokers (kafkacluster_test.go checks the --kafka-cluster flag):
+				// the bootstrap port, and node n of the range at kafka.port+1+(n-first).
+				kafkaPort := get(vals, "kafka", "port").(int)
+				wantPorts["kafka"] = kafkaPort
+				first, last := get(vals, "kafka", "cluster", "nodeIds", "first").(int), get(vals, "kafka", "cluster", "nodeIds", "last").(int)
+				for n := first; n <= last; n++ {
+					wantPorts[fmt.Sprintf("kafka-node-%d", n)] = kafkaPort + 1 + n - first
+				}
+				if len(brokerFlags) != 0 {
+					t.Errorf("kafka.cluster, but --kafka-broker flags rendered: %q", brokerFlags)
+				}
+				if len(flagValues(args, "kafka-cluster")) != 1 {
+					t.Errorf("kafka.cluster, but --kafka-cluster=%q", flagValues(args, "kafka-cluster"))
+				}
+			} else if get(vals, "kafka", "enabled") == true {
 				brokers := strings_(get(vals, "kafka", "brokers"))
 				kafkaPort := get(vals, "kafka", "port").(int)
 				wantPorts["kafka"] = kafkaPort
@@ -132,8 +147,8 @@ func TestUpstreamsAndClientPortsMatchTheValues(t *testing.T) {
 						t.Errorf("container port %s is %d, the listener is on %d", name, cp, port)
 					}
 				}
-			} else if len(brokerFlags) != 0 {
-				t.Errorf("Kafka disabled, but --kafka-broker flags rendered: %q", brokerFlags)
+			} else if len(brokerFlags) != 0 || len(flagValues(args, "kafka-cluster")) != 0 {
+				t.Errorf("Kafka disabled, but --kafka-broker or --kafka-cluster flags rendered: %q", args)
 			}
 
 			// Nothing else: the container's client ports and the Service's ports are exactly
@@ -463,9 +478,21 @@ func serveFakeBroker(c net.Conn, id int32, addrs []string) {
 // brokers' addresses by node id.
 func kafkaMetadata(t *testing.T, addr string) (int32, map[int32]string) {
 	t.Helper()
+	controller, brokers, err := tryKafkaMetadata(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return controller, brokers
+}
+
+// tryKafkaMetadata is kafkaMetadata returning its error, for a caller that retries.
+func tryKafkaMetadata(addr string) (int32, map[int32]string, error) {
 	var body kafkaWriter
 	body.i32(-1) // all topics
-	r := kafkaCall(t, addr, apiMetadata, 1, body.b.Bytes())
+	r, err := tryKafkaCall(addr, apiMetadata, 1, body.b.Bytes())
+	if err != nil {
+		return 0, nil, err
+	}
 	brokers := map[int32]string{}
 	for n := r.i32(); n > 0; n-- {
 		id, host, port := r.i32(), r.str(), r.i32()
@@ -474,9 +501,9 @@ func kafkaMetadata(t *testing.T, addr string) (int32, map[int32]string) {
 	}
 	controller := r.i32()
 	if r.err != nil {
-		t.Fatalf("Metadata response from %s: %v", addr, r.err)
+		return 0, nil, fmt.Errorf("Metadata response from %s: %v", addr, r.err)
 	}
-	return controller, brokers
+	return controller, brokers, nil
 }
 
 // kafkaFindCoordinator sends FindCoordinator v1 for a group and returns the coordinator's address.
@@ -503,9 +530,17 @@ func kafkaFindCoordinator(t *testing.T, addr string) string {
 // its correlation id.
 func kafkaCall(t *testing.T, addr string, apiKey, version int16, body []byte) *kafkaReader {
 	t.Helper()
+	r, err := tryKafkaCall(addr, apiKey, version, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func tryKafkaCall(addr string, apiKey, version int16, body []byte) (*kafkaReader, error) {
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
-		t.Fatalf("%s: %v", addr, err)
+		return nil, fmt.Errorf("%s: %v", addr, err)
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
@@ -516,17 +551,17 @@ func kafkaCall(t *testing.T, addr string, apiKey, version int16, body []byte) *k
 	w.str("chart-test")
 	w.b.Write(body)
 	if _, err := c.Write(w.frame()); err != nil {
-		t.Fatalf("%s: %v", addr, err)
+		return nil, fmt.Errorf("%s: %v", addr, err)
 	}
 	resp, err := readFrame(c)
 	if err != nil {
-		t.Fatalf("%s: no response (api key %d): %v", addr, apiKey, err)
+		return nil, fmt.Errorf("%s: no response (api key %d): %v", addr, apiKey, err)
 	}
 	r := &kafkaReader{b: resp}
 	if corr := r.i32(); corr != 7 {
-		t.Fatalf("%s: correlation id %d, want 7", addr, corr)
+		return nil, fmt.Errorf("%s: correlation id %d, want 7", addr, corr)
 	}
-	return r
+	return r, nil
 }
 
 func readFrame(c io.Reader) ([]byte, error) {

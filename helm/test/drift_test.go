@@ -100,6 +100,18 @@ func TestEnvoyBootstrapIsRenderedByTheControlPlaneBinary(t *testing.T) {
 			// Envoy's client listeners (from xDS) are where the Deployment and Service expect them.
 			for _, proto := range []string{"nats", "kafka"} {
 				listen, _ := flagValue(cpArgs, proto+"-listen")
+				if c, ok := flagValue(cpArgs, "kafka-cluster"); ok && proto == "kafka" {
+					// Discovered brokers: the bootstrap listener is --kafka-cluster's listen=
+					// (--kafka-listen is empty), node FIRST's listener its BROKERS.
+					if listen != "" {
+						t.Errorf("--kafka-cluster beside a plain bootstrap listener --kafka-listen=%s", listen)
+					}
+					kc := parseKafkaCluster(t, c)
+					listen = kc.options["listen"]
+					if want := "0.0.0.0:" + strconv.Itoa(containerPort(t, envoy, fmt.Sprintf("kafka-node-%d", kc.first))); kc.brokers != want {
+						t.Errorf("--kafka-cluster node %d listens on %s, Envoy container port kafka-node-%d is %s", kc.first, kc.brokers, kc.first, want)
+					}
+				}
 				if listen == "" {
 					if hasContainerPort(envoy, proto) {
 						t.Errorf("%s disabled in the control plane but Envoy exposes port %s", proto, proto)

@@ -212,7 +212,9 @@ func startChartPods(t *testing.T, valuesFiles []string, ports podPorts, sets ...
 // checkEnvoyListeners compares the listeners the running Envoy has (asked on its admin) with
 // the Envoy container's ports: every port is a listener on 0.0.0.0 and every listener a port.
 // xDS names a listener as the port with '_' for '-' (kafka_broker_0 for kafka-broker-0); the
-// bootstrap's weighstation_metrics is the metrics port.
+// bootstrap's weighstation_metrics is the metrics port; the chart's --kafka-cluster kind is
+// named kafka, so its bootstrap listener is kafka_kafka (port kafka) and node n's
+// kafka_kafka_node_<n> (port kafka-node-<n>).
 func (p *chartPods) checkEnvoyListeners(t *testing.T) {
 	t.Helper()
 	code, body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/listeners?format=json", p.ports.admin))
@@ -232,7 +234,11 @@ func (p *chartPods) checkEnvoyListeners(t *testing.T) {
 	}
 	got := map[string]string{}
 	for _, l := range ls.ListenerStatuses {
-		name := strings.ReplaceAll(strings.TrimPrefix(l.Name, "weighstation_"), "_", "-")
+		name := l.Name
+		if rest, ok := strings.CutPrefix(name, "kafka_kafka"); ok {
+			name = "kafka" + rest
+		}
+		name = strings.ReplaceAll(strings.TrimPrefix(name, "weighstation_"), "_", "-")
 		sa := l.LocalAddress.SocketAddress
 		got[name] = fmt.Sprintf("%s:%d", sa.Address, sa.PortValue)
 	}

@@ -41,7 +41,7 @@ func TestBadValuesAreRejectedWithClearMessages(t *testing.T) {
 		{"NATS server policy with an unknown key", "networkPolicy:\n  natsServers:\n    selector: {}\n",
 			[]string{"at '/networkPolicy/natsServers': additional properties 'selector' not allowed"}},
 		{"no brokers", "kafka:\n  brokers: []\n",
-			[]string{"at '/kafka/brokers': minItems: got 0, want 1"}},
+			[]string{"kafka.brokers is empty: list every broker, host:port as each advertises itself, or set kafka.cluster.enabled"}},
 		{"hidden policy file", "policies:\n  files:\n    .acme.yaml: \"x\"\n",
 			[]string{"at '/policies/files': additional properties '.acme.yaml' not allowed"}},
 		{"policy file that is not YAML", "policies:\n  files:\n    acme.json: \"{}\"\n",

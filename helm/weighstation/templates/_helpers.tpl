@@ -105,9 +105,35 @@ advertise values, or the Envoy Service's DNS name with the listener's port. Call
 {{- include "weighstation.nats.advertiseFor" (dict "root" . "listener" .Values.tls.nats) -}}
 {{- end -}}
 
-{{/* The bootstrap listener (kafka.port) forwards to the first broker. */}}
+{{/* The bootstrap listener (kafka.port) forwards to the first broker; with kafka.cluster, to
+the brokers of kafka.cluster.bootstrap (comma-separated, spaces dropped). */}}
 {{- define "weighstation.kafka.upstream" -}}
+{{- if .Values.kafka.cluster.enabled -}}
+{{- include "weighstation.kafka.clusterBootstrap" . | replace "+" "," -}}
+{{- else -}}
 {{- first .Values.kafka.brokers -}}
+{{- end -}}
+{{- end -}}
+
+{{/* kafka.cluster.bootstrap as --kafka-cluster's bootstrap= takes it: HOST:PORT[+HOST:PORT...]. */}}
+{{- define "weighstation.kafka.clusterBootstrap" -}}
+{{- $out := list -}}
+{{- range splitList "," .Values.kafka.cluster.bootstrap -}}
+{{- with trim . -}}
+{{- $out = append $out . -}}
+{{- end -}}
+{{- end -}}
+{{- join "+" $out -}}
+{{- end -}}
+
+{{/* --kafka-cluster, as the control plane takes it: NAME=BROKERS,nodes=FIRST-LAST,listen=ADDRESS,
+bootstrap=HOST:PORT[+HOST:PORT...],advertise=HOST:PORT and the listener options. The cluster
+kind is named kafka; node FIRST listens on kafka.port+1 and is advertised at the advertised
+host with that port, node n at that port + (n - FIRST) (stride 1). */}}
+{{- define "weighstation.kafka.clusterFlag" -}}
+{{- $c := .Values.kafka.cluster -}}
+{{- $firstPort := add (int .Values.kafka.port) 1 -}}
+{{- printf "kafka=0.0.0.0:%d,nodes=%d-%d,listen=0.0.0.0:%d,bootstrap=%s,advertise=%s:%d%s" $firstPort (int $c.nodeIds.first) (int $c.nodeIds.last) (int .Values.kafka.port) (include "weighstation.kafka.clusterBootstrap" .) (include "weighstation.kafka.advertisedHost" .) $firstPort (include "weighstation.kafka.listenerOptions" .) -}}
 {{- end -}}
 
 {{/* The host clients are told for every broker (Metadata, FindCoordinator responses). */}}
@@ -127,6 +153,39 @@ advertise}; read it with fromJsonArray (numbers come back as floats: use int). *
 {{- $out = append $out (dict "name" (printf "kafka-broker-%d" $i) "port" $port "upstream" $b "advertise" (printf "%s:%d" $host $port)) -}}
 {{- end -}}
 {{- toJson $out -}}
+{{- end -}}
+
+{{/* With kafka.cluster: one gateway port per node id of kafka.cluster.nodeIds, node n at
+kafka.port + 1 + (n - first), named kafka-node-<n> on the Envoy container and the Service (Envoy's
+listener for it is kafka_kafka_node_<n>). A JSON list of {name, port, node}. */}}
+{{- define "weighstation.kafka.nodePorts" -}}
+{{- $out := list -}}
+{{- $c := .Values.kafka.cluster -}}
+{{- $first := int $c.nodeIds.first -}}
+{{- range $n := untilStep $first (add (int $c.nodeIds.last) 1 | int) 1 -}}
+{{- $out = append $out (dict "name" (printf "kafka-node-%d" $n) "port" (add (int $.Values.kafka.port) 1 (sub $n $first)) "node" $n) -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/* The Kafka client ports besides the bootstrap port: one per broker of kafka.brokers, or one
+per node id with kafka.cluster. A JSON list of {name, port}. */}}
+{{- define "weighstation.kafka.clientPorts" -}}
+{{- if .Values.kafka.cluster.enabled -}}
+{{- include "weighstation.kafka.nodePorts" . -}}
+{{- else -}}
+{{- include "weighstation.kafka.brokerPorts" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The last Kafka gateway port: kafka.port + the number of broker (or node) ports. */}}
+{{- define "weighstation.kafka.lastPort" -}}
+{{- $c := .Values.kafka.cluster -}}
+{{- if $c.enabled -}}
+{{- add (int .Values.kafka.port) 1 (sub (int $c.nodeIds.last) (int $c.nodeIds.first)) -}}
+{{- else -}}
+{{- add (int .Values.kafka.port) (len .Values.kafka.brokers) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Checks values.schema.json cannot express. */}}
@@ -155,18 +214,51 @@ advertise}; read it with fromJsonArray (numbers come back as floats: use int). *
 {{- end -}}
 {{- if .Values.kafka.enabled -}}
 {{- $first := add (int .Values.kafka.port) 1 -}}
-{{- $last := add (int .Values.kafka.port) (len .Values.kafka.brokers) -}}
-{{- if gt $last 65535 -}}
-{{- fail (printf "weighstation: kafka.port %d leaves no room for the %d broker ports: broker i gets kafka.port+1+i, up to %d, above 65535" (int .Values.kafka.port) (len .Values.kafka.brokers) $last) -}}
-{{- end -}}
 {{- $others := dict "envoy.adminPort" .Values.envoy.adminPort "envoy.metricsPort" .Values.envoy.metricsPort -}}
 {{- if .Values.nats.enabled -}}
 {{- $_ := set $others "nats.port" .Values.nats.port -}}
+{{- if .Values.tls.nats.enabled -}}
+{{- $_ := set $others "tls.nats.port" .Values.tls.nats.port -}}
+{{- end -}}
+{{- end -}}
+{{- $c := .Values.kafka.cluster -}}
+{{- if $c.enabled -}}
+{{- if .Values.kafka.brokers -}}
+{{- fail "weighstation: kafka.cluster.enabled and kafka.brokers are exclusive: the gateway discovers the brokers behind kafka.cluster.bootstrap, so set kafka.brokers: [] (its default lists one broker), or leave kafka.cluster.enabled off to list them" -}}
+{{- end -}}
+{{- if not (include "weighstation.kafka.clusterBootstrap" .) -}}
+{{- fail "weighstation: kafka.cluster.enabled needs kafka.cluster.bootstrap: host:port of the brokers' bootstrap (e.g. the Kafka bootstrap Service), several comma-separated" -}}
+{{- end -}}
+{{- $firstId := int $c.nodeIds.first -}}
+{{- $lastId := int $c.nodeIds.last -}}
+{{- if gt $firstId $lastId -}}
+{{- fail (printf "weighstation: kafka.cluster.nodeIds.first %d is above kafka.cluster.nodeIds.last %d: the range is first to last, both included" $firstId $lastId) -}}
+{{- end -}}
+{{- if ge (sub $lastId $firstId) 1024 -}}
+{{- fail (printf "weighstation: kafka.cluster.nodeIds.first %d to kafka.cluster.nodeIds.last %d is %d node ids, at most 1024: each costs an Envoy listener and a Service port" $firstId $lastId (add (sub $lastId $firstId) 1)) -}}
+{{- end -}}
+{{- $last := add $first (sub $lastId $firstId) -}}
+{{- if gt $last 65535 -}}
+{{- fail (printf "weighstation: kafka.port %d leaves no room for the %d node ports of kafka.cluster.nodeIds.first %d to kafka.cluster.nodeIds.last %d: node n gets kafka.port+1+(n-first), up to %d, above 65535" (int .Values.kafka.port) (add (sub $lastId $firstId) 1) $firstId $lastId $last) -}}
+{{- end -}}
+{{- range $name, $port := $others -}}
+{{- if and (ge (int $port) $first) (le (int $port) $last) -}}
+{{- fail (printf "weighstation: %s %d is the gateway port of node id %d (kafka.cluster.nodeIds.first %d to kafka.cluster.nodeIds.last %d): node n gets kafka.port+1+(n-first), here %d to %d; move %s or kafka.port, or narrow kafka.cluster.nodeIds" $name (int $port) (add $firstId (sub (int $port) $first)) $firstId $lastId $first $last $name) -}}
+{{- end -}}
+{{- end -}}
+{{- else -}}
+{{- if not .Values.kafka.brokers -}}
+{{- fail "weighstation: kafka.brokers is empty: list every broker, host:port as each advertises itself, or set kafka.cluster.enabled to have the gateway discover them" -}}
+{{- end -}}
+{{- $last := add (int .Values.kafka.port) (len .Values.kafka.brokers) -}}
+{{- if gt $last 65535 -}}
+{{- fail (printf "weighstation: kafka.port %d leaves no room for the %d broker ports: broker i gets kafka.port+1+i, up to %d, above 65535" (int .Values.kafka.port) (len .Values.kafka.brokers) $last) -}}
 {{- end -}}
 {{- range $name, $port := $others -}}
 {{- if and (ge (int $port) $first) (le (int $port) $last) -}}
 {{- $i := sub (int $port) $first -}}
 {{- fail (printf "weighstation: %s %d is the gateway port of kafka.brokers[%d] (%s): broker i gets kafka.port+1+i, here %d to %d; move %s or kafka.port" $name (int $port) $i (index $.Values.kafka.brokers $i) $first $last $name) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
