@@ -21,6 +21,8 @@ type producerRun struct {
 	errors              string
 	// ackedValues are the values of the records it saw acknowledged.
 	ackedValues []string
+	// abortedValues are the values of a transactional producer's aborted transactions.
+	abortedValues []string
 	// log is the end of what the client logged (WARN and above).
 	log string
 }
@@ -33,9 +35,10 @@ var javaClasses struct {
 	err  error
 }
 
-// javaProducer is ClusterProducer (clients/ClusterProducer.java, compiled once against the
-// kafka-clients jar the brokers run on) producing through the gateway as it runs.
-type javaProducer struct {
+// processProducer is a client in a process of its own producing through the gateway as it
+// runs: ClusterProducer (clients/ClusterProducer.java, compiled once against the kafka-clients
+// jar the brokers run on) or cluster_producer.py (librdkafka as confluent-kafka).
+type processProducer struct {
 	cmd    *exec.Cmd
 	acked  string
 	stdout bytes.Buffer
@@ -44,13 +47,26 @@ type javaProducer struct {
 
 // startJavaProducer starts ClusterProducer and returns once its client has its metadata, so an
 // event scheduled after it happens under load.
-func startJavaProducer(t *testing.T, bootstrap, topic, clientID string, rate float64, d time.Duration) *javaProducer {
+func startJavaProducer(t *testing.T, bootstrap, topic, clientID string, rate float64, d time.Duration) *processProducer {
+	t.Helper()
+	return startJava(t, "ClusterProducer", bootstrap, topic, clientID, rate, d)
+}
+
+// startTxnProducer starts TxnProducer (transactions of ten records, one in five aborted).
+func startTxnProducer(t *testing.T, bootstrap, topic, clientID string, rate float64, d time.Duration) *processProducer {
+	t.Helper()
+	return startJava(t, "TxnProducer", bootstrap, topic, clientID, rate, d)
+}
+
+// startJava starts a client class of clients/ (compiled once, against the kafka-clients jar
+// the brokers run on).
+func startJava(t *testing.T, class, bootstrap, topic, clientID string, rate float64, d time.Duration) *processProducer {
 	t.Helper()
 	libs := filepath.Join(root, ".tools/kafka/libs/*")
 	javaClasses.once.Do(func() {
 		javaClasses.dir, javaClasses.err = os.MkdirTemp("", "weighstation-java-cluster-")
 		if javaClasses.err == nil {
-			out, err := exec.Command("javac", "-d", javaClasses.dir, "-cp", libs, "clients/ClusterProducer.java").CombinedOutput()
+			out, err := exec.Command("javac", "-d", javaClasses.dir, "-cp", libs, "clients/ClusterProducer.java", "clients/TxnProducer.java").CombinedOutput()
 			if err != nil {
 				javaClasses.err = fmt.Errorf("javac: %v\n%s", err, out)
 			}
@@ -59,10 +75,26 @@ func startJavaProducer(t *testing.T, bootstrap, topic, clientID string, rate flo
 	if javaClasses.err != nil {
 		t.Fatal(javaClasses.err)
 	}
-	p := &javaProducer{acked: filepath.Join(t.TempDir(), "acked")}
+	acked := filepath.Join(t.TempDir(), "acked")
 	// WARN: the client's own account of retries and errors, shown when a check fails.
-	p.cmd = exec.Command("java", "-Xmx256m", "-Dorg.apache.logging.log4j.level=WARN", "-cp", javaClasses.dir+string(os.PathListSeparator)+libs, "ClusterProducer",
-		bootstrap, topic, clientID, fmt.Sprint(rate), fmt.Sprint(d.Seconds()), p.acked)
+	return startProducer(t, acked, exec.Command("java", "-Xmx256m", "-Dorg.apache.logging.log4j.level=WARN", "-cp",
+		javaClasses.dir+string(os.PathListSeparator)+libs, class,
+		bootstrap, topic, clientID, fmt.Sprint(rate), fmt.Sprint(d.Seconds()), acked))
+}
+
+// startLibrdkafkaProducer starts cluster_producer.py (librdkafka, idempotent).
+func startLibrdkafkaProducer(t *testing.T, bootstrap, topic, clientID string, rate float64, d time.Duration) *processProducer {
+	t.Helper()
+	acked := filepath.Join(t.TempDir(), "acked")
+	return startProducer(t, acked, exec.Command(filepath.Join(root, ".tools/venv/bin/python"), "clients/cluster_producer.py",
+		bootstrap, topic, clientID, fmt.Sprint(rate), fmt.Sprint(d.Seconds()), acked))
+}
+
+// startProducer runs cmd, which writes acknowledged values into acked, and returns once it
+// says on stderr that its client has its metadata.
+func startProducer(t *testing.T, acked string, cmd *exec.Cmd) *processProducer {
+	t.Helper()
+	p := &processProducer{cmd: cmd, acked: acked}
 	p.cmd.Stdout = &p.stdout
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -78,7 +110,7 @@ func startJavaProducer(t *testing.T, bootstrap, topic, clientID string, rate flo
 		for sc.Scan() {
 			line := sc.Text()
 			p.stderr.WriteString(line + "\n")
-			if strings.Contains(line, "ClusterProducer: started") {
+			if strings.HasSuffix(line, ": started") {
 				once.Do(func() { close(started) })
 			}
 		}
@@ -87,20 +119,23 @@ func startJavaProducer(t *testing.T, bootstrap, topic, clientID string, rate flo
 	select {
 	case <-started:
 	case <-time.After(60 * time.Second):
-		t.Fatal("the Java producer did not get its metadata within 60 s")
+		t.Fatalf("%s did not get its metadata within 60 s", p.name())
 	}
 	return p
 }
 
+// name is the client's program.
+func (p *processProducer) name() string { return filepath.Base(p.cmd.Args[len(p.cmd.Args)-7]) }
+
 // wait waits for the producer to finish and reads what it reported.
-func (p *javaProducer) wait(t *testing.T) producerRun {
+func (p *processProducer) wait(t *testing.T) producerRun {
 	t.Helper()
 	if err := p.cmd.Wait(); err != nil {
-		t.Fatalf("java producer: %v\n%s", err, tail(p.stderr.String(), 3000))
+		t.Fatalf("%s: %v\n%s", p.name(), err, tail(p.stderr.String(), 3000))
 	}
 	m := producerLine.FindStringSubmatch(p.stdout.String())
 	if m == nil {
-		t.Fatalf("no outcome line from the Java producer:\n%s", p.stdout.String())
+		t.Fatalf("no outcome line from %s:\n%s", p.name(), p.stdout.String())
 	}
 	n := func(i int) int { v, _ := strconv.Atoi(m[i]); return v }
 	run := producerRun{sent: n(1), acked: n(2), failed: n(3), errors: m[4], log: tail(p.stdout.String()+p.stderr.String(), 4000)}
@@ -109,6 +144,9 @@ func (p *javaProducer) wait(t *testing.T) producerRun {
 		t.Fatal(err)
 	}
 	run.ackedValues = strings.Fields(string(b))
+	if b, err := os.ReadFile(p.acked + ".aborted"); err == nil {
+		run.abortedValues = strings.Fields(string(b))
+	}
 	if len(run.ackedValues) != run.acked {
 		t.Fatalf("the producer reported %d acknowledged, listed %d", run.acked, len(run.ackedValues))
 	}

@@ -32,9 +32,10 @@ func bootstraps() string {
 	return strings.Join(out, ",")
 }
 
-// clients says who runs in a ride: the Java idempotent producer always; franz-go's idempotent
-// producer beside it (sharing the offered rate) and a franz-go consumer group in the matrix.
-type clients struct{ franz, group bool }
+// clients says who runs in a ride: the Java idempotent producer always; in the matrix franz-go's
+// and librdkafka's idempotent producers beside it (the three share the offered rate) and a
+// franz-go consumer group.
+type clients struct{ others, group bool }
 
 // rideThrough runs one event under load: producers of cluster-limited offer `offered` records a
 // second for d across a fresh topic's six partitions, through the gateway's bootstrap
@@ -52,13 +53,19 @@ func rideThrough(t *testing.T, topic string, d time.Duration, with clients, even
 		group = startGroupConsumer(t, topic, prefix+"-group")
 	}
 	rate := float64(offered)
-	if with.franz {
-		rate /= 2
+	var txn *processProducer
+	if with.others {
+		// A transactional producer in a topic of its own (its markers take offsets, and its
+		// consumer reads committed records only), with an eighth of the load.
+		createTopic(t, topic+"-txn")
+		txn = startTxnProducer(t, bootstraps(), topic+"-txn", prefix+"-txn", offered/8, d)
+		rate = (offered - offered/8) / 3
 	}
-	java := startJavaProducer(t, bootstraps(), topic, prefix+"-java", rate, d)
+	processes := map[string]*processProducer{prefix + "-java": startJavaProducer(t, bootstraps(), topic, prefix+"-java", rate, d)}
 	var franz *franzProducer
-	if with.franz {
+	if with.others {
 		franz = startFranzProducer(t, topic, prefix+"-franz", rate, d)
+		processes[prefix+"-librdkafka"] = startLibrdkafkaProducer(t, bootstraps(), topic, prefix+"-librdkafka", rate, d)
 	}
 	start := time.Now()
 	time.Sleep(d / 3)
@@ -66,7 +73,14 @@ func rideThrough(t *testing.T, topic string, d time.Duration, with clients, even
 	event(t)
 	f.to = time.Now()
 	t.Logf("event took %v", f.to.Sub(f.from).Round(time.Millisecond))
-	runs := map[string]producerRun{prefix + "-java": java.wait(t)}
+	runs := map[string]producerRun{}
+	for name, p := range processes {
+		runs[name] = p.wait(t)
+	}
+	var txnRun producerRun
+	if txn != nil {
+		txnRun = txn.wait(t)
+	}
 	if franz != nil {
 		runs[prefix+"-franz"] = franz.wait(t, 2*time.Minute)
 	}
@@ -82,6 +96,9 @@ func rideThrough(t *testing.T, topic string, d time.Duration, with clients, even
 	s := readTopic(t, topic)
 	for name, run := range runs {
 		checkDelivery(t, run, s, name+"-")
+	}
+	if txn != nil {
+		checkTransactions(t, txnRun, readCommitted(t, topic+"-txn"), prefix+"-txn-")
 	}
 	if group != nil {
 		group.check(t, s)
@@ -184,7 +201,7 @@ func TestEventsUnderLoad(t *testing.T) {
 			continue
 		}
 		t.Run(e.name, func(t *testing.T) {
-			rideThrough(t, e.name, e.d, clients{franz: full, group: full}, func(t *testing.T) { e.do(t, e.name) })
+			rideThrough(t, e.name, e.d, clients{others: full, group: full}, func(t *testing.T) { e.do(t, e.name) })
 			if e.after != nil {
 				e.after(t)
 			}

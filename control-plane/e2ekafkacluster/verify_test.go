@@ -65,6 +65,48 @@ type stored struct {
 	count map[string]int
 }
 
+// readCommitted reads what a read_committed consumer of topic is given, until 3 s pass with
+// nothing more (the transactions are all over by then: their markers end each partition, so
+// the last offsets are never delivered and cannot tell the end).
+func readCommitted(t *testing.T, topic string) stored {
+	t.Helper()
+	cl := directClient(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	s := stored{count: map[string]int{}}
+	deadline := time.Now().Add(90 * time.Second)
+	for quiet := 0; quiet < 3 && time.Now().Before(deadline); {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			s.count[string(r.Value)]++
+			n++
+		})
+		if n == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+	}
+	return s
+}
+
+// checkTransactions: a read_committed consumer is given every committed record once and none
+// of an aborted transaction.
+func checkTransactions(t *testing.T, run producerRun, s stored, prefix string) {
+	t.Helper()
+	checkDelivery(t, run, s, prefix)
+	leaked := 0
+	for _, v := range run.abortedValues {
+		leaked += s.count[v]
+	}
+	t.Logf("%s: %d records of aborted transactions, none given to a read_committed consumer: %v", prefix, len(run.abortedValues), leaked == 0)
+	if leaked > 0 {
+		t.Errorf("%s: %d records of aborted transactions read by a read_committed consumer", prefix, leaked)
+	}
+}
+
 // readTopic reads every record of topic up to each partition's end as it is now.
 func readTopic(t *testing.T, topic string) stored {
 	t.Helper()

@@ -238,25 +238,6 @@ impl Conn {
                 return self.refuse(h, body, produce, now, (Reason::Size, over), &detail, 0);
             }
         }
-        if let Some(ready_at) = self.gaps.blocked(batches).filter(|_| !tenant.dry_run) {
-            // Forwarded, it would land after a gap in its producer's sequence: the broker would
-            // reject it after the tenant paid for it (weighstation_core::kafka::Gaps).
-            who.metrics.refused(Reason::Rate, summary.records);
-            let detail = format!(
-                "rate limit of tenant {}: an earlier batch of the partition was refused and has not been sent again",
-                tenant.name
-            );
-            self.retries.refused(batches);
-            return self.refuse(
-                h,
-                body,
-                produce,
-                now,
-                (Reason::Rate, None),
-                &detail,
-                throttle_ms(ready_at.saturating_sub(now)),
-            );
-        }
         self.retries.expire(now);
         let claim = self.retries.claim(batches);
         if claim.messages > 0 && !claim.ready(now) && !tenant.dry_run {
@@ -286,6 +267,38 @@ impl Conn {
                 bytes: claim.bytes,
             },
         };
+        if let Some(head_ready) = self.gaps.blocked(batches, now).filter(|_| !tenant.dry_run) {
+            // Forwarded, it would land after a gap in its producer's sequence: the broker would
+            // reject it after the tenant paid for it (weighstation_core::kafka::Gaps). Its rate
+            // is set aside as a refused batch's is, for when it can follow the one refused, so
+            // the client sending both again gets both through.
+            who.metrics.refused(Reason::Rate, summary.records);
+            let mut ready_at = head_ready.max(claim.ready_at);
+            if self.retries.retries_seen() {
+                let reserved = self
+                    .retries
+                    .unreserved(batches)
+                    .and_then(|(messages, bytes)| gatekeeper::reserve(&ask, messages, bytes, HORIZON_NS));
+                if let Some(reserved) = reserved {
+                    self.retries.reserve(batches, reserved);
+                    ready_at = ready_at.max(reserved);
+                }
+            }
+            let detail = format!(
+                "rate limit of tenant {}: an earlier batch of the partition was refused and has not been sent again",
+                tenant.name
+            );
+            self.retries.refused(batches);
+            return self.refuse(
+                h,
+                body,
+                produce,
+                now,
+                (Reason::Rate, None),
+                &detail,
+                throttle_ms(ready_at.saturating_sub(now)),
+            );
+        }
         match gatekeeper::admit(&ask, &mut self.held) {
             Admit::Forward(slot, delayed) => {
                 if let (Some(ns), Some((reason, by))) = (delayed, self.held.reason()) {

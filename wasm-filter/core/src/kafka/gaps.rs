@@ -11,8 +11,12 @@
 //! and half its records timed out). So once a batch is refused, a later batch of the same
 //! producer and partition on the connection is refused too, without being charged, until the
 //! refused one comes back (its retry) or the producer starts its sequence again (a new
-//! producer id or a lower sequence). A broker never opens such a gap itself: it delays.
+//! producer id or a lower sequence). A broker never opens such a gap itself: it delays. A
+//! refused batch that does not come back within the client's longest backoff past the time it
+//! was told (the retries' claim window) is given up on: the later ones go to the broker, which
+//! judges them, rather than waiting for a batch that may have been sent renumbered.
 
+use super::retries::CLAIM_WINDOW_NS;
 use super::Batch;
 
 /// Partitions remembered per connection (a producer writes many; the oldest is forgotten).
@@ -44,7 +48,9 @@ fn after(later: i32, earlier: i32) -> bool {
 impl Gaps {
     /// If a batch of the request follows one refused and not yet retried, when that one may be
     /// retried (the request must wait as long).
-    pub fn blocked(&self, batches: &[Batch]) -> Option<u64> {
+    pub fn blocked(&mut self, batches: &[Batch], now: u64) -> Option<u64> {
+        self.refused
+            .retain(|r| r.ready_at.saturating_add(CLAIM_WINDOW_NS) > now);
         batches
             .iter()
             .filter(|b| b.producer_id >= 0 && b.base_sequence >= 0)
@@ -108,6 +114,13 @@ impl Gaps {
 mod tests {
     use super::*;
 
+    impl Gaps {
+        /// blocked() at time 0, before any gap is given up on.
+        fn blocked_at(&mut self, batches: &[Batch]) -> Option<u64> {
+            self.blocked(batches, 0)
+        }
+    }
+
     fn batch(partition: u64, producer_id: i64, base_sequence: i32) -> Batch {
         Batch {
             key: partition ^ (base_sequence as u64) << 32,
@@ -123,16 +136,16 @@ mod tests {
     fn a_batch_after_a_refused_one_waits_until_it_comes_back() {
         let mut g = Gaps::default();
         g.refused(&[batch(1, 7, 100)], 5_000);
-        assert_eq!(g.blocked(&[batch(1, 7, 110)]), Some(5_000), "after the gap");
-        assert_eq!(g.blocked(&[batch(2, 7, 110)]), None, "another partition");
-        assert_eq!(g.blocked(&[batch(1, 7, 100)]), None, "the refused batch itself");
-        assert_eq!(g.blocked(&[batch(1, 8, 110)]), None, "another producer");
-        assert_eq!(g.blocked(&[batch(1, -1, -1)]), None, "not idempotent");
+        assert_eq!(g.blocked_at(&[batch(1, 7, 110)]), Some(5_000), "after the gap");
+        assert_eq!(g.blocked_at(&[batch(2, 7, 110)]), None, "another partition");
+        assert_eq!(g.blocked_at(&[batch(1, 7, 100)]), None, "the refused batch itself");
+        assert_eq!(g.blocked_at(&[batch(1, 8, 110)]), None, "another producer");
+        assert_eq!(g.blocked_at(&[batch(1, -1, -1)]), None, "not idempotent");
         // A later one refused for the gap waits as long as the latest told.
         g.refused(&[batch(1, 7, 110)], 7_000);
-        assert_eq!(g.blocked(&[batch(1, 7, 120)]), Some(7_000));
+        assert_eq!(g.blocked_at(&[batch(1, 7, 120)]), Some(7_000));
         g.forwarded(&[batch(1, 7, 100)]);
-        assert_eq!(g.blocked(&[batch(1, 7, 110)]), None, "the retry closed the gap");
+        assert_eq!(g.blocked_at(&[batch(1, 7, 110)]), None, "the retry closed the gap");
     }
 
     #[test]
@@ -140,17 +153,33 @@ mod tests {
         let mut g = Gaps::default();
         g.refused(&[batch(1, 7, 100)], 5_000);
         g.forwarded(&[batch(1, 7, 0)]);
-        assert_eq!(g.blocked(&[batch(1, 7, 110)]), None, "a lower sequence: started again");
+        assert_eq!(
+            g.blocked_at(&[batch(1, 7, 110)]),
+            None,
+            "a lower sequence: started again"
+        );
         g.refused(&[batch(1, 7, 100)], 5_000);
         g.forwarded(&[batch(1, 9, 0)]);
-        assert_eq!(g.blocked(&[batch(1, 7, 110)]), None, "a new producer id");
+        assert_eq!(g.blocked_at(&[batch(1, 7, 110)]), None, "a new producer id");
+    }
+
+    #[test]
+    fn a_refused_batch_that_does_not_come_back_is_given_up_on() {
+        let mut g = Gaps::default();
+        g.refused(&[batch(1, 7, 100)], 5_000);
+        assert_eq!(g.blocked(&[batch(1, 7, 110)], 5_000 + CLAIM_WINDOW_NS - 1), Some(5_000));
+        assert_eq!(
+            g.blocked(&[batch(1, 7, 110)], 5_000 + CLAIM_WINDOW_NS),
+            None,
+            "past the claim window"
+        );
     }
 
     #[test]
     fn sequences_wrap() {
         let mut g = Gaps::default();
         g.refused(&[batch(1, 7, i32::MAX - 5)], 5_000);
-        assert_eq!(g.blocked(&[batch(1, 7, 3)]), Some(5_000), "wrapped past i32::MAX");
+        assert_eq!(g.blocked_at(&[batch(1, 7, 3)]), Some(5_000), "wrapped past i32::MAX");
     }
 
     #[test]
@@ -160,7 +189,7 @@ mod tests {
             g.refused(&[batch(p, 7, 1)], 5_000);
         }
         assert_eq!(g.refused.len(), REMEMBERED);
-        assert_eq!(g.blocked(&[batch(999, 7, 2)]), Some(5_000), "the newest kept");
-        assert_eq!(g.blocked(&[batch(0, 7, 2)]), None, "the oldest forgotten");
+        assert_eq!(g.blocked_at(&[batch(999, 7, 2)]), Some(5_000), "the newest kept");
+        assert_eq!(g.blocked_at(&[batch(0, 7, 2)]), None, "the oldest forgotten");
     }
 }
