@@ -36,29 +36,19 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	root = os.Getenv("WEIGHSTATION_ROOT")
-	if root == "" {
-		root, _ = filepath.Abs("../..")
-	}
-	switch v := os.Getenv("WEIGHSTATION_CLUSTERS"); v {
-	case "", "smoke":
-	case "full":
-		full, replicas = true, 3
-	default:
-		fmt.Fprintf(os.Stderr, "WEIGHSTATION_CLUSTERS=%q: want smoke or full\n", v)
+	root = localstack.TestRoot()
+	var err error
+	if full, err = localstack.ClusterMatrix(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	work, err := os.MkdirTemp("", "weighstation-e2ecluster-")
+	if full {
+		replicas = 3
+	}
+	work, policyDir, err := localstack.TestWorkDir(root, "weighstation-e2ecluster-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
-	}
-	policyDir := filepath.Join(work, "policies")
-	for _, src := range []string{filepath.Join(root, "policies"), "testdata"} {
-		if err := localstack.CopyPolicies(src, policyDir); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
 	}
 	if ports, err = localstack.FreePortsFor(localstack.Counts{Replicas: replicas, NATSServers: natsServers}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
