@@ -29,12 +29,16 @@ thread_local! {
     static SEEN: RefCell<Seen> = RefCell::new(Seen::default());
 }
 
-/// A response on `chain`'s listeners named broker `node` at (host, port).
-pub fn saw(chain: &str, node: i32, host: &[u8], port: i32) {
+/// When a response is seen: one clock read for every broker it names.
+pub fn now_ms() -> u64 {
+    now_ns() / 1_000_000
+}
+
+/// A response on `chain`'s listeners at `at_ms` named broker `node` at (host, port).
+pub fn saw(chain: &str, node: i32, host: &[u8], port: i32, at_ms: u64) {
     if host.len() > MAX_HOST {
         return;
     }
-    let at_ms = now_ns() / 1_000_000;
     SEEN.with(|s| {
         let mut s = s.borrow_mut();
         let Seen { chains, count } = &mut *s;

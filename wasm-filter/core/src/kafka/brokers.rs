@@ -185,4 +185,28 @@ mod tests {
         };
         assert_eq!(widest.check(), Ok(()));
     }
+
+    #[test]
+    fn a_configuration_finds_its_discovered_cluster_by_chain_and_checks_it() {
+        use crate::config::{Config, ConfigError};
+        let doc = r#"{"version":"1-a","protocol":"kafka","defaultTenant":"t","tenants":[{"name":"t","limits":{}}],
+            "kafkaClusters":[{"chain":"weighstation-kafka-sasl","firstNode":1,"lastNode":4,
+            "advertiseHost":"gw.example.com","advertiseFirstPort":9193,"stride":1,"fronted":[3,1,1]}]}"#;
+        let c = Config::parse(doc.as_bytes()).unwrap();
+        assert!(c.rewrites_brokers() && c.discovers_kafka_clusters());
+        let cluster = c.kafka_cluster("weighstation-kafka-sasl").unwrap();
+        assert_eq!(cluster.fronted, vec![1, 3], "sorted, once each");
+        assert_eq!(cluster.route(3, b"kafka-3", 9093), Route::To("gw.example.com", 9195));
+        assert!(c.kafka_cluster("weighstation-kafka-ssl").is_none());
+        let bad = doc.replace(r#""lastNode":4"#, r#""lastNode":0"#);
+        assert!(matches!(
+            Config::parse(bad.as_bytes()),
+            Err(ConfigError::BadKafkaCluster(_))
+        ));
+        let unknown = doc.replace(r#""stride":1"#, r#""stride":1,"ports":[1]"#);
+        assert!(
+            Config::parse(unknown.as_bytes()).is_err(),
+            "an unknown field is an error"
+        );
+    }
 }

@@ -23,17 +23,17 @@ const CONTROLLER_ENDPOINTS: u8 = 2;
 /// The first Produce response version with `NodeEndpoints` (tag 0 of its tagged fields).
 const FIRST_NODE_ENDPOINTS_PRODUCE: i16 = 10;
 
-pub(super) struct Writer {
-    pub(super) out: Vec<u8>,
-    pub(super) flexible: bool,
+struct Writer {
+    out: Vec<u8>,
+    flexible: bool,
 }
 
 impl Writer {
-    pub(super) fn raw(&mut self, b: &[u8]) {
+    fn raw(&mut self, b: &[u8]) {
         self.out.extend_from_slice(b);
     }
 
-    pub(super) fn uvarint(&mut self, mut v: u64) {
+    fn uvarint(&mut self, mut v: u64) {
         loop {
             let byte = (v & 0x7f) as u8;
             v >>= 7;
@@ -45,7 +45,7 @@ impl Writer {
         }
     }
 
-    pub(super) fn string(&mut self, s: &[u8]) {
+    fn string(&mut self, s: &[u8]) {
         if self.flexible {
             self.uvarint(s.len() as u64 + 1);
         } else {

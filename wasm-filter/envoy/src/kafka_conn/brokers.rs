@@ -3,6 +3,7 @@
 //! each broker named recorded for the control plane (crate::discovery); on a listener of no
 //! discovered cluster, by the brokers listed by address.
 
+use std::cell::Cell;
 use std::rc::Rc;
 use weighstation_core::config::{Config, Protocol};
 use weighstation_core::kafka::{rewrite_brokers, rewrite_produce_endpoints, BrokerMap, Cluster, Route};
@@ -13,14 +14,28 @@ use crate::{discovery, state, trust};
 /// The first Produce version whose responses may carry `NodeEndpoints` (KIP-951).
 const FIRST_NODE_ENDPOINTS_PRODUCE: i16 = 10;
 
-/// A cluster's map that tells discovery of every broker it is asked about.
-struct Discovering<'a>(&'a Cluster);
+/// A cluster's map that tells discovery of every broker it is asked about, as seen at a time
+/// (ms) read once per response, and only if the response names a broker (most Produce
+/// responses name none).
+struct Discovering<'a>(&'a Cluster, Cell<Option<u64>>);
+
+impl<'a> Discovering<'a> {
+    fn new(cluster: &'a Cluster) -> Self {
+        Discovering(cluster, Cell::new(None))
+    }
+
+    fn at_ms(&self) -> u64 {
+        let at_ms = self.1.get().unwrap_or_else(discovery::now_ms);
+        self.1.set(Some(at_ms));
+        at_ms
+    }
+}
 
 impl BrokerMap for Discovering<'_> {
     fn route(&self, node: i32, host: &[u8], port: i32) -> Route<'_> {
         // Node ids are never negative; a hostile response's are withheld, and not reported.
         if node >= 0 {
-            discovery::saw(&self.0.chain, node, host, port);
+            discovery::saw(&self.0.chain, node, host, port, self.at_ms());
         }
         self.0.route(node, host, port)
     }
@@ -46,7 +61,7 @@ impl Conn {
     pub(super) fn rewrite_addresses(&mut self, frame: &[u8], api_key: i16, version: i16) -> Option<Vec<u8>> {
         let config = state::active(Protocol::Kafka)?;
         match self.cluster(&config) {
-            Some(cluster) => rewrite_brokers(frame, api_key, version, &Discovering(&cluster)),
+            Some(cluster) => rewrite_brokers(frame, api_key, version, &Discovering::new(&cluster)),
             None => rewrite_brokers(frame, api_key, version, config.as_ref()),
         }
     }
@@ -56,7 +71,7 @@ impl Conn {
     pub(super) fn rewrite_produce_endpoints(&mut self, frame: &[u8], version: i16) -> Option<Vec<u8>> {
         let config = state::active(Protocol::Kafka)?;
         let cluster = self.cluster(&config)?;
-        rewrite_produce_endpoints(frame, version, &Discovering(&cluster))
+        rewrite_produce_endpoints(frame, version, &Discovering::new(&cluster))
     }
 
     fn cluster(&mut self, config: &Config) -> Option<Rc<Cluster>> {
