@@ -54,6 +54,13 @@ func ownedByTheGateway(line string, envoys map[int]bool) bool {
 			return false
 		}
 		_, port, _ := net.SplitHostPort(fields[2])
+		// A socket whose own port is a listener's is the server side of a connection not yet
+		// accepted (it has no owner until then): its peer is some client's ephemeral port
+		// that happens to be a watched one (a port kept for a broker not started yet), not a
+		// client of a broker.
+		if listening, err := exec.Command("ss", "-tlnH", "( sport = :"+port+" )").Output(); err == nil && len(bytes.TrimSpace(listening)) > 0 {
+			return true
+		}
 		again, err := exec.Command("ss", "-tnpH", "state", "established", "( sport = :"+port+" )").Output()
 		if err != nil {
 			return false
