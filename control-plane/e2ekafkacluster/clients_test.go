@@ -23,11 +23,14 @@ type producerRun struct {
 	ackedValues []string
 	// abortedValues are the values of a transactional producer's aborted transactions.
 	abortedValues []string
+	// refused are the records reported refused to a client that does not retry a refusal
+	// (librdkafka: docs/kafka.md "Retries"): reported, never stored.
+	refused []string
 	// log is the end of what the client logged (WARN and above).
 	log string
 }
 
-var producerLine = regexp.MustCompile(`sent=(\d+) acked=(\d+) failed=(\d+) errors=(\S*)`)
+var producerLine = regexp.MustCompile(`sent=(\d+) acked=(\d+) failed=(\d+) errors=(\S*)(?: refused=(\d+))?`)
 
 var javaClasses struct {
 	once sync.Once
@@ -58,15 +61,24 @@ func startTxnProducer(t *testing.T, bootstrap, topic, clientID string, rate floa
 	return startJava(t, "TxnProducer", bootstrap, topic, clientID, rate, d)
 }
 
-// startJava starts a client class of clients/ (compiled once, against the kafka-clients jar
-// the brokers run on).
+// startJava starts a producer class of clients/.
 func startJava(t *testing.T, class, bootstrap, topic, clientID string, rate float64, d time.Duration) *processProducer {
+	t.Helper()
+	acked := filepath.Join(t.TempDir(), "acked")
+	return startProducer(t, acked, javaCommand(t, class, bootstrap, topic, clientID, fmt.Sprint(rate), fmt.Sprint(d.Seconds()), acked))
+}
+
+// javaCommand runs a client class of clients/ (compiled once, against the kafka-clients jar the
+// brokers run on). WARN: the client's own account of retries and errors, shown when a check
+// fails.
+func javaCommand(t *testing.T, class string, args ...string) *exec.Cmd {
 	t.Helper()
 	libs := filepath.Join(root, ".tools/kafka/libs/*")
 	javaClasses.once.Do(func() {
 		javaClasses.dir, javaClasses.err = os.MkdirTemp("", "weighstation-java-cluster-")
 		if javaClasses.err == nil {
-			out, err := exec.Command("javac", "-d", javaClasses.dir, "-cp", libs, "clients/ClusterProducer.java", "clients/TxnProducer.java").CombinedOutput()
+			out, err := exec.Command("javac", "-d", javaClasses.dir, "-cp", libs, "clients/ClusterProducer.java",
+				"clients/TxnProducer.java", "clients/ClusterConsumer.java").CombinedOutput()
 			if err != nil {
 				javaClasses.err = fmt.Errorf("javac: %v\n%s", err, out)
 			}
@@ -75,11 +87,8 @@ func startJava(t *testing.T, class, bootstrap, topic, clientID string, rate floa
 	if javaClasses.err != nil {
 		t.Fatal(javaClasses.err)
 	}
-	acked := filepath.Join(t.TempDir(), "acked")
-	// WARN: the client's own account of retries and errors, shown when a check fails.
-	return startProducer(t, acked, exec.Command("java", "-Xmx256m", "-Dorg.apache.logging.log4j.level=WARN", "-cp",
-		javaClasses.dir+string(os.PathListSeparator)+libs, class,
-		bootstrap, topic, clientID, fmt.Sprint(rate), fmt.Sprint(d.Seconds()), acked))
+	return exec.Command("java", append([]string{"-Xmx256m", "-Dorg.apache.logging.log4j.level=WARN", "-cp",
+		javaClasses.dir + string(os.PathListSeparator) + libs, class}, args...)...)
 }
 
 // startLibrdkafkaProducer starts cluster_producer.py (librdkafka, idempotent).
@@ -125,7 +134,14 @@ func startProducer(t *testing.T, acked string, cmd *exec.Cmd) *processProducer {
 }
 
 // name is the client's program.
-func (p *processProducer) name() string { return filepath.Base(p.cmd.Args[len(p.cmd.Args)-7]) }
+func (p *processProducer) name() string {
+	for _, a := range p.cmd.Args[1:] {
+		if strings.HasSuffix(a, ".py") || (a != "" && a[0] >= 'A' && a[0] <= 'Z') {
+			return filepath.Base(a)
+		}
+	}
+	return p.cmd.Path
+}
 
 // wait waits for the producer to finish and reads what it reported.
 func (p *processProducer) wait(t *testing.T) producerRun {
@@ -146,6 +162,12 @@ func (p *processProducer) wait(t *testing.T) producerRun {
 	run.ackedValues = strings.Fields(string(b))
 	if b, err := os.ReadFile(p.acked + ".aborted"); err == nil {
 		run.abortedValues = strings.Fields(string(b))
+	}
+	if b, err := os.ReadFile(p.acked + ".refused"); err == nil {
+		run.refused = strings.Fields(string(b))
+	}
+	if m[5] != "" && len(run.refused) != n(5) {
+		t.Fatalf("the producer reported %d refused, listed %d", n(5), len(run.refused))
 	}
 	if len(run.ackedValues) != run.acked {
 		t.Fatalf("the producer reported %d acknowledged, listed %d", run.acked, len(run.ackedValues))

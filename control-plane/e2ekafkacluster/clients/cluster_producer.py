@@ -3,9 +3,14 @@
 record rate across every partition of a topic (record n keyed "n", value "<clientId>-<n>"), and
 reports what its client saw: one line
 
-    sent=N acked=N failed=N errors=NAME:count,...
+    sent=N acked=N failed=N errors=NAME:count,... refused=N
 
-on stdout, and every acknowledged record's value, one per line, into a file.
+on stdout, every acknowledged record's value, one per line, into a file, and every value
+reported refused into that file + ".refused".
+
+librdkafka does not retry the gateway's refusal (THROTTLING_QUOTA_EXCEEDED, docs/kafka.md
+"Retries"): it reports each refused record in its delivery report, counted as `refused`, not
+`failed`, and a refused record must never be stored.
 
 Usage: cluster_producer.py bootstrap topic clientId recordsPerSecond seconds ackedFile
 """
@@ -13,7 +18,7 @@ Usage: cluster_producer.py bootstrap topic clientId recordsPerSecond seconds ack
 import sys
 import time
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 
 
 def main():
@@ -32,6 +37,7 @@ def main():
     acked = []
     failed = 0
     errors = {}
+    refused = []
     producer.list_topics(topic, timeout=30)
     print("cluster_producer: started", file=sys.stderr, flush=True)
     start = time.monotonic()
@@ -41,11 +47,14 @@ def main():
         if err is None:
             acked.append(msg.value().decode())
             return
-        failed += 1
+        if err.code() == KafkaError.THROTTLING_QUOTA_EXCEEDED:
+            refused.append(msg.value().decode())
+            return
         name = err.name()
         if name not in errors:
             print("first %s: %s" % (name, err.str()), file=sys.stderr, flush=True)
         errors[name] = errors.get(name, 0) + 1
+        failed += 1
 
     total = int(rate * seconds)
     for n in range(total):
@@ -54,12 +63,18 @@ def main():
             time.sleep(wait)
         producer.produce(topic, ("%s-%d" % (client_id, n)).encode(), key=str(n).encode(), on_delivery=report)
         producer.poll(0)
-    producer.flush()
+    # message.timeout.ms reports every record within 180 s; a client wedged past it is shown.
+    left = producer.flush(240)
+    if left:
+        print("cluster_producer: %d records unanswered 240 s after the run" % left, file=sys.stderr, flush=True)
     with open(acked_file, "w") as f:
         for v in acked:
             f.write(v + "\n")
+    with open(acked_file + ".refused", "w") as f:
+        for v in refused:
+            f.write(v + "\n")
     summary = ",".join("%s:%d" % kv for kv in sorted(errors.items()))
-    print("sent=%d acked=%d failed=%d errors=%s" % (total, len(acked), failed, summary))
+    print("sent=%d acked=%d failed=%d errors=%s refused=%d" % (total, len(acked), failed, summary, len(refused)))
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@ package localstack
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
+	"strings"
 )
 
 // Ports are the stack's listen ports on 127.0.0.1: each is the first of its span (PortSpan).
@@ -284,15 +286,19 @@ func FreePortsFor(c Counts) (Ports, error) {
 	return p, nil
 }
 
-// consecutive holds n free consecutive loopback ports.
+// consecutive holds n free consecutive loopback ports, outside the kernel's ephemeral range
+// (unprivilegedPorts): a port picked there is free now but, released until its server binds
+// it, may become the source port of any outgoing connection meanwhile (seen once: a broker's
+// connection to another took an Envoy listener's port while the stack started).
 func consecutive(n int) ([]net.Listener, error) {
+	lo, hi := unprivilegedPorts(n)
 	for attempt := 0; attempt < 100; attempt++ {
-		first, err := net.Listen("tcp", "127.0.0.1:0")
+		base := lo + rand.IntN(hi-lo)
+		first, err := net.Listen("tcp", addr(base))
 		if err != nil {
-			return nil, err
+			continue
 		}
 		run := []net.Listener{first}
-		base := first.Addr().(*net.TCPAddr).Port
 		for i := 1; i < n; i++ {
 			l, err := net.Listen("tcp", addr(base+i))
 			if err != nil {
@@ -311,3 +317,24 @@ func consecutive(n int) ([]net.Listener, error) {
 }
 
 func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+// unprivilegedPorts is the larger of the ranges of bases for n consecutive ports below and
+// above the kernel's ephemeral ports (net.ipv4.ip_local_port_range; Linux's default
+// 32768–60999 if unreadable), from 10000 up.
+func unprivilegedPorts(n int) (lo, hi int) {
+	ephemeralLo, ephemeralHi := 32768, 60999
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			l, errL := strconv.Atoi(f[0])
+			h, errH := strconv.Atoi(f[1])
+			if errL == nil && errH == nil && l <= h {
+				ephemeralLo, ephemeralHi = l, h
+			}
+		}
+	}
+	below, above := ephemeralLo-n-10000, 65536-n-(ephemeralHi+1)
+	if below >= above {
+		return 10000, 10000 + max(below, 1)
+	}
+	return ephemeralHi + 1, ephemeralHi + 1 + max(above, 1)
+}

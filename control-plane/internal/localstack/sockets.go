@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,33 +16,52 @@ import (
 // ssUser reads the process of a socket from `ss -p`: users:(("envoy",pid=123,fd=45)).
 var ssUser = regexp.MustCompile(`users:\(\("([^"]+)",pid=(\d+)`)
 
-// ForeignConnections lists the established client connections to any of ports (a server's
+// foreignConnections lists the established client connections to any of ports (a server's
 // listeners) that belong to neither one of the stack's Envoys nor this process (a test's
 // baseline verifier, the stack's own admin client), from the servers' side of the kernel: on
-// loopback every address is 127.0.0.1, so only the owning process tells.
-func (s *Stack) ForeignConnections(ports []int) ([]string, error) {
+// loopback every address is 127.0.0.1, so only the owning process tells. gateway holds the
+// connections (local and peer address) seen as the gateway's in earlier samples: one listed
+// later with no owner is still the gateway's (seen once, while a broker was killed -9: an
+// Envoy's connection to it, its Send-Q full, listed with no process for 0.75 s).
+func (s *Stack) foreignConnections(ports []int, gateway map[string]bool) (foreign []string, unheld int, err error) {
 	filter := make([]string, len(ports))
 	for i, p := range ports {
 		filter[i] = fmt.Sprintf("dport = :%d", p)
 	}
-	out, err := exec.Command("ss", "-tnpH", "state", "established", "( "+strings.Join(filter, " or ")+" )").Output()
+	out, err := exec.Command("ss", "-tnpeH", "state", "established", "( "+strings.Join(filter, " or ")+" )").Output()
 	if err != nil {
-		return nil, fmt.Errorf("ss: %w", err)
+		return nil, 0, fmt.Errorf("ss: %w", err)
 	}
 	envoys := map[int]bool{}
 	for _, e := range s.Envoys {
 		envoys[e.PID()] = true
 	}
-	var foreign []string
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if line != "" && !ownedByTheGateway(line, envoys) {
-			foreign = append(foreign, line)
+		if line == "" {
+			continue
+		}
+		fields := strings.Fields(line)
+		conn := ""
+		if len(fields) >= 4 {
+			conn = fields[2] + " " + fields[3]
+		}
+		switch {
+		case ssUser.MatchString(line) && ownedByTheGateway(line, envoys):
+			gateway[conn] = true
+		case gateway[conn]:
+		case !ownedByTheGateway(line, envoys):
+			pid, comm := inodeOwner(line)
+			if pid == 0 {
+				unheld++
+				continue
+			}
+			foreign = append(foreign, line+fmt.Sprintf(" (held by %s, pid %d)", comm, pid))
 		}
 	}
-	return foreign, nil
+	return foreign, unheld, nil
 }
 
-// ownedByTheGateway says whether a socket of `ss -tnpH` output belongs to an Envoy or to this
+// ownedByTheGateway says whether a socket of `ss -tnpeH` output belongs to an Envoy or to this
 // process. ss maps sockets to processes before it lists them, so a socket opened in between (an
 // Envoy's health check, every second) is listed with no owner: such a socket is asked about
 // again by its own port, and is the gateway's if it is gone by then (no client holds a
@@ -61,23 +81,29 @@ func ownedByTheGateway(line string, envoys map[int]bool) bool {
 		if listening, err := exec.Command("ss", "-tlnH", "( sport = :"+port+" )").Output(); err == nil && len(bytes.TrimSpace(listening)) > 0 {
 			return true
 		}
-		again, err := exec.Command("ss", "-tnpH", "state", "established", "( sport = :"+port+" )").Output()
+		again, err := exec.Command("ss", "-tnpeH", "state", "established", "( sport = :"+port+" )").Output()
 		if err != nil {
 			return false
 		}
 		again = bytes.TrimSpace(again)
-		return len(again) == 0 || (ssUser.Match(again) && ownedByTheGateway(string(again), envoys))
+		if len(again) == 0 || ssUser.Match(again) {
+			return len(again) == 0 || ownedByTheGateway(string(again), envoys)
+		}
+		// Unmapped twice: the inode names the process in /proc.
+		pid, comm := inodeOwner(line)
+		return pid > 0 && (comm == "envoy" || envoys[pid] || pid == os.Getpid())
 	}
 	pid, _ := strconv.Atoi(m[2])
 	return m[1] == "envoy" || envoys[pid] || pid == os.Getpid()
 }
 
-// ConnectionWatch samples ForeignConnections every 250 ms until Stop.
+// ConnectionWatch samples foreignConnections every 250 ms until Stop.
 type ConnectionWatch struct {
 	stop    chan struct{}
 	done    chan struct{}
 	samples int
 	foreign []string
+	unheld  int
 	err     error
 }
 
@@ -89,14 +115,16 @@ func (s *Stack) WatchConnections(ports func() []int) *ConnectionWatch {
 		defer close(w.done)
 		tick := time.NewTicker(250 * time.Millisecond)
 		defer tick.Stop()
+		gateway := map[string]bool{}
 		for {
-			f, err := s.ForeignConnections(ports())
+			f, unheld, err := s.foreignConnections(ports(), gateway)
 			if err != nil {
 				w.err = err
 				return
 			}
 			w.samples++
 			w.foreign = append(w.foreign, f...)
+			w.unheld += unheld
 			select {
 			case <-w.stop:
 				return
@@ -107,9 +135,34 @@ func (s *Stack) WatchConnections(ports func() []int) *ConnectionWatch {
 	return w
 }
 
-// Stop ends the watch: how many samples it took, and every foreign connection it saw.
-func (w *ConnectionWatch) Stop() (samples int, foreign []string, err error) {
+// Stop ends the watch: how many samples it took, every foreign connection it saw, and how
+// many sockets held by no process (inodeOwner) it passed over.
+func (w *ConnectionWatch) Stop() (samples int, foreign []string, unheld int, err error) {
 	close(w.stop)
 	<-w.done
-	return w.samples, w.foreign, w.err
+	return w.samples, w.foreign, w.unheld, w.err
+}
+
+var ssInode = regexp.MustCompile(` ino:(\d+) `)
+
+// inodeOwner finds the process holding a socket of `ss -e` output by its inode in the
+// processes' descriptors. None (pid 0): no process can read or write it, so no client is
+// connected through it. Seen in broker faults: a connection to a broker that went down with a
+// request unacknowledged in its Send-Q, still ESTABLISHED, its inode in no process's
+// descriptors, while the kernel retransmits.
+func inodeOwner(line string) (pid int, comm string) {
+	m := ssInode.FindStringSubmatch(line)
+	if m == nil || m[1] == "0" {
+		return 0, ""
+	}
+	target := "socket:[" + m[1] + "]"
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	for _, fd := range fds {
+		if link, err := os.Readlink(fd); err == nil && link == target {
+			pid, _ := strconv.Atoi(strings.Split(fd, "/")[2])
+			name, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			return pid, strings.TrimSpace(string(name))
+		}
+	}
+	return 0, ""
 }
