@@ -34,6 +34,9 @@ type GatewayDefaultsSpec struct {
 	// Limits every LimitPolicy inherits where it leaves one out.
 	// +optional
 	DefaultLimits *Limits `json:"defaultLimits,omitempty"`
+	// Permissions every LimitPolicy inherits where it states none.
+	// +optional
+	DefaultPermissions *Permissions `json:"defaultPermissions,omitempty"`
 	// The weighstation quota service, through which replicas share global limits.
 	// +optional
 	QuotaService *QuotaService `json:"quotaService,omitempty"`
@@ -76,6 +79,11 @@ type TenantGrant struct {
 	// The identities they may claim in spec.identify; a policy claiming any other is NotPermitted.
 	// +optional
 	Identities *IdentityGrant `json:"identities,omitempty"`
+	// What their policies may permit in spec.permissions: each pattern a policy grants must be
+	// one of these or start with the prefix of one ending in *. A policy granting anything
+	// else is NotPermitted.
+	// +optional
+	Permissions *Permissions `json:"permissions,omitempty"`
 }
 
 // IdentityGrant lists identities by the spec.identify field that claims them. A client.id

@@ -58,6 +58,10 @@ type LimitPolicySpec struct {
 	// then the built-in defaults.
 	// +optional
 	Limits *Limits `json:"limits,omitempty"`
+	// What the tenant may do beyond data access; what it leaves out comes from GatewayDefaults
+	// spec.defaultPermissions, then the built-in default (docs/security.md).
+	// +optional
+	Permissions *Permissions `json:"permissions,omitempty"`
 	// Narrower limits for some subjects or topics; the most specific match wins.
 	// +optional
 	// +kubebuilder:validation:MinItems=1

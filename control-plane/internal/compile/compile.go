@@ -105,6 +105,17 @@ type Tenant struct {
 	Identify  Identify   `json:"identify"`
 	Limits    Limits     `json:"limits"`
 	Overrides []Override `json:"overrides,omitempty"`
+	// Permissions (Kafka) grant destructive, config-altering and cluster-altering requests
+	// (wasm-filter/core/src/kafka/authz); absent lists grant nothing.
+	Permissions *Permissions `json:"permissions,omitempty"`
+}
+
+// Permissions are a tenant's resolved grants (policy.EffectivePermissions).
+type Permissions struct {
+	DeleteTopics      []string `json:"deleteTopics,omitempty"`
+	AlterTopicConfigs []string `json:"alterTopicConfigs,omitempty"`
+	DeleteGroups      []string `json:"deleteGroups,omitempty"`
+	Cluster           []string `json:"cluster,omitempty"`
 }
 
 type Identify struct {
@@ -170,6 +181,10 @@ func Filter(set *policy.Set, version string, proto Protocol, replicas int) Filte
 			ct.Identify.KafkaClientIDPrefixes = p.Identify.KafkaClientIDPrefixes
 			ct.Identify.KafkaSASLPrincipals = p.Identify.KafkaSASLPrincipals
 			ct.Identify.KafkaOAuthClaim = p.Identify.KafkaOAuthClaim
+			if g := t.Permissions; len(g.KafkaDeleteTopics)+len(g.KafkaAlterTopicConfigs)+len(g.KafkaDeleteGroups)+len(g.KafkaCluster) > 0 {
+				ct.Permissions = &Permissions{DeleteTopics: g.KafkaDeleteTopics, AlterTopicConfigs: g.KafkaAlterTopicConfigs,
+					DeleteGroups: g.KafkaDeleteGroups, Cluster: g.KafkaCluster}
+			}
 		}
 		for _, o := range t.Overrides {
 			patterns := o.NATS

@@ -29,6 +29,7 @@ grants:
   - namespaces: [team-a]
     tenants: [acme]
     identities: {natsUsers: ["acme-*"], clientIdPrefixes: ["acme-"]}
+    permissions: {kafka: {deleteTopics: ["acme.*"]}}
 `
 
 func defaults() []object {
@@ -65,6 +66,15 @@ func TestEvaluate(t *testing.T) {
 		{"a client.id prefix broader than the grant",
 			[]object{base, lp("team-a", "acme", 1, 1, `{tenant: acme, identify: {kafka: {clientIdPrefixes: [acme]}}}`)},
 			map[string]string{"LimitPolicy team-a/acme": `NotPermitted:claim client.id prefix "acme"`}, "base"},
+		{"a permission within the grant",
+			[]object{base, lp("team-a", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}, permissions: {kafka: {deleteTopics: ["acme.orders-*"]}}}`)},
+			map[string]string{"LimitPolicy team-a/acme": "Accepted"}, "acme base"},
+		{"a topic pattern broader than the grant",
+			[]object{base, lp("team-a", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}, permissions: {kafka: {deleteTopics: ["*"]}}}`)},
+			map[string]string{"LimitPolicy team-a/acme": `NotPermitted:claim permission to delete topics "*"`}, "base"},
+		{"a cluster operation not granted",
+			[]object{base, lp("team-a", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}, permissions: {kafka: {cluster: [AlterClientQuotas]}}}`)},
+			map[string]string{"LimitPolicy team-a/acme": `NotPermitted:claim cluster permission "AlterClientQuotas"`}, "base"},
 		{"a namespace with no grant",
 			[]object{base, lp("team-b", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}}`)},
 			map[string]string{"LimitPolicy team-b/acme": `NotPermitted:lets namespace "team-b" define tenant "acme"`}, "base"},

@@ -7,9 +7,10 @@ import (
 	"github.com/weighstation/weighstation/control-plane/internal/policy"
 )
 
-// permitted says whether a LimitPolicy of namespace ns may define its tenant and claim every
-// identity it names. The platform's own namespace needs no grant; any other needs one grant
-// (or several together) covering the tenant and each identity. why says what is missing.
+// permitted says whether a LimitPolicy of namespace ns may define its tenant, claim every
+// identity it names and grant every permission it states. The platform's own namespace needs
+// no grant; any other needs one grant (or several together) covering the tenant, each identity
+// and each permission pattern. why says what is missing.
 func permitted(ns, platformNS string, lp *policy.LimitPolicy, gd *policy.GatewayDefaults) (ok bool, why string) {
 	if ns == platformNS {
 		return true, ""
@@ -44,6 +45,12 @@ func permitted(ns, platformNS string, lp *policy.LimitPolicy, gd *policy.Gateway
 		{"OAUTHBEARER claim", oauthClaims, func(g policy.Grant) []string { return g.OAuthClaims }, matchAny},
 		{"certificate subject", id.TLSSubjects, func(g policy.Grant) []string { return g.TLSSubjects }, matchAny},
 		{"certificate SAN", id.TLSSANs, func(g policy.Grant) []string { return g.TLSSANs }, matchAny},
+		// A pattern is granted when every name it matches is one a granted pattern matches:
+		// it is granted, or starts with the prefix of one ending in *.
+		{"permission to delete topics", lp.Permissions.KafkaDeleteTopics.Values, func(g policy.Grant) []string { return g.Permissions.KafkaDeleteTopics.Values }, matchAny},
+		{"permission to alter the configs of topics", lp.Permissions.KafkaAlterTopicConfigs.Values, func(g policy.Grant) []string { return g.Permissions.KafkaAlterTopicConfigs.Values }, matchAny},
+		{"permission to delete groups", lp.Permissions.KafkaDeleteGroups.Values, func(g policy.Grant) []string { return g.Permissions.KafkaDeleteGroups.Values }, matchAny},
+		{"cluster permission", lp.Permissions.KafkaCluster.Values, func(g policy.Grant) []string { return g.Permissions.KafkaCluster.Values }, matchAny},
 	} {
 		for _, v := range claim.values {
 			found := false

@@ -386,8 +386,9 @@ func (d *decoder) document(root *yaml.Node) (*LimitPolicy, *GatewayDefaults) {
 					d.c.add(d.pos(n), p, "%q is not a scope (perGateway or global)", s)
 				}
 			},
-			"limits":    func(n *yaml.Node, p string) { lp.Limits = d.limits(n, p) },
-			"overrides": func(n *yaml.Node, p string) { lp.Overrides = d.overrides(n, p) },
+			"limits":      func(n *yaml.Node, p string) { lp.Limits = d.limits(n, p) },
+			"overrides":   func(n *yaml.Node, p string) { lp.Overrides = d.overrides(n, p) },
+			"permissions": func(n *yaml.Node, p string) { lp.Permissions = d.permissions(n, p) },
 		})
 		if lp.Tenant == "" && lp.TenantPos == (Pos{}) {
 			d.c.add(d.pos(specNode), "spec.tenant", "is required")
@@ -396,9 +397,10 @@ func (d *decoder) document(root *yaml.Node) (*LimitPolicy, *GatewayDefaults) {
 	case KindGatewayDefault:
 		gd := &GatewayDefaults{Name: name, Pos: docPos}
 		d.mapping(specNode, "spec", fields{
-			"defaultTenant": func(n *yaml.Node, p string) { gd.DefaultTenant, gd.TenantPos = d.str(n, p), d.pos(n) },
-			"defaultLimits": func(n *yaml.Node, p string) { gd.DefaultLimits = d.limits(n, p) },
-			"quotaService":  func(n *yaml.Node, p string) { gd.QuotaService = d.quotaService(n, p) },
+			"defaultTenant":      func(n *yaml.Node, p string) { gd.DefaultTenant, gd.TenantPos = d.str(n, p), d.pos(n) },
+			"defaultLimits":      func(n *yaml.Node, p string) { gd.DefaultLimits = d.limits(n, p) },
+			"defaultPermissions": func(n *yaml.Node, p string) { gd.DefaultPermissions = d.permissions(n, p) },
+			"quotaService":       func(n *yaml.Node, p string) { gd.QuotaService = d.quotaService(n, p) },
 			"grants": func(n *yaml.Node, p string) {
 				if !d.object {
 					d.c.add(d.pos(n), p, "grants say which namespaces' LimitPolicy objects may define which tenants (--policy-source=kubernetes); a policy directory has no namespaces")
@@ -445,6 +447,7 @@ func (d *decoder) grants(n *yaml.Node, path string) []Grant {
 					"tlsSans":          func(n *yaml.Node, p string) { g.TLSSANs = d.strList(n, p) },
 				})
 			},
+			"permissions": func(n *yaml.Node, p string) { g.Permissions = d.permissions(n, p) },
 		})
 		if e.Kind == yaml.MappingNode && (len(g.Namespaces) == 0 || len(g.Tenants) == 0) {
 			d.c.add(d.pos(e), p, "needs namespaces and tenants")

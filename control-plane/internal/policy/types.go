@@ -130,28 +130,30 @@ const DefaultQuotaTimeout = 500 * time.Millisecond
 
 // LimitPolicy is one tenant's policy document.
 type LimitPolicy struct {
-	Name      string
-	Tenant    string
-	Identify  Identify
-	Mode      Mode
-	OnLimit   OnLimit
-	Scope     Scope
-	ScopePos  Pos
-	Limits    Limits
-	Overrides []Override
-	Pos       Pos // of the document
-	TenantPos Pos
+	Name        string
+	Tenant      string
+	Identify    Identify
+	Mode        Mode
+	OnLimit     OnLimit
+	Scope       Scope
+	ScopePos    Pos
+	Limits      Limits
+	Overrides   []Override
+	Permissions Permissions
+	Pos         Pos // of the document
+	TenantPos   Pos
 }
 
 // GatewayDefaults names the default tenant and the limits every policy inherits.
 type GatewayDefaults struct {
-	Name          string
-	DefaultTenant string
-	DefaultLimits Limits
-	QuotaService  *QuotaService
-	Grants        []Grant // objects only: see Grant
-	Pos           Pos
-	TenantPos     Pos
+	Name               string
+	DefaultTenant      string
+	DefaultLimits      Limits
+	DefaultPermissions Permissions
+	QuotaService       *QuotaService
+	Grants             []Grant // objects only: see Grant
+	Pos                Pos
+	TenantPos          Pos
 }
 
 // Grant lets the LimitPolicy objects of some namespaces define some tenants and claim some
@@ -168,13 +170,16 @@ type Grant struct {
 	OAuthClaims      []string
 	TLSSubjects      []string
 	TLSSANs          []string
+	// What the policies may permit in spec.permissions.
+	Permissions Permissions
 }
 
-// Tenant is one LimitPolicy with its limits resolved against the defaults.
+// Tenant is one LimitPolicy with its limits and permissions resolved against the defaults.
 type Tenant struct {
-	Policy    LimitPolicy
-	Limits    Effective
-	Overrides []EffectiveOverride
+	Policy      LimitPolicy
+	Limits      Effective
+	Overrides   []EffectiveOverride
+	Permissions EffectivePermissions
 }
 
 // EffectiveOverride narrows some limits for matching subjects or topics; a nil bound in

@@ -58,7 +58,8 @@ func validateSet(dir string, policies []LimitPolicy, defaults []GatewayDefaults,
 		if at == (Pos{}) {
 			at = p.Pos
 		}
-		t := Tenant{Policy: p, Limits: resolve(p.Limits, "spec.limits", at, gd.DefaultLimits, c)}
+		t := Tenant{Policy: p, Limits: resolve(p.Limits, "spec.limits", at, gd.DefaultLimits, c),
+			Permissions: resolvePermissions(p.Permissions, gd.DefaultPermissions)}
 		t.Overrides = resolveOverrides(p, t.Limits, c)
 		set.Tenants = append(set.Tenants, t)
 	}

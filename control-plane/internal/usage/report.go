@@ -8,7 +8,7 @@ package usage
 import "github.com/weighstation/weighstation/control-plane/internal/discovery"
 
 // Reasons are the filter's refusal reasons, in the order of its per-reason arrays.
-var Reasons = [5]string{"size", "rate", "inflight", "queue", "connections"}
+var Reasons = [6]string{"size", "rate", "inflight", "queue", "connections", "permission"}
 
 // Report is one filter worker's report (POST /v1/report).
 type Report struct {
@@ -33,8 +33,8 @@ type TenantCount struct {
 	Bytes       uint64    `json:"bytes"`
 	Delayed     uint64    `json:"delayed"`
 	DelayedMs   uint64    `json:"delayedMs"`
-	Refused     [5]uint64 `json:"refused"`
-	WouldRefuse [5]uint64 `json:"wouldRefuse"`
+	Refused     [6]uint64 `json:"refused"`
+	WouldRefuse [6]uint64 `json:"wouldRefuse"`
 	Connections int64     `json:"connections"`
 	InFlight    int64     `json:"inFlight"`
 	Held        int64     `json:"held"`
@@ -90,7 +90,7 @@ func (d Decision) Reason() string {
 	return d.Limit
 }
 
-var limitNames = [5]string{"maxMessageBytes", "rate", "inFlight", "queue", "connections"}
+var limitNames = [6]string{"maxMessageBytes", "rate", "inFlight", "queue", "connections", "permissions"}
 
 // Suppressed counts decisions a worker did not keep (beyond its per-second sample).
 type Suppressed struct {

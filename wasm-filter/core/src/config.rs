@@ -87,6 +87,9 @@ pub struct Tenant {
     pub limits: Limits,
     #[serde(default)]
     pub overrides: Vec<Override>,
+    /// What it may do beyond data access through the Kafka listeners.
+    #[serde(default)]
+    pub permissions: kafka::authz::Grants,
 }
 
 /// A broker the gateway fronts (Kafka): the address the broker advertises, and the gateway
@@ -477,6 +480,26 @@ mod tests {
         for (field, who, want) in cases {
             assert_eq!(c.tenant_for(&who), want, "{field}");
         }
+    }
+
+    #[test]
+    fn a_tenants_permissions_are_its_grants_and_an_unknown_operation_is_refused() {
+        use crate::kafka::authz::ClusterOp;
+        let doc = |permissions: &str| {
+            format!(
+                r#"{{"version":"1-a","protocol":"kafka","defaultTenant":"t","tenants":[{{"name":"t","limits":{{}},"permissions":{permissions}}},{{"name":"u","limits":{{}}}}]}}"#
+            )
+        };
+        let c = Config::parse(doc(r#"{"deleteTopics":["t.*"],"cluster":["ElectLeaders"]}"#).as_bytes()).unwrap();
+        let granted = &c.tenants[0].permissions;
+        assert!(granted.may_delete_topic(b"t.orders") && !granted.may_delete_topic(b"u.orders"));
+        assert!(granted.cluster(ClusterOp::ElectLeaders) && !granted.cluster(ClusterOp::AlterClientQuotas));
+        assert_eq!(
+            c.tenants[1].permissions,
+            Default::default(),
+            "none stated: none granted"
+        );
+        assert!(Config::parse(doc(r#"{"cluster":["AlterEverything"]}"#).as_bytes()).is_err());
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! One Kafka client connection. Requests: attribution (a SASL principal once the broker accepted
-//! it; else, for a connection that authenticated in no way, the header's client.id), and each
-//! Produce request decided as a whole against the tenant's limits.
+//! it; else, for a connection that authenticated in no way, the header's client.id), what the
+//! tenant may do (authz.rs: an API the gateway does not pass closes the connection, an admin
+//! request is decided against the tenant's grants), and each Produce request decided as a
+//! whole against the tenant's limits.
 //! Responses: a refused Produce was sent to the broker as an ApiVersions request with the same
 //! correlation id (Kafka answers a connection's requests in order), and that answer is replaced
 //! by a Produce response carrying the refusal; a delayed Produce's real response reports the
@@ -11,6 +13,7 @@
 //! the connection's next Fetch is held until then (KIP-219), asking for no more than the bucket
 //! holds.
 
+mod authz;
 mod brokers;
 mod fetch;
 mod produce;
@@ -167,6 +170,10 @@ impl RequestHandler for Requests<'_> {
             // default tenant's (or its certificate's) yet, whatever client id it claims.
             API_VERSIONS | API_SASL_HANDSHAKE | API_SASL_AUTHENTICATE => self.conn.who.ensure_attributed(),
             _ => self.conn.observe(h.client_id),
+        }
+        let mut body = body;
+        if let Some(admission) = self.conn.authorize(h, body.as_deref_mut()) {
+            return admission;
         }
         match (h.api_key, body) {
             (API_SASL_HANDSHAKE, Some(body)) => {

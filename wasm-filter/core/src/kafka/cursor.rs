@@ -15,6 +15,11 @@ impl<'a> Cursor<'a> {
         self.pos
     }
 
+    /// Everything was read.
+    pub(crate) fn at_end(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
     pub(crate) fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
         let end = self.pos.checked_add(n)?;
         let out = self.buf.get(self.pos..end)?;

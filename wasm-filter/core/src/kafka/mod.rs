@@ -2,6 +2,7 @@
 //! parts of Produce requests the limits need (record batch sizes and counts, from the
 //! uncompressed RecordBatch v2 header — nothing is decompressed).
 
+pub mod authz;
 mod brokers;
 mod cursor;
 mod encode;

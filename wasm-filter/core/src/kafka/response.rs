@@ -205,9 +205,10 @@ pub(super) fn produce_throttle_offset(frame: &[u8], version: i16) -> Option<usiz
     Some(c.position())
 }
 
-/// Lowers the Produce and Fetch max versions an ApiVersions response advertises to what the
-/// filter parses, in place (every entry's, should a broker list one twice: a client may read
-/// either).
+/// Lowers the max versions an ApiVersions response advertises to what the filter parses, in
+/// place: Produce's and Fetch's, and the admin requests' it answers refusals of
+/// (crate::kafka::authz). Every entry's, should a broker list one twice: a client may read
+/// either.
 pub fn cap_versions(frame: &mut [u8], api_versions_version: i16) -> Option<()> {
     let flexible = api_versions_version >= 3;
     let mut capped_at = Vec::new();
@@ -227,7 +228,10 @@ pub fn cap_versions(frame: &mut [u8], api_versions_version: i16) -> Option<()> {
         let max = match key {
             super::API_PRODUCE => MAX_PRODUCE_VERSION,
             API_FETCH => MAX_FETCH_VERSION,
-            _ => continue,
+            _ => match super::authz::api_of(key).and_then(|a| a.max_version) {
+                Some(max) => max,
+                None => continue,
+            },
         };
         if advertised > max {
             capped_at.push((at, max));

@@ -1,8 +1,11 @@
 //! Walks a client connection's Kafka requests frame by frame, with the same buffer semantics as
 //! the NATS scanner: forwarded bytes are gone, held bytes are presented again with new ones.
-//! Frames whose body the filter must read (Produce, SaslHandshake, SaslAuthenticate) are held until complete,
-//! up to `hold_limit`; every other frame is passed through after its header, without buffering.
+//! Frames whose body the filter must read (Produce, SaslHandshake, SaslAuthenticate, and the
+//! admin requests decided per resource: crate::kafka::authz) are held until complete, up to
+//! `hold_limit`; every other frame is passed through after its header, without buffering. A
+//! request the handler answers with Admission::Close closes the connection.
 
+use super::authz;
 use super::cursor::Cursor;
 use super::fetch::{clamp_fetch, fetch_parsed, flexible_fetch, API_FETCH};
 use super::produce::{visit_produce, ProduceError};
@@ -22,6 +25,10 @@ pub const MAX_HEADER_BYTES: usize = 64 << 10;
 
 /// What is read of a frame first: its size and a header with a client id of ordinary length.
 const HEADER_READ: usize = 256;
+
+/// Why a connection closes when the handler refuses a request outright (Admission::Close): the
+/// handler logs the particulars.
+const REFUSED: &str = "a request the gateway does not pass";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestHeader<'a> {
@@ -185,10 +192,12 @@ impl RequestStream {
             // A Fetch is read when its sizes may be clamped: the versions parsed.
             API_FETCH => total <= self.hold_limit && fetch_parsed(header.api_version),
             API_SASL_HANDSHAKE | API_SASL_AUTHENTICATE => total <= self.hold_limit,
-            _ => false,
+            key => authz::reads_body(key) && total <= self.hold_limit,
         };
         if !reads_body {
-            handler.request(&header, None);
+            if let Admission::Close(_) = handler.request(&header, None) {
+                return Frame::Bad(REFUSED);
+            }
             return Frame::Done { total, replace: None };
         }
         let body_at = pos + 4 + header_len;
@@ -213,10 +222,11 @@ impl RequestStream {
                 }
                 Frame::Done { total, replace: None }
             }
-            Admission::Replace(with) | Admission::Close(with) => Frame::Done {
+            Admission::Replace(with) => Frame::Done {
                 total,
                 replace: Some(with),
             },
+            Admission::Close(_) => Frame::Bad(REFUSED),
             Admission::Forward => Frame::Done { total, replace: None },
         }
     }
@@ -292,7 +302,8 @@ fn parse_header(frame: &[u8], size: usize) -> HeaderParse<'_> {
         API_PRODUCE => api_version >= 9,
         API_FETCH => fetch_parsed(api_version) && flexible_fetch(api_version),
         API_SASL_AUTHENTICATE => api_version >= 2,
-        _ => false,
+        // The admin requests the filter reads: their body begins after the tagged fields.
+        key => authz::api_of(key).is_some_and(|a| a.flexible(api_version)),
     };
     if flexible && c.skip_tagged_fields().is_none() {
         return HeaderParse::Incomplete;
@@ -326,7 +337,10 @@ mod tests {
         f.extend_from_slice(&corr.to_be_bytes());
         f.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
         f.extend_from_slice(client_id.as_bytes());
-        if (api_key == API_PRODUCE && version >= 9) || (api_key == API_SASL_AUTHENTICATE && version >= 2) {
+        if (api_key == API_PRODUCE && version >= 9)
+            || (api_key == API_SASL_AUTHENTICATE && version >= 2)
+            || authz::api_of(api_key).is_some_and(|a| a.flexible(version))
+        {
             f.push(0);
         }
         f.extend_from_slice(body);
@@ -391,6 +405,43 @@ mod tests {
             (1, 4, Some(b"acme-1".to_vec()), None),
         ];
         (s, want)
+    }
+
+    /// A flexible admin request's header ends with tagged fields: its body, the resources the
+    /// filter decides on, begins after them (read from the header's end, it would start with
+    /// the tags' 0, a DeleteTopics of no topic).
+    #[test]
+    fn an_admin_request_is_read_whole_from_after_its_headers_tagged_fields() {
+        let body = [2u8, 2, b'x', 0, 0, 0x75, 0x30, 0]; // one topic "x", timeout, no tags
+        for (version, flexible) in [(3i16, false), (4, true), (5, true)] {
+            let frame = request(20, version, 9, "acme-admin", &body);
+            let mut h = Recorder {
+                seen: Vec::new(),
+                replace_produce: None,
+            };
+            let (fwd, err) = feed(&mut RequestStream::new(1 << 20), &[&frame], &mut h);
+            assert_eq!((err, fwd.len()), (None, frame.len()));
+            assert_eq!(
+                h.seen[0].3,
+                Some(body.len()),
+                "v{version} (flexible: {flexible}): the body alone"
+            );
+        }
+    }
+
+    #[test]
+    fn a_request_the_handler_closes_on_ends_the_stream() {
+        struct Closer;
+        impl RequestHandler for Closer {
+            fn request(&mut self, _: &RequestHeader<'_>, _: Option<&mut dyn Source>) -> Admission {
+                Admission::Close(Vec::new())
+            }
+        }
+        for key in [20i16, 27] {
+            let frame = request(key, 1, 1, "c", &[0, 0, 0, 0, 0, 0, 0, 0]);
+            let result = RequestStream::new(1 << 20).process(&mut Ranges::new(&frame), &mut Closer);
+            assert_eq!(result.err(), Some(REFUSED), "key {key}");
+        }
     }
 
     #[test]

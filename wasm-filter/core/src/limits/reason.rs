@@ -7,15 +7,18 @@ pub enum Reason {
     InFlight,
     Queue,
     Connections,
+    /// Not a matter of how much: the tenant may not do it (spec.permissions).
+    Permission,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 5] = [
+    pub const ALL: [Reason; 6] = [
         Reason::Size,
         Reason::Rate,
         Reason::InFlight,
         Reason::Queue,
         Reason::Connections,
+        Reason::Permission,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -25,6 +28,7 @@ impl Reason {
             Reason::InFlight => "inflight",
             Reason::Queue => "queue",
             Reason::Connections => "connections",
+            Reason::Permission => "permission",
         }
     }
 

@@ -75,6 +75,7 @@ pub fn limit_name(reason: Reason) -> &'static str {
         Reason::InFlight => "inFlight",
         Reason::Queue => "queue",
         Reason::Connections => "connections",
+        Reason::Permission => "permissions",
     }
 }
 
@@ -104,6 +105,7 @@ pub fn configured(reason: Reason, tenant: &Limits, over: Option<&Limits>) -> Str
             n(tenant.queue_max_wait_ms)
         ),
         Reason::Connections => format!("{} connections", n(tenant.connections)),
+        Reason::Permission => "not granted".to_owned(),
     }
 }
 
@@ -117,6 +119,7 @@ pub fn observed(reason: Reason, bytes: u64, retry_after_ms: u32, detail: &str) -
         Reason::Queue if detail.contains("maxWait") => "not admitted within maxWait".to_owned(),
         Reason::Queue => "queue full".to_owned(),
         Reason::Connections => "every connection taken".to_owned(),
+        Reason::Permission => detail.to_owned(),
     }
 }
 

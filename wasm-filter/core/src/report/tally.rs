@@ -18,8 +18,8 @@ pub struct TenantUsage {
     /// Summed time delayed messages were held.
     pub delayed_ms: u64,
     /// By reason, in [`Reason::ALL`] order.
-    pub refused: [u64; 5],
-    pub would_refuse: [u64; 5],
+    pub refused: [u64; 6],
+    pub would_refuse: [u64; 6],
     pub connections: i64,
     pub in_flight: i64,
     pub held: i64,
@@ -144,7 +144,7 @@ mod tests {
             u.refused(Reason::Rate, 2);
         }
         assert_eq!(t.tenants()[a].messages, 3);
-        assert_eq!(t.tenants()[a].refused, [0, 2, 0, 0, 0]);
+        assert_eq!(t.tenants()[a].refused, [0, 2, 0, 0, 0, 0]);
         assert_eq!(t.tenants()[k].messages, 0);
     }
 

@@ -1,0 +1,47 @@
+package v1alpha1
+
+// Permissions say what a tenant's clients may do, whatever their rate. The gateway decides them
+// on every listener, since behind the plaintext and mTLS listeners the broker sees the gateway,
+// not the tenant; where the broker sees the tenant's own principal (SASL passed through), its
+// ACLs apply as well. A list left out keeps its default: GatewayDefaults
+// spec.defaultPermissions, then the built-in one (data access and topic creation open,
+// destructive and cluster-altering requests refused). Patterns are names with * and ?.
+type Permissions struct {
+	// What the tenant may do through the Kafka listeners.
+	// +optional
+	Kafka *KafkaPermissions `json:"kafka,omitempty"`
+}
+
+// KafkaPermissions grant the destructive, config-altering and cluster-altering requests. A
+// request naming a resource outside its grant is refused as a broker with ACLs refuses it:
+// per resource, with TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED (docs/security.md).
+type KafkaPermissions struct {
+	// Topics it may delete or delete records of (DeleteTopics, DeleteRecords). Default: none.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=249
+	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9._*?-]+$`
+	DeleteTopics []string `json:"deleteTopics,omitempty"`
+	// Topics whose configs it may alter (AlterConfigs, IncrementalAlterConfigs): a retention
+	// of 1 ms empties a topic as surely as deleting it. Default: none.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=249
+	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9._*?-]+$`
+	AlterTopicConfigs []string `json:"alterTopicConfigs,omitempty"`
+	// Consumer groups it may delete or delete offsets of (DeleteGroups, OffsetDelete).
+	// Default: none.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=249
+	DeleteGroups []string `json:"deleteGroups,omitempty"`
+	// Requests that alter the cluster for every tenant, by name. AlterClientQuotas changes the
+	// broker's quotas, never the gateway's limits (those are LimitPolicy's). Default: none.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Enum=AlterClientQuotas;AlterBrokerConfigs;CreateAcls;DeleteAcls;AlterPartitionReassignments;ElectLeaders;AlterUserScramCredentials;UpdateFeatures;UnregisterBroker
+	Cluster []string `json:"cluster,omitempty"`
+}

@@ -1,0 +1,132 @@
+package policy
+
+import (
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Permissions is spec.permissions of a LimitPolicy, spec.defaultPermissions of the
+// GatewayDefaults, or a grant's permissions: the destructive, config-altering and
+// cluster-altering Kafka requests a tenant may send (docs/security.md). A list not Set is left
+// out; an empty one that is Set grants nothing.
+type Permissions struct {
+	KafkaDeleteTopics      Patterns
+	KafkaAlterTopicConfigs Patterns
+	KafkaDeleteGroups      Patterns
+	KafkaCluster           Patterns
+}
+
+// Patterns is a list of names with * and ? (or cluster operations) as written.
+type Patterns struct {
+	Set    bool
+	Values []string
+	Pos    Pos
+}
+
+// KafkaClusterOps are the cluster-altering requests a policy grants by name
+// (wasm-filter/core/src/kafka/authz/apis.rs ClusterOp).
+var KafkaClusterOps = []string{
+	"AlterClientQuotas", "AlterBrokerConfigs", "CreateAcls", "DeleteAcls", "AlterPartitionReassignments",
+	"ElectLeaders", "AlterUserScramCredentials", "UpdateFeatures", "UnregisterBroker",
+}
+
+// EffectivePermissions are a tenant's grants after defaults: each list its policy's, else the
+// GatewayDefaults', else none.
+type EffectivePermissions struct {
+	KafkaDeleteTopics      []string
+	KafkaAlterTopicConfigs []string
+	KafkaDeleteGroups      []string
+	KafkaCluster           []string
+}
+
+// maxPatterns bounds each list: the filter matches every pattern of a list per resource named.
+const maxPatterns = 256
+
+// topicPattern: the characters of a legal topic name (Kafka's [a-zA-Z0-9._-]) and the
+// wildcards; a pattern with any other matches no topic.
+var topicPattern = regexp.MustCompile(`^[a-zA-Z0-9._*?-]{1,249}$`)
+
+func (d *decoder) permissions(n *yaml.Node, path string) Permissions {
+	var ps Permissions
+	d.mapping(n, path, fields{
+		"kafka": func(n *yaml.Node, p string) {
+			d.mapping(n, p, fields{
+				"deleteTopics":      func(n *yaml.Node, p string) { ps.KafkaDeleteTopics = d.patterns(n, p, checkTopicPattern) },
+				"alterTopicConfigs": func(n *yaml.Node, p string) { ps.KafkaAlterTopicConfigs = d.patterns(n, p, checkTopicPattern) },
+				"deleteGroups":      func(n *yaml.Node, p string) { ps.KafkaDeleteGroups = d.patterns(n, p, checkGroupPattern) },
+				"cluster":           func(n *yaml.Node, p string) { ps.KafkaCluster = d.patterns(n, p, checkClusterOp) },
+			})
+		},
+	})
+	return ps
+}
+
+// patterns decodes a list that may be empty (an empty list grants nothing, overriding a
+// default), each value checked by check (a reason, or "").
+func (d *decoder) patterns(n *yaml.Node, path string, check func(string) string) Patterns {
+	ps := Patterns{Set: true, Pos: d.pos(n), Values: []string{}}
+	if n.Kind != yaml.SequenceNode {
+		d.c.add(d.pos(n), path, "must be a list of strings")
+		return ps
+	}
+	if len(n.Content) > maxPatterns {
+		d.c.add(d.pos(n), path, "has %d entries, at most %d", len(n.Content), maxPatterns)
+	}
+	for i, e := range n.Content {
+		p := path + "[" + itoa(i) + "]"
+		v := d.str(e, p)
+		if e.Kind != yaml.ScalarNode || e.Tag != "!!str" {
+			continue
+		}
+		if why := check(v); why != "" {
+			d.c.add(d.pos(e), p, "%q %s", v, why)
+			continue
+		}
+		ps.Values = append(ps.Values, v)
+	}
+	return ps
+}
+
+func checkTopicPattern(v string) string {
+	if !topicPattern.MatchString(v) {
+		return "matches no topic: a topic name is 1 to 249 of a-z A-Z 0-9 . _ - (patterns add * and ?)"
+	}
+	return ""
+}
+
+func checkGroupPattern(v string) string {
+	if v == "" || len(v) > 249 {
+		return "must be 1 to 249 characters"
+	}
+	return ""
+}
+
+func checkClusterOp(v string) string {
+	for _, op := range KafkaClusterOps {
+		if v == op {
+			return ""
+		}
+	}
+	return "is not a cluster operation (" + strings.Join(KafkaClusterOps, ", ") + ")"
+}
+
+// resolvePermissions applies the defaults to a policy's permissions.
+func resolvePermissions(own, dflt Permissions) EffectivePermissions {
+	pick := func(own, dflt Patterns) []string {
+		switch {
+		case own.Set:
+			return own.Values
+		case dflt.Set:
+			return dflt.Values
+		}
+		return nil
+	}
+	return EffectivePermissions{
+		KafkaDeleteTopics:      pick(own.KafkaDeleteTopics, dflt.KafkaDeleteTopics),
+		KafkaAlterTopicConfigs: pick(own.KafkaAlterTopicConfigs, dflt.KafkaAlterTopicConfigs),
+		KafkaDeleteGroups:      pick(own.KafkaDeleteGroups, dflt.KafkaDeleteGroups),
+		KafkaCluster:           pick(own.KafkaCluster, dflt.KafkaCluster),
+	}
+}

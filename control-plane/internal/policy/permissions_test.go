@@ -1,0 +1,60 @@
+package policy
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func withPermissions(permissions string) string {
+	return acme("    rate: { messagesPerSecond: 10 }\n") + "  permissions:\n" + permissions
+}
+
+func TestPermissionsResolveFromPolicyThenDefaultsThenNone(t *testing.T) {
+	defaults := strings.Replace(defaultsDoc, "  defaultTenant: anonymous\n",
+		"  defaultTenant: anonymous\n  defaultPermissions:\n    kafka: { deleteGroups: [\"*\"], cluster: [ElectLeaders] }\n", 1)
+	set, err := parse(map[string]string{
+		"a.yaml": defaults,
+		"b.yaml": withPermissions("    kafka:\n      deleteTopics: [\"acme.*\", \"acme-?\"]\n      cluster: []\n"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]EffectivePermissions{}
+	for _, tn := range set.Tenants {
+		byName[tn.Policy.Tenant] = tn.Permissions
+	}
+	want := EffectivePermissions{KafkaDeleteTopics: []string{"acme.*", "acme-?"}, KafkaDeleteGroups: []string{"*"}, KafkaCluster: []string{}}
+	if got := byName["acme"]; !reflect.DeepEqual(got, want) {
+		t.Errorf("acme: %+v, want its own deleteTopics, the default's deleteGroups, and no cluster operation ([] grants nothing), %+v", got, want)
+	}
+	if got := byName["anonymous"]; !reflect.DeepEqual(got, EffectivePermissions{KafkaDeleteGroups: []string{"*"}, KafkaCluster: []string{"ElectLeaders"}}) {
+		t.Errorf("anonymous states none: the defaults', got %+v", got)
+	}
+}
+
+func TestBadPermissionsAreNamedByFileLineAndField(t *testing.T) {
+	many := make([]string, maxPatterns+1)
+	for i := range many {
+		many[i] = `"t` + itoa(i) + `"`
+	}
+	for _, c := range []struct {
+		name, permissions, want string
+	}{
+		{"a pattern no topic name matches", "    kafka: { deleteTopics: [\"orders/eu\"] }\n",
+			`b.yaml:13:29: spec.permissions.kafka.deleteTopics[0]: "orders/eu" matches no topic`},
+		{"an unknown cluster operation", "    kafka: { cluster: [AlterEverything] }\n",
+			`b.yaml:13:24: spec.permissions.kafka.cluster[0]: "AlterEverything" is not a cluster operation (AlterClientQuotas, AlterBrokerConfigs,`},
+		{"an unknown field", "    kafka: { deleteTopic: [\"x\"] }\n",
+			"b.yaml:13:14: spec.permissions.kafka.deleteTopic: unknown field (known: alterTopicConfigs, cluster, deleteGroups, deleteTopics)"},
+		{"too many patterns", "    kafka: { deleteGroups: [" + strings.Join(many, ", ") + "] }\n",
+			"b.yaml:13:28: spec.permissions.kafka.deleteGroups: has 257 entries, at most 256"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := parse(map[string]string{"a.yaml": defaultsDoc, "b.yaml": withPermissions(c.permissions)})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want %q", err, c.want)
+			}
+		})
+	}
+}

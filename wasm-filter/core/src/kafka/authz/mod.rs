@@ -1,0 +1,80 @@
+//! What a tenant may do through the Kafka listeners, not only how much: the class of every API
+//! key (apis.rs), and the admin requests decided per resource against the tenant's grants
+//! (admin.rs). Behind the plaintext and mTLS listeners the broker sees the gateway's principal,
+//! so its ACLs cannot tell one tenant from another: the gateway decides.
+
+mod admin;
+#[cfg(test)]
+mod admin_tests;
+mod apis;
+mod writer;
+
+pub use admin::{
+    decide, Verdict, CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, OPERATION_NOT_ATTEMPTED,
+    TOPIC_AUTHORIZATION_FAILED,
+};
+pub use apis::{api_of, Api, Class, ClusterOp, APIS};
+
+use crate::patterns::glob_matches;
+
+/// Whether requests of the API are read whole, to be decided per resource.
+pub fn reads_body(api_key: i16) -> bool {
+    api_of(api_key).is_some_and(|a| a.class.decided_per_resource())
+}
+use serde::{de::Error as _, Deserialize, Deserializer};
+
+/// A tenant's grants of destructive, config-altering and cluster-altering requests
+/// (spec.permissions.kafka, resolved by the control plane); the default grants none of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Grants {
+    #[serde(default)]
+    pub delete_topics: Vec<String>,
+    #[serde(default)]
+    pub alter_topic_configs: Vec<String>,
+    #[serde(default)]
+    pub delete_groups: Vec<String>,
+    #[serde(default)]
+    pub cluster: ClusterOps,
+}
+
+impl Grants {
+    pub fn may_delete_topic(&self, topic: &[u8]) -> bool {
+        self.delete_topics.iter().any(|g| glob_matches(g, topic))
+    }
+
+    pub fn may_alter_topic_configs(&self, topic: &[u8]) -> bool {
+        self.alter_topic_configs.iter().any(|g| glob_matches(g, topic))
+    }
+
+    pub fn may_delete_group(&self, group: &[u8]) -> bool {
+        self.delete_groups.iter().any(|g| glob_matches(g, group))
+    }
+
+    pub fn cluster(&self, op: ClusterOp) -> bool {
+        self.cluster.0 & op as u16 != 0
+    }
+}
+
+/// Cluster-altering operations granted, by name in the configuration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClusterOps(u16);
+
+impl ClusterOps {
+    pub fn of(ops: &[ClusterOp]) -> ClusterOps {
+        ClusterOps(ops.iter().fold(0, |bits, op| bits | *op as u16))
+    }
+}
+
+impl<'de> Deserialize<'de> for ClusterOps {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut ops = Vec::new();
+        for name in Vec::<String>::deserialize(d)? {
+            ops.push(
+                ClusterOp::from_name(&name)
+                    .ok_or_else(|| D::Error::custom(format!("unknown cluster operation {name:?}")))?,
+            );
+        }
+        Ok(ClusterOps::of(&ops))
+    }
+}
