@@ -5,11 +5,15 @@ package v1alpha1
 // not the tenant; where the broker sees the tenant's own principal (SASL passed through), its
 // ACLs apply as well. A list left out keeps its default: GatewayDefaults
 // spec.defaultPermissions, then the built-in one (data access and topic creation open,
-// destructive and cluster-altering requests refused). Patterns are names with * and ?.
+// destructive and cluster-altering requests refused). Patterns: Kafka names with * and ?; NATS
+// subjects with whole-token * and a final >.
 type Permissions struct {
 	// What the tenant may do through the Kafka listeners.
 	// +optional
 	Kafka *KafkaPermissions `json:"kafka,omitempty"`
+	// What the tenant may do through the NATS listeners.
+	// +optional
+	NATS *NATSPermissions `json:"nats,omitempty"`
 }
 
 // KafkaPermissions grant the destructive, config-altering and cluster-altering requests. A
@@ -44,4 +48,34 @@ type KafkaPermissions struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:Enum=AlterClientQuotas;AlterBrokerConfigs;CreateAcls;DeleteAcls;AlterPartitionReassignments;ElectLeaders;AlterUserScramCredentials;UpdateFeatures;UnregisterBroker
 	Cluster []string `json:"cluster,omitempty"`
+}
+
+// NATSPermissions list the subjects a tenant may publish and subscribe to, and the JetStream
+// streams it may destroy or change. A refusal is answered `-ERR 'Permissions Violation for
+// Publish to "<subject>"'` (or `Subscription to`), which clients do not take for fatal.
+type NATSPermissions struct {
+	// Subjects it may publish to; [] none. Default: every subject.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:items:Pattern=`^[^\s]+$`
+	Publish []string `json:"publish,omitempty"`
+	// Subjects it may subscribe to (a subscription must lie within one); [] none. Default:
+	// every subject.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:items:Pattern=`^[^\s]+$`
+	Subscribe []string `json:"subscribe,omitempty"`
+	// JetStream streams (names with * and ?) it may delete, purge or update, and delete
+	// consumers of ($JS.API.STREAM.DELETE/PURGE/UPDATE.<stream>,
+	// $JS.API.CONSUMER.DELETE.<stream>.<consumer>). Default: none.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=255
+	// +kubebuilder:validation:items:Pattern=`^[^.>\s/\\]+$`
+	JetStreamAdmin []string `json:"jetStreamAdmin,omitempty"`
 }

@@ -108,6 +108,18 @@ type Tenant struct {
 	// Permissions (Kafka) grant destructive, config-altering and cluster-altering requests
 	// (wasm-filter/core/src/kafka/authz); absent lists grant nothing.
 	Permissions *Permissions `json:"permissions,omitempty"`
+	// NATSPermissions (NATS) say what subjects the tenant may publish and subscribe to
+	// (wasm-filter/core/src/nats/authz.rs); absent: every subject, and no stream's
+	// administration.
+	NATSPermissions *NATSPermissions `json:"natsPermissions,omitempty"`
+}
+
+// NATSPermissions are a tenant's resolved NATS permissions. A nil list is every subject; an
+// empty one (written as []) none.
+type NATSPermissions struct {
+	Publish        *[]string `json:"publish,omitempty"`
+	Subscribe      *[]string `json:"subscribe,omitempty"`
+	JetStreamAdmin []string  `json:"jetStreamAdmin,omitempty"`
 }
 
 // Permissions are a tenant's resolved grants (policy.EffectivePermissions).
@@ -177,6 +189,16 @@ func Filter(set *policy.Set, version string, proto Protocol, replicas int) Filte
 			ct.Identify.NATSUsers = p.Identify.NATSUsers
 			ct.Identify.NATSNkeys = p.Identify.NATSNkeys
 			ct.Identify.NATSAccounts = p.Identify.NATSAccounts
+			if g := t.Permissions; g.NATSPublish != nil || g.NATSSubscribe != nil || len(g.NATSJetStreamAdmin) > 0 {
+				list := func(l []string) *[]string {
+					if l == nil {
+						return nil
+					}
+					return &l
+				}
+				ct.NATSPermissions = &NATSPermissions{Publish: list(g.NATSPublish), Subscribe: list(g.NATSSubscribe),
+					JetStreamAdmin: g.NATSJetStreamAdmin}
+			}
 		case Kafka:
 			ct.Identify.KafkaClientIDPrefixes = p.Identify.KafkaClientIDPrefixes
 			ct.Identify.KafkaSASLPrincipals = p.Identify.KafkaSASLPrincipals

@@ -2,6 +2,7 @@ package compile
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/weighstation/weighstation/control-plane/internal/policy"
@@ -49,5 +50,29 @@ func TestFilterConfigCarriesResolvedLimitsPerProtocol(t *testing.T) {
 	}
 	if !kafka.Tenants[2].Reject {
 		t.Error("globex rejects on limit")
+	}
+}
+
+// Permissions reach each protocol's filter as the filter reads them: Kafka's grants, and NATS
+// lists where an empty list (nothing) is not an absent one (every subject).
+func TestPermissionsReachTheFilterOfTheirProtocol(t *testing.T) {
+	set := &policy.Set{DefaultTenant: "a", Tenants: []policy.Tenant{
+		{Policy: policy.LimitPolicy{Tenant: "a"}, Permissions: policy.EffectivePermissions{
+			KafkaDeleteTopics: []string{"a.*"}, KafkaCluster: []string{"ElectLeaders"},
+			NATSPublish: []string{}, NATSJetStreamAdmin: []string{"A_*"}}},
+		{Policy: policy.LimitPolicy{Tenant: "b"}},
+	}}
+	kafka := Filter(set, "1", Kafka, 1).JSON()
+	nats := Filter(set, "1", NATS, 1).JSON()
+	for _, want := range []string{`"permissions":{"deleteTopics":["a.*"],"cluster":["ElectLeaders"]}`} {
+		if !strings.Contains(kafka, want) {
+			t.Errorf("kafka filter config lacks %s:\n%s", want, kafka)
+		}
+	}
+	if !strings.Contains(nats, `"natsPermissions":{"publish":[],"jetStreamAdmin":["A_*"]}`) {
+		t.Errorf("nats filter config: publish [] must stay [] (nothing), subscribe absent (every subject):\n%s", nats)
+	}
+	if strings.Count(kafka, "permissions") != 1 || strings.Count(nats, "Permissions") != 1 {
+		t.Errorf("a tenant with no permissions stated carries none, and each protocol only its own:\n%s\n%s", kafka, nats)
 	}
 }

@@ -30,6 +30,10 @@ grants:
     tenants: [acme]
     identities: {natsUsers: ["acme-*"], clientIdPrefixes: ["acme-"]}
     permissions: {kafka: {deleteTopics: ["acme.*"]}}
+  - namespaces: [team-b]
+    tenants: [acme]
+    identities: {natsUsers: ["acme-*"]}
+    permissions: {nats: {publish: ["acme.>"], subscribe: ["acme.*", "_INBOX.>"]}}
 `
 
 func defaults() []object {
@@ -75,9 +79,18 @@ func TestEvaluate(t *testing.T) {
 		{"a cluster operation not granted",
 			[]object{base, lp("team-a", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}, permissions: {kafka: {cluster: [AlterClientQuotas]}}}`)},
 			map[string]string{"LimitPolicy team-a/acme": `NotPermitted:claim cluster permission "AlterClientQuotas"`}, "base"},
-		{"a namespace with no grant",
+		{"subjects within the grant",
+			[]object{base, lp("team-b", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}, permissions: {nats: {publish: ["acme.orders.>"], subscribe: ["acme.*"]}}}`)},
+			map[string]string{"LimitPolicy team-b/acme": "Accepted"}, "acme base"},
+		{"a subject outside the grant",
+			[]object{base, lp("team-b", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}, permissions: {nats: {publish: ["acme.orders.>", "globex.>"], subscribe: ["acme.*"]}}}`)},
+			map[string]string{"LimitPolicy team-b/acme": `NotPermitted:claim permission to publish to "globex.>"`}, "base"},
+		{"no subjects stated where the grant bounds them",
 			[]object{base, lp("team-b", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}}`)},
-			map[string]string{"LimitPolicy team-b/acme": `NotPermitted:lets namespace "team-b" define tenant "acme"`}, "base"},
+			map[string]string{"LimitPolicy team-b/acme": `NotPermitted:state spec.permissions.nats.publish within it`}, "base"},
+		{"a namespace with no grant",
+			[]object{base, lp("team-c", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}}`)},
+			map[string]string{"LimitPolicy team-c/acme": `NotPermitted:lets namespace "team-c" define tenant "acme"`}, "base"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ev := newEvaluator("platform").evaluate(defaults(), c.policies)

@@ -51,6 +51,9 @@ func permitted(ns, platformNS string, lp *policy.LimitPolicy, gd *policy.Gateway
 		{"permission to alter the configs of topics", lp.Permissions.KafkaAlterTopicConfigs.Values, func(g policy.Grant) []string { return g.Permissions.KafkaAlterTopicConfigs.Values }, matchAny},
 		{"permission to delete groups", lp.Permissions.KafkaDeleteGroups.Values, func(g policy.Grant) []string { return g.Permissions.KafkaDeleteGroups.Values }, matchAny},
 		{"cluster permission", lp.Permissions.KafkaCluster.Values, func(g policy.Grant) []string { return g.Permissions.KafkaCluster.Values }, matchAny},
+		{"permission to publish to", lp.Permissions.NATSPublish.Values, func(g policy.Grant) []string { return g.Permissions.NATSPublish.Values }, withinSubjects},
+		{"permission to subscribe to", lp.Permissions.NATSSubscribe.Values, func(g policy.Grant) []string { return g.Permissions.NATSSubscribe.Values }, withinSubjects},
+		{"permission to administer streams", lp.Permissions.NATSJetStreamAdmin.Values, func(g policy.Grant) []string { return g.Permissions.NATSJetStreamAdmin.Values }, matchAny},
 	} {
 		for _, v := range claim.values {
 			found := false
@@ -62,6 +65,22 @@ func permitted(ns, platformNS string, lp *policy.LimitPolicy, gd *policy.Gateway
 			}
 			if !found {
 				return false, fmt.Sprintf("no grant in GatewayDefaults %q lets namespace %q claim %s %q", gd.Name, ns, claim.what, v)
+			}
+		}
+	}
+	// A grant that bounds the subjects its namespaces' tenants may publish or subscribe to
+	// binds a policy that states none too: left out, the list would be every subject.
+	for _, bound := range []struct {
+		what   string
+		stated bool
+		bounds func(policy.Grant) bool
+	}{
+		{"spec.permissions.nats.publish", lp.Permissions.NATSPublish.Set, func(g policy.Grant) bool { return g.Permissions.NATSPublish.Set }},
+		{"spec.permissions.nats.subscribe", lp.Permissions.NATSSubscribe.Set, func(g policy.Grant) bool { return g.Permissions.NATSSubscribe.Set }},
+	} {
+		for _, g := range covering {
+			if bound.bounds(g) && !bound.stated {
+				return false, fmt.Sprintf("a grant in GatewayDefaults %q bounds the subjects of namespace %q: state %s within it", gd.Name, ns, bound.what)
 			}
 		}
 	}
@@ -87,4 +106,33 @@ func withinPrefix(granted []string, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// withinSubjects: a subject pattern is granted when every subject it matches is one a granted
+// pattern matches (token by token: a granted * covers a token or *, a granted final > the
+// rest).
+func withinSubjects(granted []string, pattern string) bool {
+	for _, g := range granted {
+		if coversSubject(strings.Split(g, "."), strings.Split(pattern, ".")) {
+			return true
+		}
+	}
+	return false
+}
+
+func coversSubject(grant, p []string) bool {
+	for i, g := range grant {
+		if i >= len(p) {
+			return false
+		}
+		switch {
+		case g == ">":
+			return true
+		case g == "*" && p[i] != ">":
+		case g == p[i] && p[i] != "*" && p[i] != ">":
+		default:
+			return false
+		}
+	}
+	return len(grant) == len(p)
 }

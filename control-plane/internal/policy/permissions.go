@@ -16,6 +16,9 @@ type Permissions struct {
 	KafkaAlterTopicConfigs Patterns
 	KafkaDeleteGroups      Patterns
 	KafkaCluster           Patterns
+	NATSPublish            Patterns
+	NATSSubscribe          Patterns
+	NATSJetStreamAdmin     Patterns
 }
 
 // Patterns is a list of names with * and ? (or cluster operations) as written.
@@ -33,20 +36,20 @@ var KafkaClusterOps = []string{
 }
 
 // EffectivePermissions are a tenant's grants after defaults: each list its policy's, else the
-// GatewayDefaults', else none.
+// GatewayDefaults', else the built-in (none; for NATSPublish and NATSSubscribe, nil: every
+// subject).
 type EffectivePermissions struct {
 	KafkaDeleteTopics      []string
 	KafkaAlterTopicConfigs []string
 	KafkaDeleteGroups      []string
 	KafkaCluster           []string
+	NATSPublish            []string
+	NATSSubscribe          []string
+	NATSJetStreamAdmin     []string
 }
 
 // maxPatterns bounds each list: the filter matches every pattern of a list per resource named.
 const maxPatterns = 256
-
-// topicPattern: the characters of a legal topic name (Kafka's [a-zA-Z0-9._-]) and the
-// wildcards; a pattern with any other matches no topic.
-var topicPattern = regexp.MustCompile(`^[a-zA-Z0-9._*?-]{1,249}$`)
 
 func (d *decoder) permissions(n *yaml.Node, path string) Permissions {
 	var ps Permissions
@@ -57,6 +60,13 @@ func (d *decoder) permissions(n *yaml.Node, path string) Permissions {
 				"alterTopicConfigs": func(n *yaml.Node, p string) { ps.KafkaAlterTopicConfigs = d.patterns(n, p, checkTopicPattern) },
 				"deleteGroups":      func(n *yaml.Node, p string) { ps.KafkaDeleteGroups = d.patterns(n, p, checkGroupPattern) },
 				"cluster":           func(n *yaml.Node, p string) { ps.KafkaCluster = d.patterns(n, p, checkClusterOp) },
+			})
+		},
+		"nats": func(n *yaml.Node, p string) {
+			d.mapping(n, p, fields{
+				"publish":        func(n *yaml.Node, p string) { ps.NATSPublish = d.patterns(n, p, checkSubjectPattern) },
+				"subscribe":      func(n *yaml.Node, p string) { ps.NATSSubscribe = d.patterns(n, p, checkSubjectPattern) },
+				"jetStreamAdmin": func(n *yaml.Node, p string) { ps.NATSJetStreamAdmin = d.patterns(n, p, checkStreamPattern) },
 			})
 		},
 	})
@@ -90,8 +100,26 @@ func (d *decoder) patterns(n *yaml.Node, path string, check func(string) string)
 }
 
 func checkTopicPattern(v string) string {
-	if !topicPattern.MatchString(v) {
-		return "matches no topic: a topic name is 1 to 249 of a-z A-Z 0-9 . _ - (patterns add * and ?)"
+	if why := kafkaGlobError(v); why != "" {
+		return "matches no topic: it " + why
+	}
+	return ""
+}
+
+func checkSubjectPattern(v string) string {
+	if why := natsSubjectPatternError(v); why != "" {
+		return "is not a subject pattern: it " + why
+	}
+	return ""
+}
+
+// streamName: a JetStream stream name is printable, without '.', '*', '>' or white space
+// (patterns add * and ?, where * and ? match within the name).
+var streamName = regexp.MustCompile(`^[^.>\s/\\]{1,255}$`)
+
+func checkStreamPattern(v string) string {
+	if !streamName.MatchString(v) {
+		return "matches no stream: a stream name has no '.', '>', '/', '\\' or white space"
 	}
 	return ""
 }
@@ -128,5 +156,8 @@ func resolvePermissions(own, dflt Permissions) EffectivePermissions {
 		KafkaAlterTopicConfigs: pick(own.KafkaAlterTopicConfigs, dflt.KafkaAlterTopicConfigs),
 		KafkaDeleteGroups:      pick(own.KafkaDeleteGroups, dflt.KafkaDeleteGroups),
 		KafkaCluster:           pick(own.KafkaCluster, dflt.KafkaCluster),
+		NATSPublish:            pick(own.NATSPublish, dflt.NATSPublish),
+		NATSSubscribe:          pick(own.NATSSubscribe, dflt.NATSSubscribe),
+		NATSJetStreamAdmin:     pick(own.NATSJetStreamAdmin, dflt.NATSJetStreamAdmin),
 	}
 }

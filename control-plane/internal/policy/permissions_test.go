@@ -47,6 +47,10 @@ func TestBadPermissionsAreNamedByFileLineAndField(t *testing.T) {
 			`b.yaml:13:24: spec.permissions.kafka.cluster[0]: "AlterEverything" is not a cluster operation (AlterClientQuotas, AlterBrokerConfigs,`},
 		{"an unknown field", "    kafka: { deleteTopic: [\"x\"] }\n",
 			"b.yaml:13:14: spec.permissions.kafka.deleteTopic: unknown field (known: alterTopicConfigs, cluster, deleteGroups, deleteTopics)"},
+		{"a subject pattern nats-server would refuse", "    nats: { publish: [\"orders.>.eu\"] }\n",
+			`b.yaml:13:23: spec.permissions.nats.publish[0]: "orders.>.eu" is not a subject pattern: it '>' may only be the last token`},
+		{"a stream pattern no stream name matches", "    nats: { jetStreamAdmin: [\"ORDERS.EU\"] }\n",
+			`b.yaml:13:30: spec.permissions.nats.jetStreamAdmin[0]: "ORDERS.EU" matches no stream`},
 		{"too many patterns", "    kafka: { deleteGroups: [" + strings.Join(many, ", ") + "] }\n",
 			"b.yaml:13:28: spec.permissions.kafka.deleteGroups: has 257 entries, at most 256"},
 	} {

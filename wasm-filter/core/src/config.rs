@@ -90,6 +90,9 @@ pub struct Tenant {
     /// What it may do beyond data access through the Kafka listeners.
     #[serde(default)]
     pub permissions: kafka::authz::Grants,
+    /// The subjects it may publish and subscribe to, and the streams it may administer.
+    #[serde(default)]
+    pub nats_permissions: nats::authz::Grants,
 }
 
 /// A broker the gateway fronts (Kafka): the address the broker advertises, and the gateway

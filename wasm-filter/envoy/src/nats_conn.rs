@@ -17,6 +17,7 @@ use crate::tenancy::Attribution;
 use crate::{metrics, reports, state, trust, waiters};
 use weighstation_core::report::observed;
 
+mod authz;
 mod deliveries;
 
 use deliveries::Pull;
@@ -47,6 +48,8 @@ struct Conn {
     debt_checked: bool,
     /// A core delivery found the subscriber a slow consumer: the connection ends.
     slow_consumer: bool,
+    /// The connection's recent publish permission decisions (authz.rs).
+    decisions: weighstation_core::nats::authz::Decisions,
 }
 
 impl Conn {
@@ -107,6 +110,9 @@ impl Gate for NatsGate<'_> {
         let now = self.now();
         let conn = &mut *self.conn;
         conn.who.ensure_attributed();
+        if let Some(refused) = conn.may_not_publish(p.subject, now) {
+            return refused;
+        }
         let pull = is_pull(p.subject);
         let mut most = None;
         if pull {
@@ -187,6 +193,12 @@ impl Gate for NatsGate<'_> {
                 Verdict::Refuse(format!("Permissions Violation for Publish to \"{subject}\" ({detail})"))
             }
         }
+    }
+
+    fn subscribe(&mut self, subject: &[u8]) -> Verdict {
+        let now = self.now();
+        self.conn.who.ensure_attributed();
+        self.conn.may_not_subscribe(subject, now).unwrap_or(Verdict::Forward)
     }
 
     fn delivered(&mut self, d: &Delivered<'_>) -> bool {
@@ -305,6 +317,7 @@ pub fn connection(context_id: u32) -> Connection<State> {
                 debt_until: 0,
                 debt_checked: false,
                 slow_consumer: false,
+                decisions: Default::default(),
             },
             carry: NatsCarry::default(),
             started: false,

@@ -1,11 +1,11 @@
-//! Any bytes, in any split: the Kafka request scanner and the Produce walker never panic and
-//! never ask to buffer past their bounds. The buffer is handled as the glue does: forwarded
+//! Any bytes, in any split: the Kafka request scanner, the Produce walker and the admin
+//! requests' parsers (authorization) never panic and never ask to buffer past their bounds. The buffer is handled as the glue does: forwarded
 //! whole, or up to the held request, whose bytes are presented again with the next read.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use weighstation_core::kafka::{
-    authenticate_step, handshake_mechanism, visit_produce, Mechanism, RequestHandler, RequestHeader, RequestStream,
+    authz, authenticate_step, handshake_mechanism, visit_produce, Mechanism, RequestHandler, RequestHeader, RequestStream,
     MAX_HEADER_BYTES,
 };
 use weighstation_core::scan::Admission;
@@ -27,6 +27,17 @@ impl RequestHandler for Walk {
             let _ = authenticate_step(b, h.api_version, mechanism);
         }
         let _ = handshake_mechanism(b);
+        // The admin requests decided per resource (weighstation_core::kafka::authz), against
+        // grants some names match.
+        if let Some(api) = authz::api_of(h.api_key).filter(|a| a.class.decided_per_resource()) {
+            let grants = authz::Grants {
+                delete_topics: vec!["a*".into()],
+                alter_topic_configs: vec!["?".into()],
+                delete_groups: vec!["*".into()],
+                ..Default::default()
+            };
+            let _ = authz::decide(api, h.api_version, h.correlation_id, b, "t", &grants);
+        }
         self.held_once = !self.held_once;
         if self.held_once {
             return Admission::Hold;

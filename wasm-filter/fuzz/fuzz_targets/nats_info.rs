@@ -24,6 +24,9 @@ impl Gate for Accepting {
     fn publish(&mut self, _: &Publish<'_>) -> Verdict {
         Verdict::Forward
     }
+    fn subscribe(&mut self, _: &[u8]) -> Verdict {
+        Verdict::Forward
+    }
     fn delivered(&mut self, _: &Delivered<'_>) -> bool {
         true
     }

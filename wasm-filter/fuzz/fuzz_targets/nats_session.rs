@@ -104,6 +104,13 @@ impl Gate for DrawnGate<'_> {
             _ => Verdict::Forward,
         }
     }
+    /// A subscription is refused or passed on, as the data draws.
+    fn subscribe(&mut self, _subject: &[u8]) -> Verdict {
+        match self.draw() % 3 {
+            0 => Verdict::Refuse(self.refuse("Permissions Violation for Subscription")),
+            _ => Verdict::Forward,
+        }
+    }
     fn delivered(&mut self, _: &weighstation_core::nats::Delivered<'_>) -> bool {
         true
     }

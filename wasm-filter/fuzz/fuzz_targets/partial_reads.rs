@@ -63,6 +63,9 @@ impl ClientHandler for Publishes {
         Admission::Forward
     }
     fn ping(&mut self) {}
+    fn subscribe(&mut self, _: &[u8]) -> Admission {
+        Admission::Forward
+    }
     fn publish(&mut self, p: &Publish<'_>) -> Admission {
         self.0.push(p.total_bytes);
         Admission::Forward

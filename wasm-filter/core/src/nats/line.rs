@@ -17,7 +17,11 @@ pub enum ClientOp<'a> {
         header_bytes: usize,
         total_bytes: usize,
     },
-    Sub,
+    /// SUB `subject` [queue] sid: the subject, when the arguments are there (else nats-server
+    /// answers the malformed line).
+    Sub {
+        subject: Option<&'a [u8]>,
+    },
     Unsub,
     Ping,
     Pong,
@@ -77,7 +81,10 @@ pub fn parse_client_line(buf: &[u8]) -> Parsed<'_> {
     } else if op.eq_ignore_ascii_case(b"PONG") {
         Ok(ClientOp::Pong)
     } else if op.eq_ignore_ascii_case(b"SUB") {
-        Ok(ClientOp::Sub)
+        let (a, n) = split_args(args);
+        Ok(ClientOp::Sub {
+            subject: matches!(n, 2 | 3).then_some(a[0]),
+        })
     } else if op.eq_ignore_ascii_case(b"UNSUB") {
         Ok(ClientOp::Unsub)
     } else if op.eq_ignore_ascii_case(b"CONNECT") {
@@ -168,7 +175,15 @@ mod tests {
         let cases: &[(&[u8], Parsed)] = &[
             (b"PING\r\n", Parsed::Op(ClientOp::Ping, 6)),
             (b"pong\n", Parsed::Op(ClientOp::Pong, 5)),
-            (b"SUB foo 1\r\n", Parsed::Op(ClientOp::Sub, 11)),
+            (
+                b"SUB foo 1\r\n",
+                Parsed::Op(ClientOp::Sub { subject: Some(b"foo") }, 11),
+            ),
+            (
+                b"SUB foo q 1\r\n",
+                Parsed::Op(ClientOp::Sub { subject: Some(b"foo") }, 13),
+            ),
+            (b"SUB foo\r\n", Parsed::Op(ClientOp::Sub { subject: None }, 9)),
             (b"UNSUB 1\r\n", Parsed::Op(ClientOp::Unsub, 9)),
             (
                 b"CONNECT {\"user\":\"a\"}\r\n",

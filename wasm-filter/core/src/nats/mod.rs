@@ -1,6 +1,7 @@
 //! NATS client protocol, client → server direction: control-line parsing and a stream scanner
 //! that walks a connection's bytes message by message.
 
+pub mod authz;
 mod deliveries;
 mod info;
 mod line;

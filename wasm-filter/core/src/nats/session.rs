@@ -79,6 +79,8 @@ pub trait Gate {
     /// `proxy_sig` for the nonce of the server's INFO, when the gateway is a trusted proxy.
     fn proxy_signature(&self, nonce: &str) -> Option<String>;
     fn publish(&mut self, publish: &Publish<'_>) -> Verdict;
+    /// A SUB to `subject`: Forward, or Refuse with the text of a non-fatal -ERR.
+    fn subscribe(&mut self, subject: &[u8]) -> Verdict;
     /// A message delivered to the client (a reply may release an in-flight slot). False if the
     /// client is a slow consumer: nothing more is forwarded from the server and the glue ends
     /// the connection, as nats-server ends one.
@@ -269,6 +271,22 @@ impl<G: Gate> ClientHandler for ClientSide<'_, G> {
 
     fn ping(&mut self) {
         self.state.pongs.push_back(PongOwner::Client);
+    }
+
+    fn subscribe(&mut self, subject: &[u8]) -> Admission {
+        if let Authentication::Awaiting(_) = self.state.authentication {
+            // Whose subscription it is, and so what it may read, is nats-server's verdict.
+            self.state.held_for_verdict = true;
+            return Admission::Hold;
+        }
+        match self.gate.subscribe(subject) {
+            Verdict::Refuse(text) => {
+                // As a refused PUB: a PING in its place, whose PONG becomes the -ERR.
+                self.state.pongs.push_back(PongOwner::Refusal(text));
+                Admission::Replace(b"PING\r\n".to_vec())
+            }
+            _ => Admission::Forward,
+        }
     }
 
     fn publish(&mut self, p: &Publish<'_>) -> Admission {

@@ -38,6 +38,15 @@ impl Gate for FakeGate {
         self.published += 1;
         self.verdicts.pop_front().unwrap_or(Verdict::Forward)
     }
+    fn subscribe(&mut self, subject: &[u8]) -> Verdict {
+        if subject.starts_with(b"forbidden.") {
+            return Verdict::Refuse(format!(
+                "Permissions Violation for Subscription to \"{}\"",
+                String::from_utf8_lossy(subject)
+            ));
+        }
+        Verdict::Forward
+    }
     fn delivered(&mut self, d: &Delivered<'_>) -> bool {
         self.delivered.push((d.subject.to_vec(), d.bytes));
         self.slow_after.is_none_or(|n| self.delivered.len() <= n)
@@ -299,6 +308,31 @@ fn a_refusal_becomes_the_clients_error_in_pong_order() {
         got,
         "-ERR 'Permissions Violation for Publish to \"b\" (rate)'\r\nPONG\r\n"
     );
+}
+
+#[test]
+fn a_refused_subscription_is_answered_in_pong_order_and_the_next_one_goes_on() {
+    let mut g = FakeGate::default();
+    let mut s = connected(&mut g);
+    let sent = client(&mut s, &mut g, b"SUB forbidden.x 1\r\nSUB allowed.x q 2\r\nPING\r\n");
+    assert_eq!(text(&sent), "PING\r\nSUB allowed.x q 2\r\nPING\r\n");
+    let got = text(&server(&mut s, &mut g, b"PONG\r\nPONG\r\n"));
+    assert_eq!(
+        got,
+        "-ERR 'Permissions Violation for Subscription to \"forbidden.x\"'\r\nPONG\r\n"
+    );
+}
+
+#[test]
+fn a_subscription_waits_for_the_verdict_on_its_connect() {
+    let mut g = FakeGate::default();
+    let mut s = Session::default();
+    server(&mut s, &mut g, SERVER_INFO);
+    let o = s.client_data(
+        &mut Ranges::new(b"CONNECT {\"user\":\"acme\"}\r\nSUB forbidden.x 1\r\n"),
+        &mut g,
+    );
+    assert!(o.hold, "whose subscription it is waits for nats-server's verdict");
 }
 
 #[test]

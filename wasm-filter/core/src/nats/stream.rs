@@ -34,6 +34,8 @@ pub trait ClientHandler {
     fn connect(&mut self, json: &[u8]) -> Admission;
     fn ping(&mut self);
     fn publish(&mut self, publish: &Publish<'_>) -> Admission;
+    /// A SUB to `subject`.
+    fn subscribe(&mut self, subject: &[u8]) -> Admission;
 }
 
 #[derive(Debug, Default)]
@@ -124,7 +126,10 @@ impl ClientStream {
                             (handler.publish(&p), line_len, total_bytes + 2)
                         }
                     }
-                    ClientOp::Sub | ClientOp::Unsub | ClientOp::Pong => (Admission::Forward, line_len, 0),
+                    ClientOp::Sub { subject: Some(subject) } => (handler.subscribe(subject), line_len, 0),
+                    ClientOp::Sub { subject: None } | ClientOp::Unsub | ClientOp::Pong => {
+                        (Admission::Forward, line_len, 0)
+                    }
                 },
             };
             let end = pos + line_len + payload;
@@ -226,6 +231,9 @@ mod tests {
         }
         fn ping(&mut self) {
             self.pings += 1;
+        }
+        fn subscribe(&mut self, _: &[u8]) -> Admission {
+            Admission::Forward
         }
         fn publish(&mut self, p: &Publish<'_>) -> Admission {
             if self.hold_times > 0 {
@@ -370,6 +378,9 @@ PUB e 0\r\n\r\nPUB crlf.inside 4\r\n\r\n\r\n\r\nUNSUB 1\r\nPONG\r\n";
             Admission::Forward
         }
         fn ping(&mut self) {}
+        fn subscribe(&mut self, _: &[u8]) -> Admission {
+            Admission::Forward
+        }
         fn publish(&mut self, p: &Publish<'_>) -> Admission {
             self.calls += 1;
             match self.calls {
