@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -136,7 +137,10 @@ func (p *process) wait(cmd *exec.Cmd, logFile *os.File) {
 }
 
 // KillAndHold kills the process (SIGKILL) and keeps the supervisor from starting it again until
-// release is called; release starts it (after restartDelay) as a crash would.
+// release is called; release starts it (after restartDelay) as a crash would. It returns once
+// the process is gone (exited, its sockets closed): until then the kernel still completes
+// connections to its listeners, which the dying process then resets (seen once: the first of
+// 30 clients connected right after the kill was reset).
 func (p *process) KillAndHold() (release func(), err error) {
 	held := make(chan struct{})
 	p.mu.Lock()
@@ -145,6 +149,9 @@ func (p *process) KillAndHold() (release func(), err error) {
 	p.mu.Unlock()
 	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
 		return nil, err
+	}
+	for deadline := time.Now().Add(10 * time.Second); !gone(pid) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
 	}
 	var once sync.Once
 	return func() {
@@ -204,4 +211,15 @@ func (p *process) Signal(sig syscall.Signal) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cmd.Process.Signal(sig)
+}
+
+// gone: the process has exited (it is no more, or a zombie whose descriptors are closed).
+func gone(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// pid (comm) state …: the state follows the last ')'.
+	i := strings.LastIndexByte(string(stat), ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z'
 }

@@ -59,6 +59,30 @@ struct Named<'a> {
     granted: bool,
 }
 
+impl Named<'_> {
+    /// Its answer in a refused request: `denied` if not granted, else not attempted.
+    fn error(&self, denied: i16) -> i16 {
+        if self.granted {
+            OPERATION_NOT_ATTEMPTED
+        } else {
+            denied
+        }
+    }
+}
+
+/// A list of names (topics, groups), each judged by `granted`.
+fn names<'a>(c: &mut Cursor<'a>, flexible: bool, granted: impl Fn(&[u8]) -> bool) -> Option<Vec<Named<'a>>> {
+    let mut named = Vec::new();
+    for _ in 0..c.array_len(flexible)? {
+        let name = string(c, flexible)?;
+        named.push(Named {
+            name,
+            granted: granted(name),
+        });
+    }
+    Some(named)
+}
+
 /// Forward when every resource is granted; else the refusal `write` makes, naming the first
 /// resource not granted.
 fn verdict(named: &[Named<'_>], write: impl FnOnce() -> Vec<u8>) -> Verdict {
@@ -107,14 +131,7 @@ fn delete_topics(
     grants: &Grants,
 ) -> Option<Verdict> {
     let mut c = Cursor::new(body);
-    let mut named = Vec::new();
-    for _ in 0..c.array_len(flexible)? {
-        let name = string(&mut c, flexible)?;
-        named.push(Named {
-            name,
-            granted: grants.may_delete_topic(name),
-        });
-    }
+    let named = names(&mut c, flexible, |t| grants.may_delete_topic(t))?;
     c.i32()?; // timeout_ms
     end(&mut c, flexible)?;
     let message = not_granted("delete this topic", tenant, "deleteTopics");
@@ -125,12 +142,7 @@ fn delete_topics(
         }
         w.array(named.len());
         for n in &named {
-            w.string(n.name);
-            w.i16(if n.granted {
-                OPERATION_NOT_ATTEMPTED
-            } else {
-                TOPIC_AUTHORIZATION_FAILED
-            });
+            w.string(n.name).i16(n.error(TOPIC_AUTHORIZATION_FAILED));
             if version >= 5 {
                 w.nullable_string(Some(if n.granted { NOT_ATTEMPTED } else { &message }));
             }
@@ -168,12 +180,7 @@ fn delete_records(flexible: bool, corr: i32, body: &[u8], grants: &Grants) -> Op
         for (n, ps) in named.iter().zip(&partitions) {
             w.string(n.name).array(ps.len());
             for p in ps {
-                let error = if n.granted {
-                    OPERATION_NOT_ATTEMPTED
-                } else {
-                    TOPIC_AUTHORIZATION_FAILED
-                };
-                w.i32(*p).i64(-1).i16(error).tags();
+                w.i32(*p).i64(-1).i16(n.error(TOPIC_AUTHORIZATION_FAILED)).tags();
             }
             w.tags();
         }
@@ -184,25 +191,13 @@ fn delete_records(flexible: bool, corr: i32, body: &[u8], grants: &Grants) -> Op
 
 fn delete_groups(flexible: bool, corr: i32, body: &[u8], grants: &Grants) -> Option<Verdict> {
     let mut c = Cursor::new(body);
-    let mut named = Vec::new();
-    for _ in 0..c.array_len(flexible)? {
-        let name = string(&mut c, flexible)?;
-        named.push(Named {
-            name,
-            granted: grants.may_delete_group(name),
-        });
-    }
+    let named = names(&mut c, flexible, |g| grants.may_delete_group(g))?;
     end(&mut c, flexible)?;
     Some(verdict(&named, || {
         let mut w = Writer::response(corr, flexible);
         w.i32(0).array(named.len());
         for n in &named {
-            let error = if n.granted {
-                OPERATION_NOT_ATTEMPTED
-            } else {
-                GROUP_AUTHORIZATION_FAILED
-            };
-            w.string(n.name).i16(error).tags();
+            w.string(n.name).i16(n.error(GROUP_AUTHORIZATION_FAILED)).tags();
         }
         w.tags();
         w.finish()
