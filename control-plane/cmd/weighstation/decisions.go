@@ -29,7 +29,7 @@ func decisionsCmd(args []string, stdout, stderr io.Writer) int {
 	cp := fs.String("control-plane", defaultControlPlane(), "URL of the control plane's HTTP listener (env WEIGHSTATION_CONTROL_PLANE)")
 	tenant := fs.String("tenant", "", "only this tenant")
 	protocol := fs.String("protocol", "", "only nats or kafka")
-	reason := fs.String("reason", "", "only this reason: size, rate, inflight, queue, connections, or delayed")
+	reason := fs.String("reason", "", "only this reason: size, rate, inflight, queue, connections, permission, or delayed")
 	subject := fs.String("subject", "", "only subjects or topics containing this")
 	since := fs.Duration("since", 15*time.Minute, "only decisions made this recently")
 	follow := fs.Bool("follow", false, "keep printing decisions as they are made (until interrupted)")
@@ -37,9 +37,9 @@ func decisionsCmd(args []string, stdout, stderr io.Writer) int {
 		return parseFailed(err)
 	}
 	switch *reason {
-	case "", "size", "rate", "inflight", "queue", "connections", "delayed":
+	case "", "size", "rate", "inflight", "queue", "connections", "permission", "delayed":
 	default:
-		fmt.Fprintf(stderr, "weighstation decisions: --reason %q: want size, rate, inflight, queue, connections or delayed\n", *reason)
+		fmt.Fprintf(stderr, "weighstation decisions: --reason %q: want size, rate, inflight, queue, connections, permission or delayed\n", *reason)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
