@@ -359,16 +359,15 @@ fn cluster(op: ClusterOp, version: i16, flexible: bool, corr: i32, body: &[u8], 
             } else {
                 // v0 has no error of its own: each partition it names is answered.
                 let mut topics = Vec::new();
-                if let Some(n) = nullable_array_len(&mut c, flexible)? {
-                    for _ in 0..n {
-                        let topic = string(&mut c, flexible)?;
-                        let mut ps = Vec::new();
-                        for _ in 0..c.array_len(flexible)? {
-                            ps.push(c.i32()?);
-                        }
-                        tags(&mut c, flexible)?;
-                        topics.push((topic, ps));
+                // Null (every partition) names none to answer.
+                for _ in 0..c.array_len(flexible)? {
+                    let topic = string(&mut c, flexible)?;
+                    let mut ps = Vec::new();
+                    for _ in 0..c.array_len(flexible)? {
+                        ps.push(c.i32()?);
                     }
+                    tags(&mut c, flexible)?;
+                    topics.push((topic, ps));
                 }
                 c.i32()?; // timeout_ms
                 end(&mut c, flexible)?;
@@ -436,14 +435,4 @@ fn cluster(op: ClusterOp, version: i16, flexible: bool, corr: i32, body: &[u8], 
         denied: op.name().as_bytes().to_vec(),
         of,
     })
-}
-
-/// A nullable array's length: None for null.
-fn nullable_array_len(c: &mut Cursor<'_>, flexible: bool) -> Option<Option<usize>> {
-    if flexible {
-        let n = c.uvarint()?;
-        return Some(n.checked_sub(1).map(|n| n as usize));
-    }
-    let n = c.i32()?;
-    Some(usize::try_from(n).ok())
 }

@@ -78,3 +78,29 @@ impl<'de> Deserialize<'de> for ClusterOps {
         Ok(ClusterOps::of(&ops))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ClusterOp;
+    use crate::config::Config;
+
+    /// The configuration's `permissions` are the tenant's grants, by name.
+    #[test]
+    fn a_tenants_permissions_are_its_grants_and_an_unknown_operation_is_refused() {
+        let doc = |permissions: &str| {
+            format!(
+                r#"{{"version":"1-a","protocol":"kafka","defaultTenant":"t","tenants":[{{"name":"t","limits":{{}},"permissions":{permissions}}},{{"name":"u","limits":{{}}}}]}}"#
+            )
+        };
+        let c = Config::parse(doc(r#"{"deleteTopics":["t.*"],"cluster":["ElectLeaders"]}"#).as_bytes()).unwrap();
+        let granted = &c.tenants[0].permissions;
+        assert!(granted.may_delete_topic(b"t.orders") && !granted.may_delete_topic(b"u.orders"));
+        assert!(granted.cluster(ClusterOp::ElectLeaders) && !granted.cluster(ClusterOp::AlterClientQuotas));
+        assert_eq!(
+            c.tenants[1].permissions,
+            Default::default(),
+            "none stated: none granted"
+        );
+        assert!(Config::parse(doc(r#"{"cluster":["AlterEverything"]}"#).as_bytes()).is_err());
+    }
+}
