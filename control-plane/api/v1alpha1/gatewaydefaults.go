@@ -81,7 +81,9 @@ type TenantGrant struct {
 	Identities *IdentityGrant `json:"identities,omitempty"`
 	// What their policies may permit in spec.permissions: each pattern a policy grants must be
 	// one of these or start with the prefix of one ending in *. A policy granting anything
-	// else is NotPermitted.
+	// else is NotPermitted. A list set here whose default is every name (NATS publish and
+	// subscribe; Kafka produce, consume, groups, transactionalIds, createTopics) binds a
+	// policy that leaves it out too: it must state the list within the grant.
 	// +optional
 	Permissions *Permissions `json:"permissions,omitempty"`
 }

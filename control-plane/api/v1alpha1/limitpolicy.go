@@ -58,7 +58,7 @@ type LimitPolicySpec struct {
 	// then the built-in defaults.
 	// +optional
 	Limits *Limits `json:"limits,omitempty"`
-	// What the tenant may do beyond data access; what it leaves out comes from GatewayDefaults
+	// What the tenant may do, whatever its rate; what it leaves out comes from GatewayDefaults
 	// spec.defaultPermissions, then the built-in default (docs/security.md).
 	// +optional
 	Permissions *Permissions `json:"permissions,omitempty"`

@@ -16,10 +16,53 @@ type Permissions struct {
 	NATS *NATSPermissions `json:"nats,omitempty"`
 }
 
-// KafkaPermissions grant the destructive, config-altering and cluster-altering requests. A
-// request naming a resource outside its grant is refused as a broker with ACLs refuses it:
-// per resource, with TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED (docs/security.md).
+// KafkaPermissions list the data a tenant may touch (the topics it may produce to, consume
+// from and create, the consumer groups and transactional ids it may use) and grant the
+// destructive, config-altering and cluster-altering requests. A request naming a resource
+// outside its grant is refused as a broker with ACLs refuses it: per resource, with TOPIC_,
+// GROUP_, TRANSACTIONAL_ID_ or CLUSTER_AUTHORIZATION_FAILED (docs/security.md).
 type KafkaPermissions struct {
+	// Topics it may produce to (Produce, and AddPartitionsToTxn of a transaction); [] none.
+	// A topic is visible in Metadata when it may be produced to or consumed from.
+	// Default: every topic.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=249
+	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9._*?-]+$`
+	Produce []string `json:"produce,omitempty"`
+	// Topics it may consume from (Fetch, and the offsets it commits for them); [] none.
+	// Default: every topic.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=249
+	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9._*?-]+$`
+	Consume []string `json:"consume,omitempty"`
+	// Consumer groups it may join, commit offsets for and describe (FindCoordinator,
+	// JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+	// ConsumerGroupHeartbeat, TxnOffsetCommit, AddOffsetsToTxn); [] none. Default: every group.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=249
+	Groups []string `json:"groups,omitempty"`
+	// Transactional ids it may use (FindCoordinator of a transaction, InitProducerId,
+	// AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit); [] none. Default: every
+	// id.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=249
+	TransactionalIDs []string `json:"transactionalIds,omitempty"`
+	// Topics it may create (CreateTopics, CreatePartitions, and auto-creation by Metadata);
+	// [] none. Default: every topic.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=249
+	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9._*?-]+$`
+	CreateTopics []string `json:"createTopics,omitempty"`
 	// Topics it may delete or delete records of (DeleteTopics, DeleteRecords). Default: none.
 	// +optional
 	// +kubebuilder:validation:MaxItems=256

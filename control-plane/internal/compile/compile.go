@@ -105,8 +105,9 @@ type Tenant struct {
 	Identify  Identify   `json:"identify"`
 	Limits    Limits     `json:"limits"`
 	Overrides []Override `json:"overrides,omitempty"`
-	// Permissions (Kafka) grant destructive, config-altering and cluster-altering requests
-	// (wasm-filter/core/src/kafka/authz); absent lists grant nothing.
+	// Permissions (Kafka) list the data the tenant may touch and grant destructive,
+	// config-altering and cluster-altering requests (wasm-filter/core/src/kafka/authz); an
+	// absent data list is every name, an absent grant none.
 	Permissions *Permissions `json:"permissions,omitempty"`
 	// NATSPermissions (NATS) say what subjects the tenant may publish and subscribe to
 	// (wasm-filter/core/src/nats/authz.rs); absent: every subject, and no stream's
@@ -122,12 +123,19 @@ type NATSPermissions struct {
 	JetStreamAdmin []string  `json:"jetStreamAdmin,omitempty"`
 }
 
-// Permissions are a tenant's resolved grants (policy.EffectivePermissions).
+// Permissions are a tenant's resolved grants (policy.EffectivePermissions). A nil data list
+// (Produce, Consume, Groups, TransactionalIDs, CreateTopics) is every name; an empty one
+// (written as []) none.
 type Permissions struct {
-	DeleteTopics      []string `json:"deleteTopics,omitempty"`
-	AlterTopicConfigs []string `json:"alterTopicConfigs,omitempty"`
-	DeleteGroups      []string `json:"deleteGroups,omitempty"`
-	Cluster           []string `json:"cluster,omitempty"`
+	Produce           *[]string `json:"produce,omitempty"`
+	Consume           *[]string `json:"consume,omitempty"`
+	Groups            *[]string `json:"groups,omitempty"`
+	TransactionalIDs  *[]string `json:"transactionalIds,omitempty"`
+	CreateTopics      *[]string `json:"createTopics,omitempty"`
+	DeleteTopics      []string  `json:"deleteTopics,omitempty"`
+	AlterTopicConfigs []string  `json:"alterTopicConfigs,omitempty"`
+	DeleteGroups      []string  `json:"deleteGroups,omitempty"`
+	Cluster           []string  `json:"cluster,omitempty"`
 }
 
 type Identify struct {
@@ -190,12 +198,6 @@ func Filter(set *policy.Set, version string, proto Protocol, replicas int) Filte
 			ct.Identify.NATSNkeys = p.Identify.NATSNkeys
 			ct.Identify.NATSAccounts = p.Identify.NATSAccounts
 			if g := t.Permissions; g.NATSPublish != nil || g.NATSSubscribe != nil || len(g.NATSJetStreamAdmin) > 0 {
-				list := func(l []string) *[]string {
-					if l == nil {
-						return nil
-					}
-					return &l
-				}
 				ct.NATSPermissions = &NATSPermissions{Publish: list(g.NATSPublish), Subscribe: list(g.NATSSubscribe),
 					JetStreamAdmin: g.NATSJetStreamAdmin}
 			}
@@ -203,8 +205,13 @@ func Filter(set *policy.Set, version string, proto Protocol, replicas int) Filte
 			ct.Identify.KafkaClientIDPrefixes = p.Identify.KafkaClientIDPrefixes
 			ct.Identify.KafkaSASLPrincipals = p.Identify.KafkaSASLPrincipals
 			ct.Identify.KafkaOAuthClaim = p.Identify.KafkaOAuthClaim
-			if g := t.Permissions; len(g.KafkaDeleteTopics)+len(g.KafkaAlterTopicConfigs)+len(g.KafkaDeleteGroups)+len(g.KafkaCluster) > 0 {
-				ct.Permissions = &Permissions{DeleteTopics: g.KafkaDeleteTopics, AlterTopicConfigs: g.KafkaAlterTopicConfigs,
+			if g := t.Permissions; g.KafkaProduce != nil || g.KafkaConsume != nil || g.KafkaGroups != nil ||
+				g.KafkaTransactionalIDs != nil || g.KafkaCreateTopics != nil ||
+				len(g.KafkaDeleteTopics)+len(g.KafkaAlterTopicConfigs)+len(g.KafkaDeleteGroups)+len(g.KafkaCluster) > 0 {
+				ct.Permissions = &Permissions{Produce: list(g.KafkaProduce), Consume: list(g.KafkaConsume),
+					Groups: list(g.KafkaGroups), TransactionalIDs: list(g.KafkaTransactionalIDs),
+					CreateTopics: list(g.KafkaCreateTopics),
+					DeleteTopics: g.KafkaDeleteTopics, AlterTopicConfigs: g.KafkaAlterTopicConfigs,
 					DeleteGroups: g.KafkaDeleteGroups, Cluster: g.KafkaCluster}
 			}
 		}
@@ -220,6 +227,15 @@ func Filter(set *policy.Set, version string, proto Protocol, replicas int) Filte
 		fc.Tenants = append(fc.Tenants, ct)
 	}
 	return fc
+}
+
+// list keeps a resolved list's absence: nil (every name) stays absent, an empty list (none)
+// is written as [].
+func list(l []string) *[]string {
+	if l == nil {
+		return nil
+	}
+	return &l
 }
 
 func limits(e policy.Effective) Limits {

@@ -53,18 +53,26 @@ func TestFilterConfigCarriesResolvedLimitsPerProtocol(t *testing.T) {
 	}
 }
 
-// Permissions reach each protocol's filter as the filter reads them: Kafka's grants, and NATS
-// lists where an empty list (nothing) is not an absent one (every subject).
+// Permissions reach each protocol's filter as the filter reads them: Kafka's grants, and the
+// Kafka data lists and NATS lists where an empty list (nothing) is not an absent one (every
+// name).
 func TestPermissionsReachTheFilterOfTheirProtocol(t *testing.T) {
 	set := &policy.Set{DefaultTenant: "a", Tenants: []policy.Tenant{
 		{Policy: policy.LimitPolicy{Tenant: "a"}, Permissions: policy.EffectivePermissions{
+			KafkaProduce: []string{}, KafkaConsume: []string{"a.*"}, KafkaTransactionalIDs: []string{"a-tx-?"},
 			KafkaDeleteTopics: []string{"a.*"}, KafkaCluster: []string{"ElectLeaders"},
 			NATSPublish: []string{}, NATSJetStreamAdmin: []string{"A_*"}}},
 		{Policy: policy.LimitPolicy{Tenant: "b"}},
+		{Policy: policy.LimitPolicy{Tenant: "c"}, Permissions: policy.EffectivePermissions{KafkaGroups: []string{}}},
 	}}
 	kafka := Filter(set, "1", Kafka, 1).JSON()
 	nats := Filter(set, "1", NATS, 1).JSON()
-	for _, want := range []string{`"permissions":{"deleteTopics":["a.*"],"cluster":["ElectLeaders"]}`} {
+	for _, want := range []string{
+		// produce [] stays [] (no topic); groups and createTopics, nil, are absent (every name).
+		`"name":"a","policy":"","identify":{},"limits":{},"permissions":{"produce":[],"consume":["a.*"],"transactionalIds":["a-tx-?"],"deleteTopics":["a.*"],"cluster":["ElectLeaders"]}}`,
+		// An empty data list alone is still stated.
+		`"name":"c","policy":"","identify":{},"limits":{},"permissions":{"groups":[]}}`,
+	} {
 		if !strings.Contains(kafka, want) {
 			t.Errorf("kafka filter config lacks %s:\n%s", want, kafka)
 		}
@@ -72,7 +80,7 @@ func TestPermissionsReachTheFilterOfTheirProtocol(t *testing.T) {
 	if !strings.Contains(nats, `"natsPermissions":{"publish":[],"jetStreamAdmin":["A_*"]}`) {
 		t.Errorf("nats filter config: publish [] must stay [] (nothing), subscribe absent (every subject):\n%s", nats)
 	}
-	if strings.Count(kafka, "permissions") != 1 || strings.Count(nats, "Permissions") != 1 {
+	if strings.Count(kafka, "permissions") != 2 || strings.Count(nats, "Permissions") != 1 {
 		t.Errorf("a tenant with no permissions stated carries none, and each protocol only its own:\n%s\n%s", kafka, nats)
 	}
 }

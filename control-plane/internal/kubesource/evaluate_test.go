@@ -34,6 +34,11 @@ grants:
     tenants: [acme]
     identities: {natsUsers: ["acme-*"]}
     permissions: {nats: {publish: ["acme.>"], subscribe: ["acme.*", "_INBOX.>"]}}
+  - namespaces: [team-k]
+    tenants: [acme]
+    identities: {clientIdPrefixes: ["acme-"]}
+    permissions:
+      kafka: {produce: ["acme.*"], consume: ["acme.*", "shared.news"], groups: ["acme-*"], transactionalIds: ["acme-tx-*"], createTopics: ["acme.*"]}
 `
 
 func defaults() []object {
@@ -88,6 +93,33 @@ func TestEvaluate(t *testing.T) {
 		{"no subjects stated where the grant bounds them",
 			[]object{base, lp("team-b", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}}`)},
 			map[string]string{"LimitPolicy team-b/acme": `NotPermitted:state spec.permissions.nats.publish within it`}, "base"},
+		{"Kafka data within the grant",
+			[]object{base, lp("team-k", "acme", 1, 1, `{tenant: acme, identify: {kafka: {clientIdPrefixes: [acme-k]}}, permissions: {kafka: {produce: ["acme.orders"], consume: ["acme.*", "shared.news"], groups: ["acme-billing"], transactionalIds: ["acme-tx-?"], createTopics: ["acme.orders-*"]}}}`)},
+			map[string]string{"LimitPolicy team-k/acme": "Accepted"}, "acme base"},
+		{"no Kafka data at all ([] is within any grant)",
+			[]object{base, lp("team-k", "acme", 1, 1, `{tenant: acme, identify: {kafka: {clientIdPrefixes: [acme-k]}}, permissions: {kafka: {produce: [], consume: [], groups: [], transactionalIds: [], createTopics: []}}}`)},
+			map[string]string{"LimitPolicy team-k/acme": "Accepted"}, "acme base"},
+		{"a topic to produce to outside the grant",
+			[]object{base, lp("team-k", "acme", 1, 1, `{tenant: acme, identify: {kafka: {clientIdPrefixes: [acme-k]}}, permissions: {kafka: {produce: ["acme.orders", "shared.news"], consume: [], groups: [], transactionalIds: [], createTopics: []}}}`)},
+			map[string]string{"LimitPolicy team-k/acme": `NotPermitted:claim permission to produce to "shared.news"`}, "base"},
+		{"a consumer group broader than the grant",
+			[]object{base, lp("team-k", "acme", 1, 1, `{tenant: acme, identify: {kafka: {clientIdPrefixes: [acme-k]}}, permissions: {kafka: {produce: [], consume: [], groups: ["*"], transactionalIds: [], createTopics: []}}}`)},
+			map[string]string{"LimitPolicy team-k/acme": `NotPermitted:claim permission to use consumer groups "*"`}, "base"},
+		{"a transactional id outside the grant",
+			[]object{base, lp("team-k", "acme", 1, 1, `{tenant: acme, identify: {kafka: {clientIdPrefixes: [acme-k]}}, permissions: {kafka: {produce: [], consume: [], groups: [], transactionalIds: ["globex-tx"], createTopics: []}}}`)},
+			map[string]string{"LimitPolicy team-k/acme": `NotPermitted:claim permission to use transactional ids "globex-tx"`}, "base"},
+		{"a topic to create outside the grant",
+			[]object{base, lp("team-k", "acme", 1, 1, `{tenant: acme, identify: {kafka: {clientIdPrefixes: [acme-k]}}, permissions: {kafka: {produce: [], consume: [], groups: [], transactionalIds: [], createTopics: ["acme*"]}}}`)},
+			map[string]string{"LimitPolicy team-k/acme": `NotPermitted:claim permission to create topics "acme*"`}, "base"},
+		{"no topics to consume from stated where the grant bounds them",
+			[]object{base, lp("team-k", "acme", 1, 1, `{tenant: acme, identify: {kafka: {clientIdPrefixes: [acme-k]}}, permissions: {kafka: {produce: [], groups: [], transactionalIds: [], createTopics: []}}}`)},
+			map[string]string{"LimitPolicy team-k/acme": `NotPermitted:bounds the topics of namespace "team-k": state spec.permissions.kafka.consume within it`}, "base"},
+		{"no Kafka data stated where the grant bounds it",
+			[]object{base, lp("team-k", "acme", 1, 1, `{tenant: acme, identify: {kafka: {clientIdPrefixes: [acme-k]}}}`)},
+			map[string]string{"LimitPolicy team-k/acme": `NotPermitted:state spec.permissions.kafka.produce within it`}, "base"},
+		{"no transactional ids stated where the grant bounds them",
+			[]object{base, lp("team-k", "acme", 1, 1, `{tenant: acme, identify: {kafka: {clientIdPrefixes: [acme-k]}}, permissions: {kafka: {produce: [], consume: [], groups: [], createTopics: []}}}`)},
+			map[string]string{"LimitPolicy team-k/acme": `NotPermitted:bounds the transactional ids of namespace "team-k": state spec.permissions.kafka.transactionalIds within it`}, "base"},
 		{"a namespace with no grant",
 			[]object{base, lp("team-c", "acme", 1, 1, `{tenant: acme, identify: {nats: {users: [acme-1]}}}`)},
 			map[string]string{"LimitPolicy team-c/acme": `NotPermitted:lets namespace "team-c" define tenant "acme"`}, "base"},

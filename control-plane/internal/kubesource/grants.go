@@ -47,6 +47,11 @@ func permitted(ns, platformNS string, lp *policy.LimitPolicy, gd *policy.Gateway
 		{"certificate SAN", id.TLSSANs, func(g policy.Grant) []string { return g.TLSSANs }, matchAny},
 		// A pattern is granted when every name it matches is one a granted pattern matches:
 		// it is granted, or starts with the prefix of one ending in *.
+		{"permission to produce to", lp.Permissions.KafkaProduce.Values, func(g policy.Grant) []string { return g.Permissions.KafkaProduce.Values }, matchAny},
+		{"permission to consume from", lp.Permissions.KafkaConsume.Values, func(g policy.Grant) []string { return g.Permissions.KafkaConsume.Values }, matchAny},
+		{"permission to use consumer groups", lp.Permissions.KafkaGroups.Values, func(g policy.Grant) []string { return g.Permissions.KafkaGroups.Values }, matchAny},
+		{"permission to use transactional ids", lp.Permissions.KafkaTransactionalIDs.Values, func(g policy.Grant) []string { return g.Permissions.KafkaTransactionalIDs.Values }, matchAny},
+		{"permission to create topics", lp.Permissions.KafkaCreateTopics.Values, func(g policy.Grant) []string { return g.Permissions.KafkaCreateTopics.Values }, matchAny},
 		{"permission to delete topics", lp.Permissions.KafkaDeleteTopics.Values, func(g policy.Grant) []string { return g.Permissions.KafkaDeleteTopics.Values }, matchAny},
 		{"permission to alter the configs of topics", lp.Permissions.KafkaAlterTopicConfigs.Values, func(g policy.Grant) []string { return g.Permissions.KafkaAlterTopicConfigs.Values }, matchAny},
 		{"permission to delete groups", lp.Permissions.KafkaDeleteGroups.Values, func(g policy.Grant) []string { return g.Permissions.KafkaDeleteGroups.Values }, matchAny},
@@ -68,19 +73,27 @@ func permitted(ns, platformNS string, lp *policy.LimitPolicy, gd *policy.Gateway
 			}
 		}
 	}
-	// A grant that bounds the subjects its namespaces' tenants may publish or subscribe to
-	// binds a policy that states none too: left out, the list would be every subject.
+	// A grant that bounds a list whose default is every name (the subjects its namespaces'
+	// tenants may publish or subscribe to, the topics they may produce to, consume from or
+	// create, the groups and transactional ids they may use) binds a policy that states none
+	// too: left out, the list would be every name.
 	for _, bound := range []struct {
-		what   string
+		what   string // what the grant bounds
+		field  string
 		stated bool
 		bounds func(policy.Grant) bool
 	}{
-		{"spec.permissions.nats.publish", lp.Permissions.NATSPublish.Set, func(g policy.Grant) bool { return g.Permissions.NATSPublish.Set }},
-		{"spec.permissions.nats.subscribe", lp.Permissions.NATSSubscribe.Set, func(g policy.Grant) bool { return g.Permissions.NATSSubscribe.Set }},
+		{"subjects", "spec.permissions.nats.publish", lp.Permissions.NATSPublish.Set, func(g policy.Grant) bool { return g.Permissions.NATSPublish.Set }},
+		{"subjects", "spec.permissions.nats.subscribe", lp.Permissions.NATSSubscribe.Set, func(g policy.Grant) bool { return g.Permissions.NATSSubscribe.Set }},
+		{"topics", "spec.permissions.kafka.produce", lp.Permissions.KafkaProduce.Set, func(g policy.Grant) bool { return g.Permissions.KafkaProduce.Set }},
+		{"topics", "spec.permissions.kafka.consume", lp.Permissions.KafkaConsume.Set, func(g policy.Grant) bool { return g.Permissions.KafkaConsume.Set }},
+		{"consumer groups", "spec.permissions.kafka.groups", lp.Permissions.KafkaGroups.Set, func(g policy.Grant) bool { return g.Permissions.KafkaGroups.Set }},
+		{"transactional ids", "spec.permissions.kafka.transactionalIds", lp.Permissions.KafkaTransactionalIDs.Set, func(g policy.Grant) bool { return g.Permissions.KafkaTransactionalIDs.Set }},
+		{"topics", "spec.permissions.kafka.createTopics", lp.Permissions.KafkaCreateTopics.Set, func(g policy.Grant) bool { return g.Permissions.KafkaCreateTopics.Set }},
 	} {
 		for _, g := range covering {
 			if bound.bounds(g) && !bound.stated {
-				return false, fmt.Sprintf("a grant in GatewayDefaults %q bounds the subjects of namespace %q: state %s within it", gd.Name, ns, bound.what)
+				return false, fmt.Sprintf("a grant in GatewayDefaults %q bounds the %s of namespace %q: state %s within it", gd.Name, bound.what, ns, bound.field)
 			}
 		}
 	}

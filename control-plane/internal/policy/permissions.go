@@ -8,10 +8,16 @@ import (
 )
 
 // Permissions is spec.permissions of a LimitPolicy, spec.defaultPermissions of the
-// GatewayDefaults, or a grant's permissions: the destructive, config-altering and
-// cluster-altering Kafka requests a tenant may send (docs/security.md). A list not Set is left
-// out; an empty one that is Set grants nothing.
+// GatewayDefaults, or a grant's permissions: the Kafka data a tenant may touch, the
+// destructive, config-altering and cluster-altering Kafka requests it may send, and the NATS
+// subjects and streams it may use (docs/security.md). A list not Set is left out; an empty one
+// that is Set grants nothing.
 type Permissions struct {
+	KafkaProduce           Patterns
+	KafkaConsume           Patterns
+	KafkaGroups            Patterns
+	KafkaTransactionalIDs  Patterns
+	KafkaCreateTopics      Patterns
 	KafkaDeleteTopics      Patterns
 	KafkaAlterTopicConfigs Patterns
 	KafkaDeleteGroups      Patterns
@@ -36,9 +42,15 @@ var KafkaClusterOps = []string{
 }
 
 // EffectivePermissions are a tenant's grants after defaults: each list its policy's, else the
-// GatewayDefaults', else the built-in (none; for NATSPublish and NATSSubscribe, nil: every
-// subject).
+// GatewayDefaults', else the built-in: nil, which for the Kafka data lists (KafkaProduce,
+// KafkaConsume, KafkaGroups, KafkaTransactionalIDs, KafkaCreateTopics) and for NATSPublish and
+// NATSSubscribe is every name, and for the others none.
 type EffectivePermissions struct {
+	KafkaProduce           []string
+	KafkaConsume           []string
+	KafkaGroups            []string
+	KafkaTransactionalIDs  []string
+	KafkaCreateTopics      []string
 	KafkaDeleteTopics      []string
 	KafkaAlterTopicConfigs []string
 	KafkaDeleteGroups      []string
@@ -56,6 +68,11 @@ func (d *decoder) permissions(n *yaml.Node, path string) Permissions {
 	d.mapping(n, path, fields{
 		"kafka": func(n *yaml.Node, p string) {
 			d.mapping(n, p, fields{
+				"produce":           func(n *yaml.Node, p string) { ps.KafkaProduce = d.patterns(n, p, checkTopicPattern) },
+				"consume":           func(n *yaml.Node, p string) { ps.KafkaConsume = d.patterns(n, p, checkTopicPattern) },
+				"groups":            func(n *yaml.Node, p string) { ps.KafkaGroups = d.patterns(n, p, checkGroupPattern) },
+				"transactionalIds":  func(n *yaml.Node, p string) { ps.KafkaTransactionalIDs = d.patterns(n, p, checkGroupPattern) },
+				"createTopics":      func(n *yaml.Node, p string) { ps.KafkaCreateTopics = d.patterns(n, p, checkTopicPattern) },
 				"deleteTopics":      func(n *yaml.Node, p string) { ps.KafkaDeleteTopics = d.patterns(n, p, checkTopicPattern) },
 				"alterTopicConfigs": func(n *yaml.Node, p string) { ps.KafkaAlterTopicConfigs = d.patterns(n, p, checkTopicPattern) },
 				"deleteGroups":      func(n *yaml.Node, p string) { ps.KafkaDeleteGroups = d.patterns(n, p, checkGroupPattern) },
@@ -124,6 +141,7 @@ func checkStreamPattern(v string) string {
 	return ""
 }
 
+// checkGroupPattern checks a consumer group or transactional id pattern: 1 to 249 characters.
 func checkGroupPattern(v string) string {
 	if v == "" || len(v) > 249 {
 		return "must be 1 to 249 characters"
@@ -152,6 +170,11 @@ func resolvePermissions(own, dflt Permissions) EffectivePermissions {
 		return nil
 	}
 	return EffectivePermissions{
+		KafkaProduce:           pick(own.KafkaProduce, dflt.KafkaProduce),
+		KafkaConsume:           pick(own.KafkaConsume, dflt.KafkaConsume),
+		KafkaGroups:            pick(own.KafkaGroups, dflt.KafkaGroups),
+		KafkaTransactionalIDs:  pick(own.KafkaTransactionalIDs, dflt.KafkaTransactionalIDs),
+		KafkaCreateTopics:      pick(own.KafkaCreateTopics, dflt.KafkaCreateTopics),
 		KafkaDeleteTopics:      pick(own.KafkaDeleteTopics, dflt.KafkaDeleteTopics),
 		KafkaAlterTopicConfigs: pick(own.KafkaAlterTopicConfigs, dflt.KafkaAlterTopicConfigs),
 		KafkaDeleteGroups:      pick(own.KafkaDeleteGroups, dflt.KafkaDeleteGroups),

@@ -7,6 +7,7 @@ pub mod attribution;
 pub mod carry;
 pub mod config;
 pub mod consume;
+pub mod decisions;
 mod edit;
 pub mod identity;
 pub mod impact;

@@ -22,6 +22,7 @@ use fetch::Fetching;
 use std::collections::HashMap;
 use weighstation_core::carry::{Carry, Plan};
 use weighstation_core::config::Protocol;
+use weighstation_core::decisions::Decisions;
 use weighstation_core::identity::{Authenticated, KafkaPrincipal};
 use weighstation_core::kafka::{
     authenticate_answer, authenticate_step, cap_versions, handshake_mechanism, raise_produce_throttle, Batch, Gaps,
@@ -58,7 +59,19 @@ enum Pending {
     Authenticate { version: i16, scram_final: bool },
     /// A Fetch of a tenant whose consumers are limited: its records are charged.
     Fetch { version: i16 },
+    /// Metadata of a tenant that may not see every topic: its topics filtered, and its
+    /// addresses rewritten if `addresses`.
+    Metadata {
+        version: i16,
+        all_topics: bool,
+        addresses: bool,
+    },
+    /// DescribeTopicPartitions of a tenant that may not see every topic: filtered.
+    TopicPartitions { all_topics: bool },
 }
+
+/// DescribeTopicPartitions (KIP-966): what Admin describeTopics reads.
+const API_DESCRIBE_TOPIC_PARTITIONS: i16 = 75;
 
 /// The longest throttle_time_ms a refusal tells: as far ahead as rate is set aside for a retry.
 const MAX_THROTTLE_MS: i32 = (HORIZON_NS / 1_000_000) as i32;
@@ -86,6 +99,8 @@ struct Conn {
     topics: Vec<(usize, usize, u64)>,
     /// A Produce's topic names while its headers are walked (reused, like `batches`).
     topic: Vec<u8>,
+    /// Whether the tenant may produce to a topic, decided once per topic.
+    produce_decisions: Decisions<bool>,
     /// The SASL mechanism of the connection's SaslHandshake.
     mechanism: Mechanism,
     /// Who the client's SaslAuthenticate says it is, until the broker answers.
@@ -188,6 +203,8 @@ impl RequestHandler for Requests<'_> {
                 let now = *self.now.get_or_insert_with(now_ns);
                 self.conn.produce(h, body, now)
             }
+            (API_METADATA, Some(body)) => self.conn.metadata(h, body),
+            (API_DESCRIBE_TOPIC_PARTITIONS, Some(body)) => self.conn.describe_topic_partitions(h, body.all()),
             (API_FETCH, Some(body)) if !self.conn.refused => {
                 let now = *self.now.get_or_insert_with(now_ns);
                 let (admission, most) = self.conn.fetch(h, body, now);
@@ -200,7 +217,7 @@ impl RequestHandler for Requests<'_> {
                     .insert(h.correlation_id, Pending::Versions { version: h.api_version });
                 Admission::Forward
             }
-            (API_METADATA | API_FIND_COORDINATOR | API_DESCRIBE_CLUSTER, _) if self.conn.rewrites_brokers() => {
+            (API_FIND_COORDINATOR | API_DESCRIBE_CLUSTER, _) if self.conn.rewrites_brokers() => {
                 let p = Pending::Addresses {
                     api_key: h.api_key,
                     version: h.api_version,
@@ -287,6 +304,12 @@ impl ResponseHandler for Responses<'_> {
                 cap_versions(&mut patched, version).map(|()| patched)
             }
             Pending::Addresses { api_key, version } => self.conn.rewrite_addresses(frame, api_key, version),
+            Pending::Metadata {
+                version,
+                all_topics,
+                addresses,
+            } => self.conn.metadata_answered(frame, version, all_topics, addresses),
+            Pending::TopicPartitions { all_topics } => self.conn.topic_partitions_answered(frame, all_topics),
             Pending::Authenticate { version, scram_final } => {
                 self.conn.authenticated(frame, version, scram_final);
                 None
@@ -372,6 +395,7 @@ pub fn connection(context_id: u32) -> Connection<State> {
                 batches: Vec::new(),
                 topics: Vec::new(),
                 topic: Vec::new(),
+                produce_decisions: Decisions::default(),
                 mechanism: Mechanism::default(),
                 claimed: None,
                 fetch_held: None,

@@ -1,5 +1,5 @@
-//! Any bytes, in any split: the Kafka request scanner, the Produce walker and the admin
-//! requests' parsers (authorization) never panic and never ask to buffer past their bounds. The buffer is handled as the glue does: forwarded
+//! Any bytes, in any split: the Kafka request scanner, the Produce walker and the parsers of
+//! the requests decided per resource (authorization) never panic and never ask to buffer past their bounds. The buffer is handled as the glue does: forwarded
 //! whole, or up to the held request, whose bytes are presented again with the next read.
 #![no_main]
 
@@ -27,17 +27,33 @@ impl RequestHandler for Walk {
             let _ = authenticate_step(b, h.api_version, mechanism);
         }
         let _ = handshake_mechanism(b);
-        // The admin requests decided per resource (weighstation_core::kafka::authz), against
+        // The requests decided per resource (weighstation_core::kafka::authz): admin, data
+        // (groups, transactions, CreateTopics, AddPartitionsToTxn), Metadata and Fetch, against
         // grants some names match.
-        if let Some(api) = authz::api_of(h.api_key).filter(|a| a.class.decided_per_resource()) {
+        if let Some(api) = authz::api_of(h.api_key).filter(|a| a.max_version.is_some()) {
+            let some = |p: &str| Some(vec![p.to_string()]);
             let grants = authz::Grants {
                 delete_topics: vec!["a*".into()],
                 alter_topic_configs: vec!["?".into()],
                 delete_groups: vec!["*".into()],
+                produce: some("a*"),
+                consume: some("?*"),
+                groups: some("g*"),
+                transactional_ids: some("*x"),
+                create_topics: some("a?"),
                 ..Default::default()
             };
-            let _ = authz::decide(api, h.api_version, h.correlation_id, b, "t", &grants);
+            if api.class.decided_per_resource() {
+                let _ = authz::decide(api, h.api_version, h.correlation_id, b, "t", &grants);
+            } else {
+                let _ = authz::decide_data(api, h.api_version, h.correlation_id, b, "t", &grants);
+                let _ = authz::metadata_request(b, h.api_version, &grants);
+            }
         }
+        let _ = authz::decide_fetch(h.api_version, h.correlation_id, b, &authz::Grants {
+            consume: Some(vec!["a*".into()]),
+            ..Default::default()
+        });
         self.held_once = !self.held_once;
         if self.held_once {
             return Admission::Hold;

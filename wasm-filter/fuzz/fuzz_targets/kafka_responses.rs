@@ -14,7 +14,7 @@ use libfuzzer_sys::fuzz_target;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use weighstation_core::kafka::{
-    authenticate_answer, cap_versions, produce_response, raise_produce_throttle, rewrite_brokers,
+    authenticate_answer, authz, cap_versions, produce_response, raise_produce_throttle, rewrite_brokers,
     rewrite_produce_endpoints, BrokerMap, Cluster, Interest, Route,
     PartitionError, ResponseHandler, ResponseStream, API_DESCRIBE_CLUSTER, API_FIND_COORDINATOR, API_METADATA,
     MAX_PRODUCE_VERSION, MAX_WHOLE, MIN_PRODUCE_VERSION, THROTTLING_QUOTA_EXCEEDED,
@@ -154,7 +154,11 @@ fn answer(pending: Pending, correlation_id: i32, frame: &[u8]) -> Option<Vec<u8>
             Some(patched)
         }
         // Metadata, FindCoordinator or DescribeCluster: broker addresses rewritten.
-        3 => rewritten(frame, API_METADATA, version),
+        3 => {
+            let out = rewritten(frame, API_METADATA, version);
+            filtered(out.as_deref().unwrap_or(frame), version % 13);
+            out
+        }
         4 if version >= 16 => rewritten(frame, API_DESCRIBE_CLUSTER, version % 3),
         4 => rewritten(frame, API_FIND_COORDINATOR, version),
         // SaslAuthenticate: read, never changed.
@@ -180,6 +184,27 @@ fn answer(pending: Pending, correlation_id: i32, frame: &[u8]) -> Option<Vec<u8>
         }
         // Read whole and kept.
         _ => None,
+    }
+}
+
+/// The topic filter of Metadata (authorization): a filtered frame's size prefix matches, and
+/// filtering it again changes nothing more.
+fn filtered(frame: &[u8], version: i16) {
+    let grants = authz::Grants {
+        produce: Some(vec!["a*".into()]),
+        consume: Some(vec!["?".into()]),
+        ..Default::default()
+    };
+    for all_topics in [true, false] {
+        let Some(once) = authz::filter_metadata(frame, version, all_topics, &grants) else {
+            continue;
+        };
+        assert!(size_prefix_matches(&once.frame), "size prefix of the filtered frame");
+        let twice = authz::filter_metadata(&once.frame, version, all_topics, &grants);
+        match twice {
+            None => assert!(all_topics, "a refused topic is kept as an entry"),
+            Some(twice) => assert_eq!(twice.frame, once.frame, "filtering twice"),
+        }
     }
 }
 

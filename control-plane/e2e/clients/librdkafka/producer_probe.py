@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 
 def main():
@@ -67,7 +67,11 @@ def main():
         if wait > 0:
             time.sleep(wait)
         value = ("%s-%d" % (client_id, n)).encode().ljust(size, b"\0")
-        producer.produce(topic, value, partition=0, on_delivery=report)
+        try:
+            producer.produce(topic, value, partition=0, on_delivery=report)
+        except KafkaException as e:
+            # Refused by librdkafka itself (a topic its metadata says it may not write to).
+            report(e.args[0], None)
         producer.poll(0)  # serves delivery reports as they arrive
     producer.flush()
     summary = ",".join("%s:%d" % kv for kv in sorted(errors.items()))

@@ -113,6 +113,28 @@ pub fn produce_response(
     framed(b)
 }
 
+/// A request frame: header v1 (v2 with no tagged fields when `flexible`) and `body`. For a
+/// request whose body the filter changed.
+pub fn request_frame(
+    api_key: i16,
+    version: i16,
+    correlation_id: i32,
+    client_id: Option<&[u8]>,
+    flexible: bool,
+    body: &[u8],
+) -> Vec<u8> {
+    let mut b = Vec::with_capacity(32 + body.len());
+    b.extend_from_slice(&api_key.to_be_bytes());
+    b.extend_from_slice(&version.to_be_bytes());
+    b.extend_from_slice(&correlation_id.to_be_bytes());
+    nullable_string(&mut b, client_id, false);
+    if flexible {
+        b.push(0);
+    }
+    b.extend_from_slice(body);
+    framed(b)
+}
+
 /// An ApiVersions v0 request: the cheapest request a broker answers, in order, without effect.
 pub fn api_versions_request(correlation_id: i32, client_id: Option<&[u8]>) -> Vec<u8> {
     let mut b = Vec::with_capacity(32);

@@ -40,7 +40,7 @@ pub(crate) fn clamp_fetch(
     edit: &mut Editor,
 ) -> Option<()> {
     let mut sizes: Vec<usize> = Vec::new();
-    walk_request(body, version, &mut sizes, |_| {})?;
+    walk_request(body, version, &mut sizes, |_, _| {})?;
     for at in sizes {
         let asked = i32::from_be_bytes(body.get(at..at + 4)?.try_into().ok()?);
         if asked > most {
@@ -51,13 +51,33 @@ pub(crate) fn clamp_fetch(
 }
 
 /// The topics a Fetch request asks for. None: not a Fetch this filter parses.
-pub fn fetch_topics(body: &[u8], version: i16, topic: impl FnMut(&[u8])) -> Option<()> {
-    walk_request(body, version, &mut Vec::new(), topic)
+pub fn fetch_topics(body: &[u8], version: i16, mut topic: impl FnMut(&[u8])) -> Option<()> {
+    walk_request(body, version, &mut Vec::new(), |t, p| {
+        if p.is_none() {
+            topic(t)
+        }
+    })
 }
 
-/// Walks a Fetch request body: `topic` sees each topic, `sizes` gets where each size asked for
-/// is (max_bytes, then each partition_max_bytes).
-fn walk_request(body: &[u8], version: i16, sizes: &mut Vec<usize>, mut topic: impl FnMut(&[u8])) -> Option<()> {
+/// The topics a Fetch request asks for, each with its partitions. None: not a Fetch this
+/// filter parses.
+pub(crate) fn fetch_partitions(body: &[u8], version: i16) -> Option<Vec<(&[u8], Vec<i32>)>> {
+    let mut topics: Vec<(&[u8], Vec<i32>)> = Vec::new();
+    walk_request(body, version, &mut Vec::new(), |t, p| match (p, topics.last_mut()) {
+        (Some(p), Some((_, ps))) => ps.push(p),
+        _ => topics.push((t, Vec::new())),
+    })?;
+    Some(topics)
+}
+
+/// Walks a Fetch request body: `visit` sees each topic (None), then each of its partitions;
+/// `sizes` gets where each size asked for is (max_bytes, then each partition_max_bytes).
+fn walk_request<'b>(
+    body: &'b [u8],
+    version: i16,
+    sizes: &mut Vec<usize>,
+    mut visit: impl FnMut(&'b [u8], Option<i32>),
+) -> Option<()> {
     if !fetch_parsed(version) {
         return None;
     }
@@ -72,10 +92,11 @@ fn walk_request(body: &[u8], version: i16, sizes: &mut Vec<usize>, mut topic: im
     }
     let topics = c.array_len(flexible)?;
     for _ in 0..topics {
-        topic(c.string_field(flexible)?.unwrap_or_default());
+        let topic = c.string_field(flexible)?.unwrap_or_default();
+        visit(topic, None);
         let partitions = c.array_len(flexible)?;
         for _ in 0..partitions {
-            c.i32()?; // partition
+            visit(topic, Some(c.i32()?));
             if version >= 9 {
                 c.i32()?; // current leader epoch
             }

@@ -21,7 +21,7 @@ mod stream;
 
 pub use brokers::{BrokerMap, Cluster, Route, MAX_NODES};
 pub use encode::{
-    api_versions_request, produce_response, PartitionError, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
+    api_versions_request, produce_response, request_frame, PartitionError, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
 };
 pub use fetch::{fetch_topics, API_FETCH, MAX_FETCH_VERSION, MIN_FETCH_VERSION};
 pub use gaps::Gaps;

@@ -107,8 +107,9 @@ impl Request {
             Kind::Other {
                 api_key, version, body, ..
             } => {
-                if *api_key == FETCH && *version >= 12 {
-                    f.push(0); // request header v2, as the Fetch versions the filter reads use
+                let read_flexible = crate::kafka::authz::api_of(*api_key).is_some_and(|a| a.flexible(*version));
+                if (*api_key == FETCH && *version >= 12) || read_flexible {
+                    f.push(0); // request header v2, as the flexible versions the filter reads use
                 }
                 f.extend_from_slice(body);
             }

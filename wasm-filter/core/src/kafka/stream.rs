@@ -400,7 +400,7 @@ mod tests {
         s.extend(request(1, 13, 4, "acme-1", &[9; 40]));
         let want = vec![
             (18, 1, Some(b"acme-1".to_vec()), None),
-            (3, 2, Some(b"acme-1".to_vec()), None),
+            (3, 2, Some(b"acme-1".to_vec()), Some(4)), // Metadata: read whole (authz)
             (API_PRODUCE, 3, Some(b"acme-1".to_vec()), Some(produce.len())),
             (1, 4, Some(b"acme-1".to_vec()), None),
         ];

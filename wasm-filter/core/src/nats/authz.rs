@@ -101,16 +101,9 @@ fn covers(pattern: &[u8], subject: &[u8]) -> bool {
     subject_tokens.next().is_none()
 }
 
-/// A connection's recent publish decisions, so that a subject's permission is decided once, not
-/// per message: at most `CACHED` subjects, forgotten together when full or when the policy in
-/// force changes (`generation`).
+/// A connection's publish decisions, kept per subject (crate::decisions).
 #[derive(Debug, Default)]
-pub struct Decisions {
-    generation: u64,
-    subjects: Vec<(Box<[u8]>, Decision)>,
-}
-
-const CACHED: usize = 64;
+pub struct Decisions(crate::decisions::Decisions<Decision>);
 
 /// A publish's decision: allowed, or why not.
 type Decision = Result<(), Refusal>;
@@ -121,19 +114,7 @@ impl Decisions {
         if grants.publish.is_none() && !subject.starts_with(b"$JS.") {
             return Ok(());
         }
-        if self.generation != generation {
-            self.generation = generation;
-            self.subjects.clear();
-        }
-        if let Some((_, d)) = self.subjects.iter().find(|(s, _)| &**s == subject) {
-            return *d;
-        }
-        let d = grants.publish(subject);
-        if self.subjects.len() == CACHED {
-            self.subjects.clear();
-        }
-        self.subjects.push((subject.into(), d));
-        d
+        self.0.decide(generation, subject, |s| grants.publish(s))
     }
 }
 
@@ -217,16 +198,8 @@ mod tests {
             Ok(()),
             "dropped with the policy that changed them"
         );
-        let everything = grants(Some(&[">"]), None, &[]);
-        for i in 0..200 {
-            d.publish(2, &everything, format!("s{i}").as_bytes()).unwrap();
-        }
-        assert!(d.subjects.len() <= CACHED);
         let mut untouched = Decisions::default();
         assert_eq!(untouched.publish(1, &Grants::default(), b"b"), Ok(()));
-        assert!(
-            untouched.subjects.is_empty(),
-            "no publish list: nothing decided, nothing kept"
-        );
+        assert_eq!(untouched.0.kept(), 0, "no publish list: nothing decided, nothing kept");
     }
 }

@@ -1,10 +1,14 @@
 //! The glue of weighstation_core::kafka::authz: a request of an API the gateway does not pass
-//! closes the connection; an admin request is decided against its tenant's grants, and a
-//! refused one goes to the broker as an ApiVersions request whose answer is swapped for the
-//! refusal (as a refused Produce's is), counted and logged with the operation and the resource.
+//! closes the connection; an admin request, and a data request naming a group, a transactional
+//! id or a topic to create, is decided against its tenant's grants. A refused one goes to the
+//! broker as an ApiVersions request whose answer is swapped for the refusal (as a refused
+//! Produce's is), counted and logged with the operation and the resource. Metadata is filtered
+//! by what the tenant may see (metadata.rs).
 
-use weighstation_core::kafka::authz::{self, Api, Verdict};
-use weighstation_core::kafka::{api_versions_request, RequestHeader};
+mod metadata;
+
+use weighstation_core::kafka::authz::{self, Class, Verdict};
+use weighstation_core::kafka::{api_versions_request, RequestHeader, API_METADATA};
 use weighstation_core::limits::Reason;
 use weighstation_core::scan::Admission;
 use weighstation_core::source::Source;
@@ -29,9 +33,8 @@ impl Conn {
             );
             return Some(Admission::Close(Vec::new()));
         };
-        if !api.class.decided_per_resource() {
-            return None;
-        }
+        // Only the requests the table gives a highest version are read and decided here.
+        api.max_version?;
         let Some(body) = body else {
             log::info!(
                 "weighstation: kafka {} request larger than the gateway reads closes the connection",
@@ -39,49 +42,80 @@ impl Conn {
             );
             return Some(Admission::Close(Vec::new()));
         };
-        Some(self.admin(h, api, body.all()))
+        if h.api_key == API_METADATA {
+            // Decided with its response (metadata.rs).
+            return None;
+        }
+        self.who.ensure_attributed();
+        let tenant = self.who.current().and_then(|w| w.tenant())?;
+        let verdict = match api.class {
+            Class::Destructive | Class::AlterConfigs | Class::Cluster(_) => authz::decide(
+                api,
+                h.api_version,
+                h.correlation_id,
+                body.all(),
+                &tenant.name,
+                &tenant.permissions,
+            ),
+            _ => authz::decide_data(
+                api,
+                h.api_version,
+                h.correlation_id,
+                body.all(),
+                &tenant.name,
+                &tenant.permissions,
+            ),
+        };
+        match verdict {
+            // A data request forwarded may still have its response rewritten.
+            Verdict::Forward if !api.class.decided_per_resource() => None,
+            verdict => Some(self.verdict(h, api.name, verdict)),
+        }
     }
 
-    fn admin(&mut self, h: &RequestHeader<'_>, api: &Api, body: &[u8]) -> Admission {
-        self.who.ensure_attributed();
-        let Some(tenant) = self.who.current().and_then(|w| w.tenant()) else {
-            return Admission::Forward;
-        };
-        let verdict = authz::decide(
-            api,
-            h.api_version,
-            h.correlation_id,
-            body,
-            &tenant.name,
-            &tenant.permissions,
-        );
+    /// A Fetch naming a topic the tenant may not consume from is refused (Some).
+    pub(super) fn authorize_fetch(&mut self, h: &RequestHeader<'_>, body: &[u8]) -> Option<Admission> {
+        let tenant = self.who.current().and_then(|w| w.tenant())?;
+        match authz::decide_fetch(h.api_version, h.correlation_id, body, &tenant.permissions) {
+            Verdict::Forward => None,
+            verdict => Some(self.verdict(h, "Fetch", verdict)),
+        }
+    }
+
+    /// Carries out a decision: a refusal is counted, logged, and answered in the broker's place.
+    fn verdict(&mut self, h: &RequestHeader<'_>, api: &str, verdict: Verdict) -> Admission {
         match verdict {
             Verdict::Forward => Admission::Forward,
             Verdict::Close(why) => {
-                log::info!("weighstation: kafka {} request closes the connection: {why}", api.name);
+                log::info!("weighstation: kafka {api} request closes the connection: {why}");
                 Admission::Close(Vec::new())
             }
             Verdict::Refuse { response, denied, of } => {
                 let resource = String::from_utf8_lossy(&denied).into_owned();
                 let detail = match of {
-                    1 => format!("{} of {resource} not granted", api.name),
-                    n => format!("{} of {resource} and {} more not granted", api.name, n - 1),
+                    1 => format!("{api} of {resource} not granted"),
+                    n => format!("{api} of {resource} and {} more not granted", n - 1),
                 };
-                log::debug!("weighstation: kafka request refused: {detail}");
-                if let Some(who) = self.who.current() {
-                    who.metrics.refused(Reason::Permission, 1);
-                }
-                if let Some(site) = self.who.site(None, now_ns()) {
-                    let told = reports::Told {
-                        detail: &detail,
-                        code: "*_AUTHORIZATION_FAILED (29-31)",
-                        retry_after_ms: 0,
-                    };
-                    reports::refused(&site, Reason::Permission, &told, || denied, || detail.clone());
-                }
+                self.refused_permission(&detail, denied);
                 self.pending.insert(h.correlation_id, Pending::Refused { response });
                 Admission::Replace(api_versions_request(h.correlation_id, h.client_id))
             }
+        }
+    }
+
+    /// Counts and logs a refusal for a permission not granted.
+    pub(super) fn refused_permission(&self, detail: &str, resource: Vec<u8>) {
+        log::debug!("weighstation: kafka request refused: {detail}");
+        if let Some(who) = self.who.current() {
+            who.metrics.refused(Reason::Permission, 1);
+        }
+        if let Some(site) = self.who.site(None, now_ns()) {
+            let told = reports::Told {
+                detail,
+                code: "*_AUTHORIZATION_FAILED (29-31, 53)",
+                retry_after_ms: 0,
+            };
+            reports::refused(&site, Reason::Permission, &told, || resource, || detail.to_string());
         }
     }
 }

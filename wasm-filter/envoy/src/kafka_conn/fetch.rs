@@ -1,5 +1,5 @@
-//! The read side of a Kafka connection (limits.consume): each Fetch decided against the
-//! tenant's consume buckets (held while in debt, its sizes clamped), and each Fetch response
+//! The read side of a Kafka connection: each Fetch decided against the tenant's consume
+//! permission (kafka_conn/authz.rs), then its consume buckets (held while in debt, its sizes clamped), and each Fetch response
 //! charged as kafka/fetch.rs walks it.
 
 use weighstation_core::config::Protocol;
@@ -21,6 +21,9 @@ impl Conn {
     /// else forwarded with its sizes clamped to the shallowest bucket. Returns that bound.
     pub(super) fn fetch(&mut self, h: &RequestHeader<'_>, body: &mut dyn Source, now: u64) -> (Admission, Option<i32>) {
         self.who.ensure_attributed();
+        if let Some(refused) = self.authorize_fetch(h, body.all()) {
+            return (refused, None);
+        }
         let Some(who) = self.who.current() else {
             return (Admission::Forward, None);
         };

@@ -4,6 +4,7 @@
 //! (weighstation_core::kafka::Gaps); a refusal answered in the client's own words.
 
 use weighstation_core::config::Protocol;
+use weighstation_core::kafka::authz::TOPIC_AUTHORIZATION_FAILED;
 use weighstation_core::kafka::{
     api_versions_request, produce_response, visit_produce, Batch, PartitionError, ProduceSummary, RequestHeader,
     Retries, HORIZON_NS, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
@@ -46,7 +47,16 @@ impl Conn {
         let mut topics = std::mem::take(&mut self.topics);
         topics.clear();
         let reporting = reports::enabled();
+        let (grants, generation) = (&tenant.permissions, who.config.generation);
+        let decisions = &mut self.produce_decisions;
+        let mut forbidden = None;
         let summary = visit_produce(body, h.api_version, &mut self.topic, |p| {
+            if grants.produce.is_some()
+                && forbidden.is_none()
+                && !decisions.decide(generation, p.topic, |t| grants.may_produce(t))
+            {
+                forbidden = Some(p.topic_at);
+            }
             batches.push(Batch::of(p));
             largest = largest.max(p.largest_batch);
             if reporting {
@@ -72,6 +82,11 @@ impl Conn {
             largest,
         };
         self.topics = topics;
+        if let Some(at) = forbidden {
+            // Before any limit: a message the tenant may not send takes no tokens.
+            self.batches = batches;
+            return self.refuse_topic(h, body, &inspected, now, at);
+        }
         let admission = self.decide(h, body, &batches, &inspected, now);
         self.batches = batches;
         admission
@@ -208,6 +223,28 @@ impl Conn {
         }
     }
 
+    /// A Produce naming a topic the tenant may not produce to (the first at `topic_at`): each
+    /// partition of such a topic answered TOPIC_AUTHORIZATION_FAILED, any other beside it
+    /// THROTTLING_QUOTA_EXCEEDED (retried by the client).
+    fn refuse_topic(
+        &mut self,
+        h: &RequestHeader<'_>,
+        body: &mut dyn Source,
+        produce: &Inspected,
+        now: u64,
+        topic_at: usize,
+    ) -> Admission {
+        let topic = first_topic_at(body, h.api_version, topic_at);
+        let detail = format!(
+            "produce to {} not granted (spec.permissions.kafka.produce)",
+            String::from_utf8_lossy(&topic)
+        );
+        if let Some(who) = self.who.current() {
+            who.metrics.refused(Reason::Permission, produce.summary.records);
+        }
+        self.refuse(h, body, produce, now, (Reason::Permission, None), &detail, 0)
+    }
+
     /// A refused Produce: acks=0 has no response to carry the error, so it is dropped (and
     /// counted); otherwise the broker gets an ApiVersions in its place, whose answer is swapped.
     /// `refused` is the reason and the override whose limit refused (None: the tenant's).
@@ -237,6 +274,7 @@ impl Conn {
                 code: match (awaits_reply, reason) {
                     (false, _) => "dropped (acks=0: no response to carry an error)",
                     (true, Reason::Size) => "MESSAGE_TOO_LARGE (10)",
+                    (true, Reason::Permission) => "TOPIC_AUTHORIZATION_FAILED (29)",
                     (true, _) => "THROTTLING_QUOTA_EXCEEDED (89)",
                 },
                 retry_after_ms,
@@ -273,6 +311,9 @@ impl Conn {
                         THROTTLING_QUOTA_EXCEEDED
                     }
                 }
+                Reason::Permission if tenant.is_some_and(|t| !t.permissions.may_produce(p.topic)) => {
+                    TOPIC_AUTHORIZATION_FAILED
+                }
                 _ => THROTTLING_QUOTA_EXCEEDED,
             };
             let partition = PartitionError {
@@ -306,6 +347,17 @@ fn set_aside(retries: &mut Retries, ask: &Ask<'_>, batches: &[Batch]) -> Option<
     let ready_at = gatekeeper::reserve(ask, messages, bytes, HORIZON_NS)?;
     retries.reserve(batches, ready_at);
     Some(ready_at)
+}
+
+/// The topic whose name is at `at` in a Produce body.
+fn first_topic_at(body: &mut dyn Source, version: i16, at: usize) -> Vec<u8> {
+    let mut topic = Vec::new();
+    let _ = visit_produce(body, version, &mut Vec::new(), |p| {
+        if p.topic_at == at && topic.is_empty() {
+            topic = p.topic.to_vec();
+        }
+    });
+    topic
 }
 
 /// A Produce's first topic, for a decision event.

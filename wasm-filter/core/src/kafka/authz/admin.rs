@@ -54,14 +54,14 @@ pub fn decide(api: &Api, version: i16, correlation_id: i32, body: &[u8], tenant:
 }
 
 /// One resource of a request: its name, whether granted.
-struct Named<'a> {
-    name: &'a [u8],
-    granted: bool,
+pub(super) struct Named<'a> {
+    pub(super) name: &'a [u8],
+    pub(super) granted: bool,
 }
 
 impl Named<'_> {
     /// Its answer in a refused request: `denied` if not granted, else not attempted.
-    fn error(&self, denied: i16) -> i16 {
+    pub(super) fn error(&self, denied: i16) -> i16 {
         if self.granted {
             OPERATION_NOT_ATTEMPTED
         } else {
@@ -71,7 +71,7 @@ impl Named<'_> {
 }
 
 /// A list of names (topics, groups), each judged by `granted`.
-fn names<'a>(c: &mut Cursor<'a>, flexible: bool, granted: impl Fn(&[u8]) -> bool) -> Option<Vec<Named<'a>>> {
+pub(super) fn names<'a>(c: &mut Cursor<'a>, flexible: bool, granted: impl Fn(&[u8]) -> bool) -> Option<Vec<Named<'a>>> {
     let mut named = Vec::new();
     for _ in 0..c.array_len(flexible)? {
         let name = string(c, flexible)?;
@@ -85,7 +85,7 @@ fn names<'a>(c: &mut Cursor<'a>, flexible: bool, granted: impl Fn(&[u8]) -> bool
 
 /// Forward when every resource is granted; else the refusal `write` makes, naming the first
 /// resource not granted.
-fn verdict(named: &[Named<'_>], write: impl FnOnce() -> Vec<u8>) -> Verdict {
+pub(super) fn verdict(named: &[Named<'_>], write: impl FnOnce() -> Vec<u8>) -> Verdict {
     let mut denied = named.iter().filter(|n| !n.granted);
     let Some(first) = denied.next() else {
         return Verdict::Forward;
@@ -97,18 +97,18 @@ fn verdict(named: &[Named<'_>], write: impl FnOnce() -> Vec<u8>) -> Verdict {
     }
 }
 
-fn not_granted(what: &str, tenant: &str, field: &str) -> Vec<u8> {
+pub(super) fn not_granted(what: &str, tenant: &str, field: &str) -> Vec<u8> {
     format!("weighstation: tenant {tenant} may not {what} (LimitPolicy spec.permissions.kafka.{field})").into_bytes()
 }
 
-const NOT_ATTEMPTED: &[u8] =
+pub(super) const NOT_ATTEMPTED: &[u8] =
     b"weighstation: not attempted: the request also named resources this tenant may not act on";
 
-fn string<'a>(c: &mut Cursor<'a>, flexible: bool) -> Option<&'a [u8]> {
+pub(super) fn string<'a>(c: &mut Cursor<'a>, flexible: bool) -> Option<&'a [u8]> {
     c.string_field(flexible)?
 }
 
-fn tags(c: &mut Cursor<'_>, flexible: bool) -> Option<()> {
+pub(super) fn tags(c: &mut Cursor<'_>, flexible: bool) -> Option<()> {
     if flexible {
         c.skip_tagged_fields()?;
     }
@@ -117,7 +117,7 @@ fn tags(c: &mut Cursor<'_>, flexible: bool) -> Option<()> {
 
 /// The request's last tagged fields, and nothing after them: a body read any other way than
 /// its version says is refused, never decided on what was misread.
-fn end(c: &mut Cursor<'_>, flexible: bool) -> Option<()> {
+pub(super) fn end(c: &mut Cursor<'_>, flexible: bool) -> Option<()> {
     tags(c, flexible)?;
     c.at_end().then_some(())
 }

@@ -8,31 +8,31 @@ use crate::kafka::cursor::Cursor;
 use crate::kafka::encode::{array_len, string};
 use proptest::prelude::*;
 
-struct Req {
-    out: Vec<u8>,
+pub(super) struct Req {
+    pub(super) out: Vec<u8>,
     flexible: bool,
 }
 
 impl Req {
-    fn new(flexible: bool) -> Req {
+    pub(super) fn new(flexible: bool) -> Req {
         Req {
             out: Vec::new(),
             flexible,
         }
     }
-    fn array(mut self, n: usize) -> Req {
+    pub(super) fn array(mut self, n: usize) -> Req {
         array_len(&mut self.out, n, self.flexible);
         self
     }
-    fn string(mut self, s: &str) -> Req {
+    pub(super) fn string(mut self, s: &str) -> Req {
         string(&mut self.out, s.as_bytes(), self.flexible);
         self
     }
-    fn raw(mut self, b: &[u8]) -> Req {
+    pub(super) fn raw(mut self, b: &[u8]) -> Req {
         self.out.extend_from_slice(b);
         self
     }
-    fn tags(mut self) -> Req {
+    pub(super) fn tags(mut self) -> Req {
         if self.flexible {
             self.out.push(0);
         }
@@ -41,13 +41,13 @@ impl Req {
 }
 
 /// Reads a response back: header, then fields as the test asks for them.
-struct Resp<'a> {
+pub(super) struct Resp<'a> {
     c: Cursor<'a>,
     flexible: bool,
 }
 
 impl<'a> Resp<'a> {
-    fn new(frame: &'a [u8], corr: i32, flexible: bool) -> Resp<'a> {
+    pub(super) fn new(frame: &'a [u8], corr: i32, flexible: bool) -> Resp<'a> {
         let size = i32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
         assert_eq!(size + 4, frame.len(), "the size prefix covers the response");
         let mut c = Cursor::new(&frame[4..]);
@@ -57,33 +57,33 @@ impl<'a> Resp<'a> {
         }
         Resp { c, flexible }
     }
-    fn i16(&mut self) -> i16 {
+    pub(super) fn i16(&mut self) -> i16 {
         self.c.i16().unwrap()
     }
-    fn i32(&mut self) -> i32 {
+    pub(super) fn i32(&mut self) -> i32 {
         self.c.i32().unwrap()
     }
-    fn skip(&mut self, n: usize) {
+    pub(super) fn skip(&mut self, n: usize) {
         self.c.bytes(n).unwrap();
     }
-    fn string(&mut self) -> String {
+    pub(super) fn string(&mut self) -> String {
         String::from_utf8(self.c.string_field(self.flexible).unwrap().unwrap().to_vec()).unwrap()
     }
-    fn nullable(&mut self) -> Option<String> {
+    pub(super) fn nullable(&mut self) -> Option<String> {
         self.c
             .string_field(self.flexible)
             .unwrap()
             .map(|b| String::from_utf8(b.to_vec()).unwrap())
     }
-    fn array(&mut self) -> usize {
+    pub(super) fn array(&mut self) -> usize {
         self.c.array_len(self.flexible).unwrap()
     }
-    fn tags(&mut self) {
+    pub(super) fn tags(&mut self) {
         if self.flexible {
             self.c.skip_tagged_fields().unwrap();
         }
     }
-    fn end(mut self) {
+    pub(super) fn end(mut self) {
         self.tags();
         assert_eq!(self.c.bytes(1), None, "nothing after the response");
     }
@@ -95,6 +95,7 @@ fn grants() -> Grants {
         alter_topic_configs: vec!["acme.*".into()],
         delete_groups: vec!["acme-*".into()],
         cluster: ClusterOps::default(),
+        ..Grants::default()
     }
 }
 
@@ -102,7 +103,7 @@ fn decide_key(key: i16, version: i16, body: &[u8], grants: &Grants) -> Verdict {
     decide(api_of(key).unwrap(), version, 7, body, "acme", grants)
 }
 
-fn refusal(v: Verdict) -> (Vec<u8>, String, usize) {
+pub(super) fn refusal(v: Verdict) -> (Vec<u8>, String, usize) {
     match v {
         Verdict::Refuse { response, denied, of } => (response, String::from_utf8(denied).unwrap(), of),
         other => panic!("not refused: {other:?}"),

@@ -7,6 +7,11 @@ mod admin;
 #[cfg(test)]
 mod admin_tests;
 mod apis;
+mod data;
+#[cfg(test)]
+mod data_tests;
+mod fetch;
+mod metadata;
 mod writer;
 
 pub use admin::{
@@ -14,12 +19,18 @@ pub use admin::{
     TOPIC_AUTHORIZATION_FAILED,
 };
 pub use apis::{api_of, Api, Class, ClusterOp, APIS};
+pub use data::{decide_data, TRANSACTIONAL_ID_AUTHORIZATION_FAILED};
+pub use fetch::decide_fetch;
+pub use metadata::{
+    describes_all_topics, filter_metadata, filter_topic_partitions, metadata_request, Filtered, MetadataAsk,
+};
 
 use crate::patterns::glob_matches;
 
-/// Whether requests of the API are read whole, to be decided per resource.
+/// Whether requests of the API are read whole, to be decided per resource: those the table
+/// gives a highest version.
 pub fn reads_body(api_key: i16) -> bool {
-    api_of(api_key).is_some_and(|a| a.class.decided_per_resource())
+    api_of(api_key).is_some_and(|a| a.max_version.is_some())
 }
 use serde::{de::Error as _, Deserialize, Deserializer};
 
@@ -36,6 +47,26 @@ pub struct Grants {
     pub delete_groups: Vec<String>,
     #[serde(default)]
     pub cluster: ClusterOps,
+    /// Topics it may produce to; None: every topic.
+    #[serde(default)]
+    pub produce: Option<Vec<String>>,
+    /// Topics it may consume from; None: every topic.
+    #[serde(default)]
+    pub consume: Option<Vec<String>>,
+    /// Consumer groups it may join, commit and fetch offsets of; None: every group.
+    #[serde(default)]
+    pub groups: Option<Vec<String>>,
+    /// Transactional ids it may use; None: every id.
+    #[serde(default)]
+    pub transactional_ids: Option<Vec<String>>,
+    /// Topics it may create (CreateTopics, CreatePartitions, auto-creation); None: every topic.
+    #[serde(default)]
+    pub create_topics: Option<Vec<String>>,
+}
+
+/// Whether a list left out (every name) or a pattern of it matches `name`.
+fn listed(list: &Option<Vec<String>>, name: &[u8]) -> bool {
+    list.as_ref().is_none_or(|l| l.iter().any(|g| glob_matches(g, name)))
 }
 
 impl Grants {
@@ -53,6 +84,36 @@ impl Grants {
 
     pub fn cluster(&self, op: ClusterOp) -> bool {
         self.cluster.0 & op as u16 != 0
+    }
+
+    pub fn may_produce(&self, topic: &[u8]) -> bool {
+        listed(&self.produce, topic)
+    }
+
+    pub fn may_consume(&self, topic: &[u8]) -> bool {
+        listed(&self.consume, topic)
+    }
+
+    /// A topic is seen (in Metadata) by a tenant that may produce to it or consume from it.
+    pub fn may_see(&self, topic: &[u8]) -> bool {
+        self.may_produce(topic) || self.may_consume(topic)
+    }
+
+    /// Whether any topic is hidden from the tenant: then Metadata is filtered.
+    pub fn limits_topics(&self) -> bool {
+        self.produce.is_some() && self.consume.is_some()
+    }
+
+    pub fn may_use_group(&self, group: &[u8]) -> bool {
+        listed(&self.groups, group)
+    }
+
+    pub fn may_use_transactional_id(&self, id: &[u8]) -> bool {
+        listed(&self.transactional_ids, id)
+    }
+
+    pub fn may_create_topic(&self, topic: &[u8]) -> bool {
+        listed(&self.create_topics, topic)
     }
 }
 

@@ -55,6 +55,17 @@ impl Writer {
         }
     }
 
+    /// Bytes copied as they are (a topic id).
+    pub(super) fn raw(&mut self, b: &[u8]) -> &mut Self {
+        self.out.extend_from_slice(b);
+        self
+    }
+
+    /// Empty BYTES: encoded as an empty array's length.
+    pub(super) fn no_bytes(&mut self) -> &mut Self {
+        self.array(0)
+    }
+
     pub(super) fn array(&mut self, n: usize) -> &mut Self {
         array_len(&mut self.out, n, self.flexible);
         self
