@@ -23,7 +23,8 @@ type Permissions struct {
 // GROUP_, TRANSACTIONAL_ID_ or CLUSTER_AUTHORIZATION_FAILED (docs/security.md).
 type KafkaPermissions struct {
 	// Topics it may produce to (Produce, and AddPartitionsToTxn of a transaction); [] none.
-	// A topic is visible in Metadata when it may be produced to or consumed from.
+	// A topic is visible (Metadata, DescribeTopicPartitions) when it may be produced to or
+	// consumed from.
 	// Default: every topic.
 	// +optional
 	// +kubebuilder:validation:MaxItems=256
@@ -31,7 +32,7 @@ type KafkaPermissions struct {
 	// +kubebuilder:validation:items:MaxLength=249
 	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9._*?-]+$`
 	Produce []string `json:"produce,omitempty"`
-	// Topics it may consume from (Fetch, and the offsets it commits for them); [] none.
+	// Topics it may consume from (Fetch); [] none.
 	// Default: every topic.
 	// +optional
 	// +kubebuilder:validation:MaxItems=256
@@ -39,7 +40,7 @@ type KafkaPermissions struct {
 	// +kubebuilder:validation:items:MaxLength=249
 	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9._*?-]+$`
 	Consume []string `json:"consume,omitempty"`
-	// Consumer groups it may join, commit offsets for and describe (FindCoordinator,
+	// Consumer groups it may join and commit or fetch offsets of (FindCoordinator,
 	// JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 	// ConsumerGroupHeartbeat, TxnOffsetCommit, AddOffsetsToTxn); [] none. Default: every group.
 	// +optional
