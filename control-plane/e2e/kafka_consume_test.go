@@ -292,11 +292,12 @@ var javaConsumerProbe struct {
 // consumedPerSecond is the rate at which got arrived over about `window` from `skip` after its
 // first record, measured between arrivals: a consumer receives the limit in responses of up to
 // a burst (a second of it by default), so a window cut at fixed times would count a response
-// more or less than arrived in it (±10% over 10 s). Arrivals are records less than 20 ms apart
-// (or each record, for a consumer that receives one at a time: natscli's `consumer next`, whose
-// records are never 20 ms apart); the rate is the bytes of the arrivals from the first that
-// starts after `skip` up to, not including, the last that starts within `window` of it, over the
-// time between those two.
+// more or less than arrived in it (±10% over 10 s). Arrivals are records less than 20 ms apart;
+// the rate is the bytes of the arrivals from the first that starts after `skip` up to, not
+// including, the last that starts within `window` of it, over the time between those two. A
+// consumer that receives one record at a time (natscli's `consumer next`, whose records are
+// paced a few ms apart) has no such arrivals, or, when a scheduling stall parted its records
+// once, too few to span the window: it is measured per record.
 func consumedPerSecond(got []received, skip, window time.Duration) float64 {
 	var starts []int // index of each arrival's first record
 	for i, r := range got {
@@ -304,12 +305,20 @@ func consumedPerSecond(got []received, skip, window time.Duration) float64 {
 			starts = append(starts, i)
 		}
 	}
-	if len(starts) == 1 {
-		starts = make([]int, len(got))
-		for i := range starts {
-			starts[i] = i
-		}
+	if rate, ok := rateBetweenArrivals(got, starts, skip, window); ok {
+		return rate
 	}
+	each := make([]int, len(got))
+	for i := range each {
+		each[i] = i
+	}
+	rate, _ := rateBetweenArrivals(got, each, skip, window)
+	return rate
+}
+
+// rateBetweenArrivals measures as consumedPerSecond says, with these arrivals; false when none
+// starts after skip, or none after that one within window.
+func rateBetweenArrivals(got []received, starts []int, skip, window time.Duration) (float64, bool) {
 	first, last := -1, -1
 	for k, i := range starts {
 		switch {
@@ -320,13 +329,13 @@ func consumedPerSecond(got []received, skip, window time.Duration) float64 {
 		}
 	}
 	if first < 0 || last < 0 {
-		return 0
+		return 0, false
 	}
 	bytes := 0
 	for _, r := range got[starts[first]:starts[last]] {
 		bytes += r.bytes
 	}
-	return float64(bytes) / got[starts[last]].at.Sub(got[starts[first]].at).Seconds()
+	return float64(bytes) / got[starts[last]].at.Sub(got[starts[first]].at).Seconds(), true
 }
 
 // consumers are the clients the read side is tested with: each reads a backlog in a consumer

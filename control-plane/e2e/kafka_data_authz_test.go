@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // What a tenant may read and write, with the clients users run, through the gateway's
@@ -70,6 +73,7 @@ func TestKafkaDataIsAuthorizedPerTenant(t *testing.T) {
 	// A client that skips Metadata (sarama's Broker, pinned to the gateway) is refused at the
 	// Produce and the Fetch themselves, per partition, beside a partition it may use.
 	pinnedProduceAndFetch(t, ours, theirs)
+	fetchByTopicIDIsNotPassed(t, theirs)
 
 	// librdkafka and franz-go: each record to globex's topic reported refused, none stored.
 	rdk := librdkafkaProducer(t, theirs, "initech-rdk", 10, time.Second, 100)
@@ -290,5 +294,48 @@ func pinnedProduceAndFetch(t *testing.T, ours, theirs string) {
 	}
 	if got := fr.GetBlock(ours, 0); got == nil || got.Err != sarama.ErrNoError || got.HighWaterMarkOffset != -1 {
 		t.Errorf("pinned Fetch of %s beside %s: %+v, want no error and nothing (high watermark -1)", ours, theirs, got)
+	}
+}
+
+// fetchByTopicIDIsNotPassed sends initech's Fetch v13, which names topics by id (the gateway
+// advertises Fetch up to v12, by name), for globex's topic: the gateway cannot decide it
+// against initech's consume list, so it closes the connection instead of passing it.
+func fetchByTopicIDIsNotPassed(t *testing.T, theirs string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	details, err := directAdmin(t).ListTopics(ctx, theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewFetchRequest()
+	req.SetVersion(13)
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 100, 1, 1<<20
+	topic := kmsg.NewFetchRequestTopic()
+	topic.TopicID = details[theirs].ID
+	part := kmsg.NewFetchRequestTopicPartition()
+	part.PartitionMaxBytes = 1 << 20
+	topic.Partitions = append(topic.Partitions, part)
+	req.Topics = append(req.Topics, topic)
+	frame := []byte{0, 0, 0, 0, 0, 1, 0, 13, 0, 0, 0, 1} // size, Fetch, v13, correlation id 1
+	frame = append(frame, 0, 11)
+	frame = append(frame, "initech-raw"...)
+	frame = append(frame, 0) // no header tags
+	frame = req.AppendTo(frame)
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	conn, err := net.DialTimeout("tcp", addr(ports.Kafka), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := conn.Read(make([]byte, 1<<16))
+	var timeout net.Error
+	// Closed: EOF, or a reset if the close raced the request's bytes.
+	if n > 0 || err == nil || errors.As(err, &timeout) && timeout.Timeout() {
+		t.Errorf("Fetch v13 of %s by topic id: read %d bytes, %v; want the connection closed", theirs, n, err)
 	}
 }

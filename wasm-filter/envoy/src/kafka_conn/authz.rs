@@ -8,7 +8,7 @@
 mod metadata;
 
 use weighstation_core::kafka::authz::{self, Class, Verdict};
-use weighstation_core::kafka::{api_versions_request, RequestHeader, API_METADATA};
+use weighstation_core::kafka::{api_versions_request, RequestHeader, API_FETCH, API_METADATA, API_PRODUCE};
 use weighstation_core::limits::Reason;
 use weighstation_core::scan::Admission;
 use weighstation_core::source::Source;
@@ -33,6 +33,17 @@ impl Conn {
             );
             return Some(Admission::Close(Vec::new()));
         };
+        if body.is_none() && self.lists_topics_of(h.api_key) {
+            // A Produce or Fetch the filter does not read (above the hold limit, or a version
+            // it does not parse: Fetch v13+ names topics by id) cannot be decided against the
+            // tenant's topic lists.
+            log::info!(
+                "weighstation: kafka {} v{} the gateway cannot read closes the connection: the tenant's topics are listed",
+                api.name,
+                h.api_version
+            );
+            return Some(Admission::Close(Vec::new()));
+        }
         // Only the requests the table gives a highest version are read and decided here.
         api.max_version?;
         let Some(body) = body else {
@@ -70,6 +81,19 @@ impl Conn {
             // A data request forwarded may still have its response rewritten.
             Verdict::Forward if !api.class.decided_per_resource() => None,
             verdict => Some(self.verdict(h, api.name, verdict)),
+        }
+    }
+
+    /// Whether requests of the key (Produce, Fetch) name topics the tenant's lists decide.
+    fn lists_topics_of(&mut self, api_key: i16) -> bool {
+        self.who.ensure_attributed();
+        let Some(grants) = self.who.current().and_then(|w| w.tenant()).map(|t| &t.permissions) else {
+            return false;
+        };
+        match api_key {
+            API_PRODUCE => grants.produce.is_some(),
+            API_FETCH => grants.consume.is_some(),
+            _ => false,
         }
     }
 

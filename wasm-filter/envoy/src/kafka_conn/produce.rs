@@ -70,9 +70,17 @@ impl Conn {
             oversized |= max.is_some_and(|m| p.largest_batch as u64 > m);
         });
         let Ok(summary) = summary else {
-            log::debug!("weighstation: produce v{} not inspected", h.api_version);
             self.batches = batches;
             self.topics = topics;
+            if grants.produce.is_some() {
+                // Its topics unread, it cannot be decided against the tenant's produce list.
+                log::info!(
+                    "weighstation: kafka Produce v{} the gateway cannot read closes the connection: the tenant's topics are listed",
+                    h.api_version
+                );
+                return Admission::Close(Vec::new());
+            }
+            log::debug!("weighstation: produce v{} not inspected", h.api_version);
             return Admission::Forward;
         };
         let inspected = Inspected {
