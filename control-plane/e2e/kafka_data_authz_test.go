@@ -126,14 +126,15 @@ func TestKafkaDataIsAuthorizedPerTenant(t *testing.T) {
 
 type probeOutcome struct {
 	outcome string
-	topics  map[string]bool
+	detail  string
+	topics  map[string]bool // list's detail
 }
 
 var (
 	authzProbeBuild sync.Once
 	authzProbeDir   string
 	authzProbeErr   error
-	probeOutcomeRE  = regexp.MustCompile(`(?m)^op=(\S+) outcome=(\S+)(?: topics=(\S*))?$`)
+	probeOutcomeRE  = regexp.MustCompile(`(?m)^op=(\S+) outcome=(\S+)(?: detail=(\S*))?$`)
 )
 
 // authzProbe runs clients/java/AuthzProbe.java as clientID: each operation's outcome.
@@ -161,7 +162,7 @@ func authzProbe(t *testing.T, clientID string, ops ...string) map[string]probeOu
 	}
 	outcomes := map[string]probeOutcome{}
 	for _, m := range probeOutcomeRE.FindAllStringSubmatch(string(out), -1) {
-		o := probeOutcome{outcome: m[2], topics: map[string]bool{}}
+		o := probeOutcome{outcome: m[2], detail: m[3], topics: map[string]bool{}}
 		for _, topic := range strings.Split(m[3], ",") {
 			o.topics[topic] = true
 		}

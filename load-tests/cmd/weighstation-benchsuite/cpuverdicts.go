@@ -52,7 +52,7 @@ func cpuVerdicts(costs []cpuCost) []cpuVerdict {
 		byTarget[[2]string{c.Workload, c.Target}] = c
 	}
 	// What each target is compared with, in order of preference.
-	baselines := map[string][]string{"gateway": {"tcp-proxy", "direct"}, "gateway-tls": {"gateway"}, "gateway-unlimited": {"tcp-proxy"}}
+	baselines := map[string][]string{"gateway": {"tcp-proxy", "direct"}, "gateway-tls": {"gateway"}, "gateway-unlimited": {"tcp-proxy"}, "gateway-open": {"tcp-proxy"}}
 	var out []cpuVerdict
 	for _, c := range costs {
 		var b cpuCost

@@ -82,17 +82,28 @@ func (s *suite) cpuWorkloads() []cpuWorkload {
 		"direct": s.stack.addr("NATS_UPSTREAM_PORT"), "gateway-tls": s.stack.addr("NATS_TLS_PORT")}
 	// nats-server admits a tenant's user only through the gateway: elsewhere the baseline user.
 	natsUser := func(target string) tenant {
-		if target == "direct" || target == "tcp-proxy" {
+		switch target {
+		case "direct", "tcp-proxy":
 			return baseline
+		case "gateway-open":
+			return reader
 		}
 		return acme
 	}
+	// gateway-open: the smallest messages through the gateway as reader, with acme's limits but
+	// no permission lists, beside acme's (a publish list, a produce list) in the same run: what
+	// deciding permissions costs.
+	natsAddr["gateway-open"] = natsAddr["gateway"]
 	var out []cpuWorkload
-	for _, n := range natsSizes {
+	for i, n := range natsSizes {
+		targets := []string{"gateway", "tcp-proxy", "direct", "gateway-tls"}
+		if i == 0 {
+			targets = append(targets, "gateway-open")
+		}
 		out = append(out, cpuWorkload{
 			workloadShape: workloadShape{Direction: natsPublish, Bytes: n.bytes, Records: 1},
 			messages:      n.messages / scale,
-			targets:       []string{"gateway", "tcp-proxy", "direct", "gateway-tls"},
+			targets:       targets,
 			send: func(ctx context.Context, target string, messages int) (float64, error) {
 				return s.natsBench(ctx, natsAddr[target], publishSubject, natsUser(target), n.bytes, messages, target == "gateway-tls")
 			},
@@ -118,14 +129,23 @@ func (s *suite) cpuWorkloads() []cpuWorkload {
 		})
 	}
 	// Both Kafka listeners reach the same broker listener, as the gateway; acme by its client id.
-	kafkaAddr := map[string]string{"gateway": s.stack.addr("KAFKA_PORT"), "tcp-proxy": s.stack.addr("KAFKA_PLAIN_PORT")}
+	kafkaAddr := map[string]string{"gateway": s.stack.addr("KAFKA_PORT"), "tcp-proxy": s.stack.addr("KAFKA_PLAIN_PORT"),
+		"gateway-open": s.stack.addr("KAFKA_PORT")}
 	for _, p := range produceShapes {
+		targets := []string{"gateway", "tcp-proxy"}
+		if p.records == 1 {
+			targets = append(targets, "gateway-open")
+		}
 		out = append(out, cpuWorkload{
 			workloadShape: workloadShape{Direction: kafkaProduce, Bytes: p.bytes, Records: p.records},
 			messages:      p.requests / scale,
-			targets:       []string{"gateway", "tcp-proxy"},
+			targets:       targets,
 			send: func(ctx context.Context, target string, requests int) (float64, error) {
-				return produceOnOneConnection(ctx, kafkaAddr[target], acme.kafkaClientID, produceTopic, p.records, p.bytes, requests)
+				client := acme.kafkaClientID
+				if target == "gateway-open" {
+					client = reader.kafkaClientID
+				}
+				return produceOnOneConnection(ctx, kafkaAddr[target], client, produceTopic, p.records, p.bytes, requests)
 			},
 		})
 	}

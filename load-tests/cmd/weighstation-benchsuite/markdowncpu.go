@@ -15,6 +15,7 @@ func writeCPU(p func(string, ...any), costs []cpuCost) {
 	p("*kafka produce … acks=1* is Kafka's `kafka-producer-perf-test` (the Java producer). ")
 	p("*kafka fetch S* is Fetch requests over one pinned connection, one at a time as a consumer sends them, each answered with S bytes of records: through *gateway* as acme, whose consume limit (64 GiB/s) is never reached, so each response's headers are walked and its records charged; through *gateway-unlimited* as tenant `reader`, without a consume limit, whose responses pass unread. ")
 	p("Each target in turn, round after round, in one run; *Envoy CPU* is the time the Envoy process's threads spent on a CPU over the run (their schedstat, in nanoseconds) divided by its messages (Produce requests for *kafka produce*, whose *µs/record* divides by the records in each). ")
+	p("*gateway-open* is the gateway as tenant `reader`, with acme's producing limits but no permission lists, beside *gateway* as acme, whose publishes are decided against a subject list and whose Produce requests against a topic list (each kept per subject or topic on the connection): the difference is what deciding permissions costs. ")
 	p("*direct* is the broker itself (Envoy idle), *tcp-proxy* Envoy without the filter, *gateway-tls* the gateway's TLS-first NATS listener (TLS 1.3, the nats CLI's `--tlsfirst`). Median (lowest–highest) over the rounds.\n\n")
 	p("| workload | target | messages per run | msgs/s | Envoy CPU µs/msg | µs/record |\n|---|---|---:|---:|---:|---:|\n")
 	for _, c := range costs {

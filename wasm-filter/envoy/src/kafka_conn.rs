@@ -17,6 +17,7 @@ mod authz;
 mod brokers;
 mod fetch;
 mod produce;
+mod quotas;
 
 use fetch::Fetching;
 use std::collections::HashMap;
@@ -26,9 +27,9 @@ use weighstation_core::decisions::Decisions;
 use weighstation_core::identity::{Authenticated, KafkaPrincipal};
 use weighstation_core::kafka::{
     authenticate_answer, authenticate_step, cap_versions, handshake_mechanism, raise_produce_throttle, Batch, Gaps,
-    Interest, Mechanism, RequestHandler, RequestHeader, RequestStream, ResponseHandler, ResponseStream, Retries, Step,
-    API_DESCRIBE_CLUSTER, API_FETCH, API_FIND_COORDINATOR, API_METADATA, API_PRODUCE, API_SASL_AUTHENTICATE,
-    API_SASL_HANDSHAKE, API_VERSIONS, HORIZON_NS,
+    Interest, Mechanism, QuotaFilter, RequestHandler, RequestHeader, RequestStream, ResponseHandler, ResponseStream,
+    Retries, Step, API_DESCRIBE_CLIENT_QUOTAS, API_DESCRIBE_CLUSTER, API_FETCH, API_FIND_COORDINATOR, API_METADATA,
+    API_PRODUCE, API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE, API_VERSIONS, HORIZON_NS,
 };
 use weighstation_core::scan::Admission;
 use weighstation_core::source::Source;
@@ -68,6 +69,12 @@ enum Pending {
     },
     /// DescribeTopicPartitions of a tenant that may not see every topic: filtered.
     TopicPartitions { all_topics: bool },
+    /// DescribeClientQuotas: answered for the caller's own entities (quotas.rs).
+    ClientQuotas {
+        version: i16,
+        filter: QuotaFilter,
+        client_id: Option<Vec<u8>>,
+    },
 }
 
 /// DescribeTopicPartitions (KIP-966): what Admin describeTopics reads.
@@ -205,6 +212,7 @@ impl RequestHandler for Requests<'_> {
             }
             (API_METADATA, Some(body)) => self.conn.metadata(h, body),
             (API_DESCRIBE_TOPIC_PARTITIONS, Some(body)) => self.conn.describe_topic_partitions(h, body.all()),
+            (API_DESCRIBE_CLIENT_QUOTAS, Some(body)) => self.conn.describe_client_quotas(h, body.all()),
             (API_FETCH, Some(body)) if !self.conn.refused => {
                 let now = *self.now.get_or_insert_with(now_ns);
                 let (admission, most) = self.conn.fetch(h, body, now);
@@ -310,6 +318,13 @@ impl ResponseHandler for Responses<'_> {
                 addresses,
             } => self.conn.metadata_answered(frame, version, all_topics, addresses),
             Pending::TopicPartitions { all_topics } => self.conn.topic_partitions_answered(frame, all_topics),
+            Pending::ClientQuotas {
+                version,
+                filter,
+                client_id,
+            } => self
+                .conn
+                .client_quotas_answered(frame, version, &filter, client_id.as_deref()),
             Pending::Authenticate { version, scram_final } => {
                 self.conn.authenticated(frame, version, scram_final);
                 None

@@ -84,6 +84,14 @@ impl Attribution {
         self.attribute(true)
     }
 
+    /// The SASL principal the broker accepted on this connection (Kafka's `user` entity).
+    pub fn kafka_principal(&self) -> Option<&str> {
+        match &self.identity.authenticated {
+            Some(Authenticated::Kafka(p)) => Some(&p.name),
+            _ => None,
+        }
+    }
+
     /// A Kafka request's client id: the connection is attributed again if it matters (only
     /// while nothing authenticated it) and changed. Err if the tenant's connection limit
     /// refuses the connection.

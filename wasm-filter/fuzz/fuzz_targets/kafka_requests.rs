@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use weighstation_core::kafka::{
-    authz, authenticate_step, handshake_mechanism, visit_produce, Mechanism, RequestHandler, RequestHeader, RequestStream,
+    authz, authenticate_step, handshake_mechanism, quota_filter, visit_produce, Mechanism, RequestHandler, RequestHeader, RequestStream,
     MAX_HEADER_BYTES,
 };
 use weighstation_core::scan::Admission;
@@ -50,6 +50,7 @@ impl RequestHandler for Walk {
                 let _ = authz::metadata_request(b, h.api_version, &grants);
             }
         }
+        let _ = quota_filter(b, h.api_version);
         let _ = authz::decide_fetch(h.api_version, h.correlation_id, b, &authz::Grants {
             consume: Some(vec!["a*".into()]),
             ..Default::default()

@@ -14,7 +14,7 @@ use libfuzzer_sys::fuzz_target;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use weighstation_core::kafka::{
-    authenticate_answer, authz, cap_versions, produce_response, raise_produce_throttle, rewrite_brokers,
+    authenticate_answer, authz, cap_versions, describe_client_quotas, quota_filter, Caller, GatewayQuotas, produce_response, raise_produce_throttle, rewrite_brokers,
     rewrite_produce_endpoints, BrokerMap, Cluster, Interest, Route,
     PartitionError, ResponseHandler, ResponseStream, API_DESCRIBE_CLUSTER, API_FIND_COORDINATOR, API_METADATA,
     MAX_PRODUCE_VERSION, MAX_WHOLE, MIN_PRODUCE_VERSION, THROTTLING_QUOTA_EXCEEDED,
@@ -157,6 +157,7 @@ fn answer(pending: Pending, correlation_id: i32, frame: &[u8]) -> Option<Vec<u8>
         3 => {
             let out = rewritten(frame, API_METADATA, version);
             filtered(out.as_deref().unwrap_or(frame), version % 13);
+            quotas(frame, version % 2);
             out
         }
         4 if version >= 16 => rewritten(frame, API_DESCRIBE_CLUSTER, version % 3),
@@ -206,6 +207,26 @@ fn filtered(frame: &[u8], version: i16) {
             Some(twice) => assert_eq!(twice.frame, once.frame, "filtering twice"),
         }
     }
+}
+
+/// DescribeClientQuotas for a caller: a rewritten frame's size prefix matches, and rewriting it
+/// again changes nothing (the caller's entries kept, the gateway's values already in place).
+fn quotas(frame: &[u8], version: i16) {
+    let caller = Caller {
+        user: Some(b"u"),
+        client_id: Some(b"c"),
+    };
+    let gateway = GatewayQuotas {
+        producer_byte_rate: Some(1 << 20),
+        consumer_byte_rate: None,
+    };
+    let filter = quota_filter(&[0, 0, 0, 0, 0], 0).expect("no components, not strict");
+    let Some(once) = describe_client_quotas(frame, version, &filter, &caller, &gateway) else {
+        return;
+    };
+    assert!(size_prefix_matches(&once), "size prefix of the rewritten frame");
+    let twice = describe_client_quotas(&once, version, &filter, &caller, &gateway).expect("parses again");
+    assert_eq!(twice, once, "rewriting twice");
 }
 
 /// The address rewrite: whether a frame parses does not depend on the map; a rewrite that

@@ -2,12 +2,13 @@
 // Admin) as one tenant through the gateway, one operation per argument, and prints a line per
 // operation with what the client raised, for the e2e authorization tests to parse:
 //
-//   op=<operation> outcome=<ok | none | the exception's class> [topics=a,b,...]
+//   op=<operation> outcome=<ok | none | the exception's class> [detail=...]
 //
 // Operations: produce:T, consume:T:GROUP (subscribe, poll until a record), txn:ID:T (a
 // transaction of one record), list (Admin listTopics), describe:T, create:T, delete:T,
 // config:T (Admin incrementalAlterConfigs), quota (Admin alterClientQuotas of the default
-// client).
+// client), quotas (Admin describeClientQuotas: every entity the caller is shown, as
+// detail=entity{key=value}|...). list's detail is the topics, comma-separated.
 //
 // Usage: AuthzProbe bootstrap clientId operation...
 import java.time.Duration;
@@ -32,6 +33,7 @@ import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.ApiException;
 import org.apache.kafka.common.quota.ClientQuotaAlteration;
 import org.apache.kafka.common.quota.ClientQuotaEntity;
+import org.apache.kafka.common.quota.ClientQuotaFilter;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
@@ -47,7 +49,7 @@ public final class AuthzProbe {
             } catch (Throwable e) {
                 outcome = cause(e).getClass().getSimpleName();
             }
-            System.out.println("op=" + op + " outcome=" + outcome + (extra.startsWith("topics=") ? " " + extra : ""));
+            System.out.println("op=" + op + " outcome=" + outcome + (extra.startsWith("detail=") ? " " + extra : ""));
             System.out.flush();
         }
     }
@@ -120,7 +122,7 @@ public final class AuthzProbe {
         try (Admin admin = Admin.create(p)) {
             switch (op[0]) {
                 case "list":
-                    return "topics=" + String.join(",", new TreeSet<>(admin.listTopics().names().get()));
+                    return "detail=" + String.join(",", new TreeSet<>(admin.listTopics().names().get()));
                 case "describe":
                     admin.describeTopics(List.of(op[1])).allTopicNames().get();
                     return "";
@@ -135,6 +137,15 @@ public final class AuthzProbe {
                     AlterConfigOp set = new AlterConfigOp(new ConfigEntry("retention.ms", "3600000"), AlterConfigOp.OpType.SET);
                     admin.incrementalAlterConfigs(Map.of(topic, List.of(set))).all().get();
                     return "";
+                }
+                case "quotas": {
+                    // Every entity the caller is shown, as entity{key=value,...} joined by '|'.
+                    StringBuilder out = new StringBuilder("detail=");
+                    Map<ClientQuotaEntity, Map<String, Double>> all = admin.describeClientQuotas(ClientQuotaFilter.all()).entities().get();
+                    for (Map.Entry<ClientQuotaEntity, Map<String, Double>> e : all.entrySet()) {
+                        out.append(out.length() > 7 ? "|" : "").append(e.getKey().entries()).append(new java.util.TreeMap<>(e.getValue()));
+                    }
+                    return out.toString().replace(" ", "");
                 }
                 case "quota": {
                     ClientQuotaEntity everyone = new ClientQuotaEntity(java.util.Collections.singletonMap(ClientQuotaEntity.CLIENT_ID, null));

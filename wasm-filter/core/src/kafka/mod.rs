@@ -13,6 +13,7 @@ mod gaps;
 #[cfg(test)]
 mod order_tests;
 mod produce;
+mod quotas;
 mod response;
 mod retries;
 mod rewrite;
@@ -27,6 +28,9 @@ pub use fetch::{fetch_topics, API_FETCH, MAX_FETCH_VERSION, MIN_FETCH_VERSION};
 pub use gaps::Gaps;
 pub use produce::{
     visit_produce, PartitionBatch, ProduceError, ProduceSummary, MAX_PRODUCE_VERSION, MIN_PRODUCE_VERSION,
+};
+pub use quotas::{
+    describe_client_quotas, quota_filter, Caller, GatewayQuotas, QuotaFilter, API_DESCRIBE_CLIENT_QUOTAS,
 };
 pub use response::{cap_versions, raise_produce_throttle, Interest, ResponseHandler, ResponseStream, MAX_WHOLE};
 pub use retries::{Batch, Claim, Retries, HORIZON_NS};

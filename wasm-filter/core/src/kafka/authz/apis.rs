@@ -172,7 +172,8 @@ pub const APIS: &[Api] = &[
     ),
     api(46, "ListPartitionReassignments", Describe),
     read(47, "OffsetDelete", Destructive, 0, i16::MAX),
-    api(48, "DescribeClientQuotas", Describe),
+    // Answered for the caller's own entities (kafka/quotas.rs).
+    read(48, "DescribeClientQuotas", Describe, 1, 1),
     read(49, "AlterClientQuotas", Cluster(Op::AlterClientQuotas), 1, 1),
     api(50, "DescribeUserScramCredentials", Describe),
     read(
