@@ -297,8 +297,8 @@ func admittedPerSecond(t *testing.T, from, to time.Time) map[string][]float64 {
 // measured 350 records/s, the one before it 251.
 const oneRequest = 3 * 1024 / 55
 
-// checkRate: the tenant's admitted records are within its limit ± 5% in every whole 10 s
-// window of the run without a fault, while the producers offer load (until offeredUntil); after
+// checkRate: the tenant's admitted records are within its limit ± 5% (and one request more
+// above) in every whole 10 s window of the run without a fault, while the producers offer load (until offeredUntil); after
 // it only their backlog is left, which runs out at different times for each, so only the upper
 // bound is judged (measured: franz-go's backlog ran out 6 s after the schedule, Java's 15 s:
 // 185 records/s admitted in the window between). The windows with a fault (one that overlaps an event, or
@@ -349,9 +349,12 @@ func checkRate(t *testing.T, tenant string, perSecond []float64, faults []fault,
 			endSpan(sum)
 			continue
 		}
+		// A request is admitted whole, into debt, and paid for in the next window (oneRequest):
+		// the upper bound has one request more, as a span's (measured: 317 records/s in a
+		// window without a fault, 3170 admitted against 3150 without it).
 		offering := !from.Add(window * time.Second).After(offeredUntil)
-		if rate > limit*1.05 || (rate < limit*0.95 && offering) {
-			t.Errorf("%s: window %d without a fault: %.0f records/s admitted, not within the limit %.0f ± 5%%", tenant, i, rate, limit)
+		if sum > limit*1.05*window+oneRequest || (rate < limit*0.95 && offering) {
+			t.Errorf("%s: window %d without a fault: %.0f records/s admitted, not within the limit %.0f ± 5%% (and one request more)", tenant, i, rate, limit)
 		}
 	}
 	endSpan(0)

@@ -88,6 +88,20 @@ impl<'a> Cursor<'a> {
         self.bytes(usize::try_from(len).ok()?).map(Some)
     }
 
+    /// A cursor after the header of a whole response frame: its size prefix matches its length;
+    /// the header's tagged fields are read when `flexible`. None: not whole, or cut.
+    pub(crate) fn after_response_header(frame: &'a [u8], flexible: bool) -> Option<Cursor<'a>> {
+        let mut c = Cursor::new(frame);
+        if usize::try_from(c.i32()?).ok()? != frame.len() - 4 {
+            return None;
+        }
+        c.i32()?; // correlation id
+        if flexible {
+            c.skip_tagged_fields()?;
+        }
+        Some(c)
+    }
+
     /// Array length: int32 (-1 = null, read as 0) or compact uvarint (n + 1).
     pub(crate) fn array_len(&mut self, compact: bool) -> Option<usize> {
         if compact {

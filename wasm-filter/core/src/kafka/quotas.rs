@@ -114,15 +114,7 @@ pub fn describe_client_quotas(
     gateway: &GatewayQuotas,
 ) -> Option<Vec<u8>> {
     let f = version >= FIRST_FLEXIBLE;
-    let mut c = Cursor::new(frame);
-    let size = usize::try_from(c.i32()?).ok()?;
-    if size != frame.len() - 4 {
-        return None;
-    }
-    c.i32()?; // correlation id
-    if f {
-        c.skip_tagged_fields()?;
-    }
+    let mut c = Cursor::after_response_header(frame, f)?;
     c.i32()?; // throttle
     if c.i16()? != 0 {
         return None;

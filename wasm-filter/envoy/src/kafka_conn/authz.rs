@@ -59,24 +59,18 @@ impl Conn {
         }
         self.who.ensure_attributed();
         let tenant = self.who.current().and_then(|w| w.tenant())?;
-        let verdict = match api.class {
-            Class::Destructive | Class::AlterConfigs | Class::Cluster(_) => authz::decide(
-                api,
-                h.api_version,
-                h.correlation_id,
-                body.all(),
-                &tenant.name,
-                &tenant.permissions,
-            ),
-            _ => authz::decide_data(
-                api,
-                h.api_version,
-                h.correlation_id,
-                body.all(),
-                &tenant.name,
-                &tenant.permissions,
-            ),
+        let decide = match api.class {
+            Class::Destructive | Class::AlterConfigs | Class::Cluster(_) => authz::decide,
+            _ => authz::decide_data,
         };
+        let verdict = decide(
+            api,
+            h.api_version,
+            h.correlation_id,
+            body.all(),
+            &tenant.name,
+            &tenant.permissions,
+        );
         match verdict {
             // A data request forwarded may still have its response rewritten.
             Verdict::Forward if !api.class.decided_per_resource() => None,

@@ -377,16 +377,23 @@ fn add_offsets_to_txn(f: bool, corr: i32, body: &[u8], _tenant: &str, grants: &G
     let id = string(&mut c, f)?;
     c.bytes(8 + 2)?;
     let group = string(&mut c, f)?;
-    let (denied, e) = if !grants.may_use_transactional_id(id) {
-        (id, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    } else if !grants.may_use_group(group) {
-        (group, GROUP_AUTHORIZATION_FAILED)
-    } else {
+    let Some((denied, e)) = transaction_and_group(grants, id, group) else {
         return Some(Verdict::Forward);
     };
     let mut w = Writer::response(corr, f);
     w.i32(0).i16(e).tags();
     refused(denied, w.finish())
+}
+
+/// A request naming a transactional id and a group: the first not granted, with its error.
+fn transaction_and_group<'a>(grants: &Grants, id: &'a [u8], group: &'a [u8]) -> Option<(&'a [u8], i16)> {
+    if !grants.may_use_transactional_id(id) {
+        Some((id, TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    } else if !grants.may_use_group(group) {
+        Some((group, GROUP_AUTHORIZATION_FAILED))
+    } else {
+        None
+    }
 }
 
 fn end_txn(version: i16, f: bool, corr: i32, body: &[u8], _tenant: &str, grants: &Grants) -> Option<Verdict> {
@@ -407,11 +414,7 @@ fn txn_offset_commit(version: i16, f: bool, corr: i32, body: &[u8], _tenant: &st
     let mut c = Cursor::new(body);
     let id = string(&mut c, f)?;
     let group = string(&mut c, f)?;
-    let (denied, e) = if !grants.may_use_transactional_id(id) {
-        (id, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    } else if !grants.may_use_group(group) {
-        (group, GROUP_AUTHORIZATION_FAILED)
-    } else {
+    let Some((denied, e)) = transaction_and_group(grants, id, group) else {
         return Some(Verdict::Forward);
     };
     c.bytes(8 + 2)?; // producer id, epoch

@@ -80,15 +80,7 @@ pub struct Filtered {
 /// nothing is hidden, or it does not parse.
 pub fn filter_metadata(frame: &[u8], version: i16, all_topics: bool, grants: &Grants) -> Option<Filtered> {
     let f = version >= FIRST_FLEXIBLE;
-    let mut c = Cursor::new(frame);
-    let size = usize::try_from(c.i32()?).ok()?;
-    if size != frame.len() - 4 {
-        return None;
-    }
-    c.i32()?; // correlation id
-    if f {
-        c.skip_tagged_fields()?;
-    }
+    let mut c = Cursor::after_response_header(frame, f)?;
     if version >= 3 {
         c.i32()?; // throttle
     }
@@ -133,13 +125,7 @@ pub fn filter_metadata(frame: &[u8], version: i16, all_topics: bool, grants: &Gr
 /// Filters a whole DescribeTopicPartitions response frame (v0, KIP-966: what Admin
 /// describeTopics reads) as Metadata's; None if nothing is hidden, or it does not parse.
 pub fn filter_topic_partitions(frame: &[u8], all_topics: bool, grants: &Grants) -> Option<Filtered> {
-    let mut c = Cursor::new(frame);
-    let size = usize::try_from(c.i32()?).ok()?;
-    if size != frame.len() - 4 {
-        return None;
-    }
-    c.i32()?; // correlation id
-    c.skip_tagged_fields()?;
+    let mut c = Cursor::after_response_header(frame, true)?;
     c.i32()?; // throttle
     let head = c.position();
     let layout = Layout {
