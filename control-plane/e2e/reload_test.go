@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +31,14 @@ spec:
 // and held to the new tenant's size limit.
 func TestPolicyChangeGovernsOpenConnections(t *testing.T) {
 	t.Cleanup(func() {
+		// The next test reads the active version as its starting point: wait until the
+		// control plane has noticed the removal (WaitInSync alone can return before it has).
+		with := activeVersion(t)
+		_, statErr := os.Stat(filepath.Join(policyDir, "late.yaml"))
 		removePolicy(t, "late.yaml")
+		if statErr == nil {
+			eventually(t, 10*time.Second, "the policy version without late.yaml", func() bool { return activeVersion(t) != with })
+		}
 		if err := stack.WaitInSync(10 * time.Second); err != nil {
 			t.Error(err)
 		}
