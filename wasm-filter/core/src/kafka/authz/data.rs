@@ -40,16 +40,16 @@ pub fn decide_data(api: &Api, version: i16, corr: i32, body: &[u8], tenant: &str
     }
     let f = api.flexible(version);
     let decided = match api.key {
-        8 => offset_commit(version, f, corr, body, tenant, grants),
-        9 => offset_fetch(version, f, corr, body, tenant, grants),
+        8 => offset_commit(version, f, corr, body, grants),
+        9 => offset_fetch(version, f, corr, body, grants),
         10 => find_coordinator(version, f, corr, body, tenant, grants),
         11..=14 | 68 => group_member(api.key, version, f, corr, body, tenant, grants),
         19 => create_topics(version, f, corr, body, tenant, grants),
-        22 => init_producer_id(f, corr, body, tenant, grants),
-        24 => add_partitions_to_txn(f, corr, body, tenant, grants),
-        25 => add_offsets_to_txn(f, corr, body, tenant, grants),
-        26 => end_txn(version, f, corr, body, tenant, grants),
-        28 => txn_offset_commit(version, f, corr, body, tenant, grants),
+        22 => init_producer_id(f, corr, body, grants),
+        24 => add_partitions_to_txn(f, corr, body, grants),
+        25 => add_offsets_to_txn(f, corr, body, grants),
+        26 => end_txn(version, f, corr, body, grants),
+        28 => txn_offset_commit(version, f, corr, body, grants),
         37 => create_partitions(f, corr, body, tenant, grants),
         _ => Some(Verdict::Forward),
     };
@@ -230,7 +230,7 @@ fn partition_errors(w: &mut Writer, topics: &[(&[u8], Vec<i32>)], error: impl Fn
     w.tags();
 }
 
-fn offset_commit(version: i16, f: bool, corr: i32, body: &[u8], _tenant: &str, grants: &Grants) -> Option<Verdict> {
+fn offset_commit(version: i16, f: bool, corr: i32, body: &[u8], grants: &Grants) -> Option<Verdict> {
     let mut c = Cursor::new(body);
     let group = string(&mut c, f)?;
     if grants.may_use_group(group) {
@@ -266,7 +266,7 @@ fn offset_commit(version: i16, f: bool, corr: i32, body: &[u8], _tenant: &str, g
     refused(group, w.finish())
 }
 
-fn offset_fetch(version: i16, f: bool, corr: i32, body: &[u8], _tenant: &str, grants: &Grants) -> Option<Verdict> {
+fn offset_fetch(version: i16, f: bool, corr: i32, body: &[u8], grants: &Grants) -> Option<Verdict> {
     let mut c = Cursor::new(body);
     if version < 8 {
         let group = string(&mut c, f)?;
@@ -329,7 +329,7 @@ fn offset_fetch(version: i16, f: bool, corr: i32, body: &[u8], _tenant: &str, gr
     }))
 }
 
-fn init_producer_id(f: bool, corr: i32, body: &[u8], _tenant: &str, grants: &Grants) -> Option<Verdict> {
+fn init_producer_id(f: bool, corr: i32, body: &[u8], grants: &Grants) -> Option<Verdict> {
     // Null: an idempotent producer's id, no transaction.
     let Some(id) = Cursor::new(body).string_field(f)? else {
         return Some(Verdict::Forward);
@@ -349,7 +349,7 @@ fn init_producer_id(f: bool, corr: i32, body: &[u8], _tenant: &str, grants: &Gra
 /// AddPartitionsToTxn v0–3 (the clients' versions): the transactional id, and each topic
 /// against produce. A topic not granted is refused with the others not attempted, as a broker
 /// does.
-fn add_partitions_to_txn(f: bool, corr: i32, body: &[u8], _tenant: &str, grants: &Grants) -> Option<Verdict> {
+fn add_partitions_to_txn(f: bool, corr: i32, body: &[u8], grants: &Grants) -> Option<Verdict> {
     let mut c = Cursor::new(body);
     let id = string(&mut c, f)?;
     c.bytes(8 + 2)?; // producer id, epoch
@@ -372,7 +372,7 @@ fn add_partitions_to_txn(f: bool, corr: i32, body: &[u8], _tenant: &str, grants:
 }
 
 /// AddOffsetsToTxn: the transactional id, then the group.
-fn add_offsets_to_txn(f: bool, corr: i32, body: &[u8], _tenant: &str, grants: &Grants) -> Option<Verdict> {
+fn add_offsets_to_txn(f: bool, corr: i32, body: &[u8], grants: &Grants) -> Option<Verdict> {
     let mut c = Cursor::new(body);
     let id = string(&mut c, f)?;
     c.bytes(8 + 2)?;
@@ -396,7 +396,7 @@ fn transaction_and_group<'a>(grants: &Grants, id: &'a [u8], group: &'a [u8]) -> 
     }
 }
 
-fn end_txn(version: i16, f: bool, corr: i32, body: &[u8], _tenant: &str, grants: &Grants) -> Option<Verdict> {
+fn end_txn(version: i16, f: bool, corr: i32, body: &[u8], grants: &Grants) -> Option<Verdict> {
     let id = string(&mut Cursor::new(body), f)?;
     if grants.may_use_transactional_id(id) {
         return Some(Verdict::Forward);
@@ -410,7 +410,7 @@ fn end_txn(version: i16, f: bool, corr: i32, body: &[u8], _tenant: &str, grants:
     refused(id, w.finish())
 }
 
-fn txn_offset_commit(version: i16, f: bool, corr: i32, body: &[u8], _tenant: &str, grants: &Grants) -> Option<Verdict> {
+fn txn_offset_commit(version: i16, f: bool, corr: i32, body: &[u8], grants: &Grants) -> Option<Verdict> {
     let mut c = Cursor::new(body);
     let id = string(&mut c, f)?;
     let group = string(&mut c, f)?;
