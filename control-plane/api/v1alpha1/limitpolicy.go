@@ -67,6 +67,9 @@ type LimitPolicySpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=256
 	Overrides []Override `json:"overrides,omitempty"`
+	// Limits for each client of the tenant, within the tenant's.
+	// +optional
+	Clients *Clients `json:"clients,omitempty"`
 }
 
 // Override narrows a tenant's limits for the subjects or topics it matches.

@@ -113,6 +113,22 @@ type Tenant struct {
 	// (wasm-filter/core/src/nats/authz.rs); absent: every subject, and no stream's
 	// administration.
 	NATSPermissions *NATSPermissions `json:"natsPermissions,omitempty"`
+	// Clients limits each client of the tenant (wasm-filter/core/src/clients); absent: none.
+	Clients *Clients `json:"clients,omitempty"`
+}
+
+// Clients are a tenant's client limits for one protocol. Default (absent: a client no entry
+// names is limited only by its tenant) is each other client's, in one of Pool buckets.
+type Clients struct {
+	Default *Limits       `json:"default,omitempty"`
+	Named   []NamedClient `json:"named,omitempty"`
+	Pool    uint64        `json:"pool"`
+}
+
+// NamedClient is one bucket for the clients it names: exactly, or by a prefix ending in *.
+type NamedClient struct {
+	Names  []string `json:"names"`
+	Limits Limits   `json:"limits"`
 }
 
 // NATSPermissions are a tenant's resolved NATS permissions. A nil list is every subject; an
@@ -224,9 +240,36 @@ func Filter(set *policy.Set, version string, proto Protocol, replicas int) Filte
 				ct.Overrides = append(ct.Overrides, Override{Patterns: patterns, Limits: limits(o.Limits)})
 			}
 		}
+		ct.Clients = clients(t.Clients, proto)
 		fc.Tenants = append(fc.Tenants, ct)
 	}
 	return fc
+}
+
+// clients keeps the client limits that apply to the protocol: the default, and the named
+// entries that name one of its clients.
+func clients(c *policy.EffectiveClients, proto Protocol) *Clients {
+	if c == nil {
+		return nil
+	}
+	out := &Clients{Pool: c.Pool}
+	if c.Default != nil {
+		l := limits(*c.Default)
+		out.Default = &l
+	}
+	for _, n := range c.Named {
+		names := n.NATS
+		if proto == Kafka {
+			names = n.Kafka
+		}
+		if len(names) > 0 {
+			out.Named = append(out.Named, NamedClient{Names: names, Limits: limits(n.Limits)})
+		}
+	}
+	if out.Default == nil && len(out.Named) == 0 {
+		return nil
+	}
+	return out
 }
 
 // list keeps a resolved list's absence: nil (every name) stays absent, an empty list (none)

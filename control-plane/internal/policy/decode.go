@@ -192,15 +192,8 @@ func (d *decoder) limits(n *yaml.Node, path string) Limits {
 	var l Limits
 	d.mapping(n, path, fields{
 		"maxMessageBytes": func(n *yaml.Node, p string) { l.MaxMessageBytes = d.quantity(n, p, parseSize) },
-		"rate": func(n *yaml.Node, p string) {
-			d.mapping(n, p, fields{
-				"messagesPerSecond": func(n *yaml.Node, p string) { l.Rate.MessagesPerSecond = d.quantity(n, p, parseCount) },
-				"bytesPerSecond":    func(n *yaml.Node, p string) { l.Rate.BytesPerSecond = d.quantity(n, p, parseSize) },
-				"burstMessages":     func(n *yaml.Node, p string) { l.Rate.BurstMessages = d.quantity(n, p, parseCount) },
-				"burstBytes":        func(n *yaml.Node, p string) { l.Rate.BurstBytes = d.quantity(n, p, parseSize) },
-			})
-		},
-		"inFlight": func(n *yaml.Node, p string) { l.InFlight = d.quantity(n, p, parseCount) },
+		"rate":            func(n *yaml.Node, p string) { l.Rate = d.rate(n, p) },
+		"inFlight":        func(n *yaml.Node, p string) { l.InFlight = d.quantity(n, p, parseCount) },
 		"queue": func(n *yaml.Node, p string) {
 			d.mapping(n, p, fields{
 				"maxMessages": func(n *yaml.Node, p string) { l.Queue.MaxMessages = d.quantity(n, p, parseCount) },
@@ -219,6 +212,17 @@ func (d *decoder) limits(n *yaml.Node, path string) Limits {
 		},
 	})
 	return l
+}
+
+func (d *decoder) rate(n *yaml.Node, path string) Rate {
+	var r Rate
+	d.mapping(n, path, fields{
+		"messagesPerSecond": func(n *yaml.Node, p string) { r.MessagesPerSecond = d.quantity(n, p, parseCount) },
+		"bytesPerSecond":    func(n *yaml.Node, p string) { r.BytesPerSecond = d.quantity(n, p, parseSize) },
+		"burstMessages":     func(n *yaml.Node, p string) { r.BurstMessages = d.quantity(n, p, parseCount) },
+		"burstBytes":        func(n *yaml.Node, p string) { r.BurstBytes = d.quantity(n, p, parseSize) },
+	})
+	return r
 }
 
 func (d *decoder) identify(n *yaml.Node, path string) Identify {
@@ -389,6 +393,7 @@ func (d *decoder) document(root *yaml.Node) (*LimitPolicy, *GatewayDefaults) {
 			"limits":      func(n *yaml.Node, p string) { lp.Limits = d.limits(n, p) },
 			"overrides":   func(n *yaml.Node, p string) { lp.Overrides = d.overrides(n, p) },
 			"permissions": func(n *yaml.Node, p string) { lp.Permissions = d.permissions(n, p) },
+			"clients":     func(n *yaml.Node, p string) { lp.Clients = d.clients(n, p) },
 		})
 		if lp.Tenant == "" && lp.TenantPos == (Pos{}) {
 			d.c.add(d.pos(specNode), "spec.tenant", "is required")

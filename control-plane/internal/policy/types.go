@@ -140,6 +140,7 @@ type LimitPolicy struct {
 	Limits      Limits
 	Overrides   []Override
 	Permissions Permissions
+	Clients     Clients
 	Pos         Pos // of the document
 	TenantPos   Pos
 }
@@ -180,6 +181,7 @@ type Tenant struct {
 	Limits      Effective
 	Overrides   []EffectiveOverride
 	Permissions EffectivePermissions
+	Clients     *EffectiveClients // nil: no client limits
 }
 
 // EffectiveOverride narrows some limits for matching subjects or topics; a nil bound in

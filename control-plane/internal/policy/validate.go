@@ -61,6 +61,7 @@ func validateSet(dir string, policies []LimitPolicy, defaults []GatewayDefaults,
 		t := Tenant{Policy: p, Limits: resolve(p.Limits, "spec.limits", at, gd.DefaultLimits, c),
 			Permissions: resolvePermissions(p.Permissions, gd.DefaultPermissions)}
 		t.Overrides = resolveOverrides(p, t.Limits, c)
+		t.Clients = resolveClients(p, t.Limits, c)
 		set.Tenants = append(set.Tenants, t)
 	}
 	sort.Slice(set.Tenants, func(i, j int) bool { return set.Tenants[i].Policy.Tenant < set.Tenants[j].Policy.Tenant })
@@ -229,7 +230,7 @@ func resolveOverride(l Limits, path string, pos Pos, tenant Effective, c *collec
 			e.BurstMessages = ptr(l.Rate.BurstMessages.Value)
 		}
 	} else if l.Rate.BurstMessages.Set {
-		c.add(l.Rate.BurstMessages.Pos, path+".rate.burstMessages", "needs rate.messagesPerSecond in the same override")
+		c.add(l.Rate.BurstMessages.Pos, path+".rate.burstMessages", "needs rate.messagesPerSecond in the same limits")
 	}
 	if e.BytesPerSecond != nil {
 		burst := resolved{e.BytesPerSecond, source{l.Rate.BytesPerSecond.Pos, path + ".rate.bytesPerSecond"}}
@@ -243,7 +244,7 @@ func resolveOverride(l Limits, path string, pos Pos, tenant Effective, c *collec
 		}
 		checkBurstFitsMessage(burst, maxMsg, c)
 	} else if l.Rate.BurstBytes.Set {
-		c.add(l.Rate.BurstBytes.Pos, path+".rate.burstBytes", "needs rate.bytesPerSecond in the same override")
+		c.add(l.Rate.BurstBytes.Pos, path+".rate.burstBytes", "needs rate.bytesPerSecond in the same limits")
 	}
 	if l.Consume.BytesPerSecond.Finite() {
 		e.ConsumeBytesPerSecond = ptr(l.Consume.BytesPerSecond.Value)

@@ -138,6 +138,7 @@ mod tests {
                 user: user.map(str::to_owned),
                 nkey: nkey.map(str::to_owned),
                 account: account.map(str::to_owned),
+                name: None,
             })),
             ..Identity::default()
         }

@@ -5,6 +5,7 @@ use serde::Deserialize;
 use std::rc::Rc;
 
 use crate::attribution::Directory;
+use crate::clients::{Clients, ClientsPlan};
 use crate::consume::ConsumeLimit;
 use crate::identity::Identity;
 use crate::kafka;
@@ -93,6 +94,9 @@ pub struct Tenant {
     /// The subjects it may publish and subscribe to, and the streams it may administer.
     #[serde(default)]
     pub nats_permissions: nats::authz::Grants,
+    /// Limits for each of its clients.
+    #[serde(default)]
+    pub clients: Option<Clients>,
 }
 
 /// A broker the gateway fronts (Kafka): the address the broker advertises, and the gateway
@@ -178,6 +182,8 @@ pub struct TenantPlan {
     /// The read side's bucket of NATS deliveries (consume.messagesPerSecond; NATS plans only).
     pub consume_messages: Option<ConsumeLimit>,
     pub overrides: Vec<OverridePlan>,
+    /// Its clients' buckets, if it limits its clients.
+    pub clients: Option<ClientsPlan>,
     /// (pattern, override index), most specific first.
     order: Vec<(String, usize)>,
 }
@@ -261,6 +267,7 @@ impl TenantPlan {
             consume: consume_limit(&t.limits),
             consume_messages: consume_messages_limit(protocol, &t.limits),
             overrides,
+            clients: t.clients.as_ref().map(ClientsPlan::new),
             order,
         }
     }
@@ -448,6 +455,7 @@ mod tests {
                 user: user.map(Into::into),
                 nkey: nkey.map(Into::into),
                 account: account.map(Into::into),
+                name: None,
             })),
             ..Identity::default()
         };

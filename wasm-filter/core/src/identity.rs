@@ -25,6 +25,8 @@ pub struct NatsCredentials {
     /// The account public key of a user JWT: its `nats.issuer_account` (signed by an account
     /// signing key) or else its issuer.
     pub account: Option<String>,
+    /// The CONNECT's `name`: not a credential, but what names the client within its tenant.
+    pub name: Option<String>,
 }
 
 impl NatsCredentials {
@@ -44,6 +46,7 @@ impl NatsCredentials {
             user,
             nkey: nkey.or(jwt_user),
             account,
+            name: None,
         }
     }
 }
@@ -96,6 +99,15 @@ impl Identity {
             (None, Some(c), _) => format!("certificate {}", c.subject),
             (None, None, Some(id)) => format!("client.id {id}"),
             (None, None, None) => "anonymous".to_owned(),
+        }
+    }
+
+    /// What names the client within its tenant (crate::clients) on NATS: the connection's
+    /// name, else its user or nkey.
+    pub fn nats_client(&self) -> Option<&str> {
+        match &self.authenticated {
+            Some(Authenticated::Nats(c)) => c.name.as_deref().or(c.user.as_deref()).or(c.nkey.as_deref()),
+            _ => None,
         }
     }
 

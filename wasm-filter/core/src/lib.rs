@@ -5,6 +5,7 @@
 
 pub mod attribution;
 pub mod carry;
+pub mod clients;
 pub mod config;
 pub mod consume;
 pub mod decisions;

@@ -7,6 +7,7 @@ use std::cell::Cell;
 use weighstation_core::leases::{Refusal, Scope, SharedRate, SlotLease, SHARED_RATE_WORDS};
 use weighstation_core::limits::{RateLimit, Reason};
 
+use crate::clients::ClientBucket;
 use crate::keys::{RateKey, SlotKey};
 use crate::tenancy::Attributed;
 use crate::{shared, waiters};
@@ -70,6 +71,8 @@ pub struct Ask<'a> {
     pub who: &'a Attributed,
     /// The most specific override for the message's subject or topic.
     pub over: Option<usize>,
+    /// The bucket of the client it comes from, if its tenant limits its clients.
+    pub client: Option<&'a ClientBucket>,
     pub bytes: u64,
     /// Messages in the batch (Kafka); 1 for NATS.
     pub messages: u64,
@@ -146,7 +149,7 @@ enum Check {
     },
 }
 
-fn rate_detail(tenant: &str, limit: &RateLimit, mps: Option<u64>, bps: Option<u64>) -> String {
+fn rate_detail(tenant: &str, client: Option<&str>, limit: &RateLimit, mps: Option<u64>, bps: Option<u64>) -> String {
     let mut parts = Vec::new();
     if let (Some(_), Some(m)) = (limit.messages, mps) {
         parts.push(format!("{m} messages/s"));
@@ -154,14 +157,27 @@ fn rate_detail(tenant: &str, limit: &RateLimit, mps: Option<u64>, bps: Option<u6
     if let (Some(_), Some(b)) = (limit.bytes, bps) {
         parts.push(format!("{b} bytes/s"));
     }
-    format!("rate limit of tenant {tenant}: {}", parts.join(" and "))
+    match client {
+        Some(c) => format!("rate limit of {c} of tenant {tenant}: {}", parts.join(" and ")),
+        None => format!("rate limit of tenant {tenant}: {}", parts.join(" and ")),
+    }
 }
 
-/// The rate limits a message must pass, most specific first: its override's, then its
-/// tenant's — each with its shared-data key and the configured messages/s and bytes/s.
-fn rate_buckets<'a>(
-    ask: &Ask<'a>,
-) -> impl Iterator<Item = (&'a RateLimit, &'a RateKey, Option<u64>, Option<u64>, Option<usize>)> {
+/// One rate limit a message must pass: the limit, its shared-data key, the configured
+/// messages/s and bytes/s, the override it belongs to (None: the tenant's or a client's), and
+/// the client bucket's name (None: the tenant's or an override's).
+type Bucket<'a> = (
+    &'a RateLimit,
+    &'a RateKey,
+    Option<u64>,
+    Option<u64>,
+    Option<usize>,
+    Option<&'a str>,
+);
+
+/// The rate limits a message must pass, most specific first: its client's, its override's,
+/// then its tenant's.
+fn rate_buckets<'a>(ask: &Ask<'a>) -> impl Iterator<Item = Bucket<'a>> {
     let who = ask.who;
     let (tenant, plan) = (who.tenant(), who.plan());
     let over = ask.over.and_then(|i| {
@@ -178,6 +194,7 @@ fn rate_buckets<'a>(
             raw.limits.messages_per_second,
             raw.limits.bytes_per_second,
             ask.over,
+            None,
         )
     });
     let tenant_wide = tenant.zip(plan).filter(|(_, p)| !p.rate.is_unlimited()).map(|(t, p)| {
@@ -187,9 +204,20 @@ fn rate_buckets<'a>(
             t.limits.messages_per_second,
             t.limits.bytes_per_second,
             None,
+            None,
         )
     });
-    overridden.into_iter().chain(tenant_wide)
+    let client = ask.client.map(|c| {
+        (
+            &c.limit,
+            &c.rate,
+            c.messages_per_second,
+            c.bytes_per_second,
+            None,
+            Some(c.label.as_str()),
+        )
+    });
+    client.into_iter().chain(overridden).chain(tenant_wide)
 }
 
 /// Sets aside, in every rate bucket the message passes, the rate of `messages` and `bytes` it
@@ -198,7 +226,7 @@ fn rate_buckets<'a>(
 pub fn reserve(ask: &Ask<'_>, messages: u64, bytes: u64, horizon_ns: u64) -> Option<u64> {
     let mut ready_at = ask.now;
     let mut taken: Vec<(&RateLimit, &RateKey)> = Vec::new();
-    for (limit, rate, _, _, _) in rate_buckets(ask) {
+    for (limit, rate, ..) in rate_buckets(ask) {
         let ready = Cell::new(None);
         shared::update::<SHARED_RATE_WORDS>(&rate.key, |w| {
             let (next, at) = SharedRate::decode(w).reserve(limit, rate.scope, ask.now, messages, bytes, horizon_ns)?;
@@ -319,15 +347,15 @@ fn check(ask: &Ask<'_>) -> Check {
     if messages == 0 && bytes == 0 {
         return Check::Admit(slot);
     }
-    let mut spent: [Option<(&RateLimit, &RateKey)>; 2] = [None, None];
-    for (i, (limit, rate, mps, bps, by)) in rate_buckets(ask).enumerate() {
+    let mut spent: [Option<(&RateLimit, &RateKey)>; 3] = [None, None, None];
+    for (i, (limit, rate, mps, bps, by, client)) in rate_buckets(ask).enumerate() {
         let charged = spend_rate(limit, rate, ask.now, messages, bytes);
         if let Err(refusal) = charged {
             if let Some(s) = &slot {
                 s.release();
             }
-            // Refused by the tenant's rate after its override's admitted it: the override's
-            // bucket must not pay for a message that was not sent.
+            // Refused by the tenant's rate after its client's or override's admitted it: their
+            // buckets must not pay for a message that was not sent.
             for (limit, rate) in spent.into_iter().flatten() {
                 rate.lease.borrow_mut().unspend(limit, messages, bytes);
             }
@@ -336,7 +364,7 @@ fn check(ask: &Ask<'_>) -> Check {
                 by,
                 retry_ns: Some(refusal.wait_ns),
                 paced_ns: refusal.paced_ns,
-                detail: rate_detail(name, limit, mps, bps),
+                detail: rate_detail(name, client, limit, mps, bps),
             };
         }
         if let (Ok(true), Some(cell)) = (charged, spent.get_mut(i)) {

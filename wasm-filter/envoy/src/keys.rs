@@ -9,6 +9,7 @@ use weighstation_core::config::{Protocol, TenantPlan};
 use weighstation_core::leases::{RateLease, Scope, SlotLease};
 use weighstation_core::limits::RateLimit;
 
+use crate::clients::ClientKeys;
 use crate::leases;
 
 /// A rate limit's shared-data key, whom it is for, and this worker's lease on it.
@@ -20,7 +21,7 @@ pub struct RateKey {
 }
 
 impl RateKey {
-    fn new(key: String, limit: &RateLimit, scope: Scope) -> RateKey {
+    pub fn new(key: String, limit: &RateLimit, scope: Scope) -> RateKey {
         RateKey {
             lease: leases::rate(&key, limit, scope),
             scope,
@@ -37,6 +38,11 @@ pub fn tenant_rate_key(base: &str, limit: &RateLimit) -> String {
 /// The shared-data key of an override's rate limit.
 pub fn override_rate_key(base: &str, fingerprint: u64) -> String {
     format!("{base}/override/{fingerprint:016x}/rate")
+}
+
+/// The shared-data key of a named client entry's rate limit (weighstation_core::clients).
+pub fn named_client_rate_key(base: &str, fingerprint: u64) -> String {
+    format!("{base}/clients/named/{fingerprint:016x}")
 }
 
 /// Where a tenant's state is kept in shared data.
@@ -87,6 +93,8 @@ pub struct TenantKeys {
     /// The tenant's bucket of NATS deliveries, if it has one.
     pub consume_messages: Option<String>,
     pub overrides: Vec<OverrideKeys>,
+    /// Its clients' buckets, if it limits its clients.
+    pub clients: Option<ClientKeys>,
 }
 
 impl TenantKeys {
@@ -119,6 +127,13 @@ impl TenantKeys {
                     }),
                 })
                 .collect(),
+            clients: plan.clients.as_ref().map(|c| {
+                let overflow_metric = format!(
+                    "weighstation_client_pool_overflow.protocol.{}.tenant.{tenant}",
+                    protocol.as_str()
+                );
+                ClientKeys::new(&base, c, scope, overflow_metric)
+            }),
         }
     }
 }

@@ -4,6 +4,7 @@
 //! Envoy shared data.
 
 mod buffer;
+mod clients;
 mod clock;
 mod connection;
 mod consume;

@@ -121,6 +121,7 @@ impl Gate for NatsGate<'_> {
                 Pull::Go(m) => most = m,
             }
         }
+        let client = conn.who.client_bucket(None, now);
         let Some(who) = conn.who.current() else {
             return Verdict::Forward;
         };
@@ -128,6 +129,7 @@ impl Gate for NatsGate<'_> {
         let ask = Ask {
             who,
             over,
+            client: client.as_deref(),
             bytes: p.total_bytes as u64,
             messages: 1,
             // A pull is answered by a stream of messages on the consumer's subscription, not by

@@ -95,6 +95,14 @@ pub fn configure(replica: String, now: u64) -> bool {
                     share_metric: None,
                 });
             }
+            for n in plan.clients.iter().flat_map(|c| &c.named) {
+                setup.limits.push(GlobalLimit {
+                    key: keys::named_client_rate_key(&base, n.fingerprint),
+                    limit: n.limit,
+                    connections_key: connections_key.clone(),
+                    share_metric: None,
+                });
+            }
         }
     }
     setup.limits.retain(|l| !l.limit.is_unlimited());

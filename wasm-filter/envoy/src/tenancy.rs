@@ -9,6 +9,7 @@ use weighstation_core::config::{Config, Protocol, Tenant, TenantId, TenantPlan};
 use weighstation_core::identity::{Authenticated, Identity};
 use weighstation_core::limits::Reason;
 
+use crate::clients::{ClientBucket, ClientSeat};
 use crate::keys::TenantKeys;
 use crate::metrics::TenantMetrics;
 use crate::{clock, reports, shared, state, trust};
@@ -40,6 +41,7 @@ pub struct Attribution {
     identity: Identity,
     current: Option<Attributed>,
     certificate_read: bool,
+    client: ClientSeat,
 }
 
 impl Attribution {
@@ -49,6 +51,7 @@ impl Attribution {
             identity: Identity::default(),
             current: None,
             certificate_read: false,
+            client: ClientSeat::default(),
         }
     }
 
@@ -90,6 +93,27 @@ impl Attribution {
             Some(Authenticated::Kafka(p)) => Some(&p.name),
             _ => None,
         }
+    }
+
+    /// The bucket of the client a message comes from, if its tenant limits its clients: on
+    /// Kafka the request's client id with the connection's principal or certificate, on NATS
+    /// the connection's name, else its user or nkey.
+    pub fn client_bucket(&mut self, kafka_client_id: Option<&[u8]>, now: u64) -> Option<Rc<ClientBucket>> {
+        let who = self.current.as_ref()?;
+        who.keys.clients.as_ref()?;
+        let id = &self.identity;
+        let (principal, name) = match self.protocol {
+            Protocol::Kafka => {
+                let principal = match (&id.authenticated, &id.certificate) {
+                    (Some(Authenticated::Kafka(p)), _) => Some(p.name.as_bytes()),
+                    (_, Some(c)) => Some(c.subject.as_bytes()),
+                    _ => None,
+                };
+                (principal, kafka_client_id.unwrap_or_default())
+            }
+            Protocol::Nats => (None, id.nats_client().unwrap_or_default().as_bytes()),
+        };
+        self.client.bucket(who, principal, name, now)
     }
 
     /// A Kafka request's client id: the connection is attributed again if it matters (only

@@ -174,6 +174,14 @@ impl SharedRate {
         Some(s.encode())
     }
 
+    /// Whether the bucket is full at `now`: no worker holds a lease on it and every bucket's
+    /// TAT has passed (a client pool's slot may then change hands, crate::clients::pool).
+    pub fn refilled(shared: [u64; SHARED_RATE_WORDS], now: u64) -> bool {
+        let mut s = SharedRate::decode(shared);
+        s.roll(now);
+        s.held_ns(0) == 0 && s.held_ns(1) == 0 && s.tat.iter().all(|&t| t <= now)
+    }
+
     fn roll(&mut self, now: u64) {
         let e = now / EPOCH_NS;
         if e == self.epoch {

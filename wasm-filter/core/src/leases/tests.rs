@@ -461,3 +461,34 @@ fn a_refunded_reservation_is_not_reported_as_admitted() {
     let refunded = reserved.refund(&l, scope, T0, 10, 500);
     assert_eq!(SharedRate::take_usage(refunded.encode(), 0).1.admitted, [0, 0]);
 }
+
+/// A client pool's slot may change hands once its bucket is full again (crate::clients::pool):
+/// not while a worker holds a block of it, nor before the tokens spent have come back.
+#[test]
+fn a_bucket_is_refilled_once_its_spending_is_paid_back_and_no_lease_holds_it() {
+    let l = RateLimit::new(Some((1_000, 1_000)), None);
+    let shared = [0u64; SHARED_RATE_WORDS];
+    assert!(SharedRate::refilled(shared, T0), "a bucket never used is full");
+    let mut worker = RateLease::default();
+    let mut now = T0;
+    let mut state = shared;
+    for _ in 0..50 {
+        now += 1_000_000;
+        if !worker.spend(&l, now, 5, 0) {
+            let (next, grant) = worker.renew(&l, Scope::PerGateway, state, now, 5, 0).unwrap();
+            state = next;
+            worker.renewed(grant, now, 5, 0);
+        }
+    }
+    assert!(worker.holds(), "the worker holds a block");
+    assert!(!SharedRate::refilled(state, now), "spent from and held");
+    state = worker.surrender(&l, Scope::PerGateway, state, now);
+    assert!(
+        !SharedRate::refilled(state, now),
+        "given back, but 250 of its tokens were spent"
+    );
+    assert!(
+        SharedRate::refilled(state, now + SECOND / 4 + 1),
+        "a quarter second of the rate later"
+    );
+}

@@ -30,6 +30,8 @@ pub struct Connect {
     pub user: Option<String>,
     pub nkey: Option<String>,
     pub jwt: Option<String>,
+    /// The connection's name: it names the client for client limits (crate::clients).
+    pub name: Option<String>,
     #[serde(default)]
     pub headers: bool,
 }
@@ -40,6 +42,9 @@ pub fn parse_connect(json: &[u8]) -> Connect {
 
 impl Connect {
     pub fn credentials(self) -> NatsCredentials {
-        NatsCredentials::new(self.user, self.nkey, self.jwt.as_deref())
+        NatsCredentials {
+            name: self.name,
+            ..NatsCredentials::new(self.user, self.nkey, self.jwt.as_deref())
+        }
     }
 }

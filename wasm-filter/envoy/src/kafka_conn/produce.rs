@@ -110,6 +110,7 @@ impl Conn {
         produce: &Inspected,
         now: u64,
     ) -> Admission {
+        let client = self.who.client_bucket(h.client_id, now);
         let Some(who) = self.who.current() else {
             return Admission::Forward;
         };
@@ -150,6 +151,7 @@ impl Conn {
         let ask = Ask {
             who,
             over,
+            client: client.as_deref(),
             bytes: summary.bytes,
             messages: summary.records,
             awaits_reply,

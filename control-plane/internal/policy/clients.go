@@ -1,0 +1,182 @@
+package policy
+
+import (
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// DefaultClientPool is how many clients under clients.default hold a bucket of their own at a
+// time when the policy does not say (api/v1alpha1 Clients.Pool).
+const DefaultClientPool = 1000
+
+// maxClientPool bounds clients.pool: every slot is two shared-data entries that Envoy never
+// deletes.
+const maxClientPool = 100000
+
+// Clients has the shape of `spec.clients`: limits for each client of a tenant.
+type Clients struct {
+	Default *ClientLimits
+	Named   []NamedClient
+	Pool    Quantity
+	Pos     Pos
+	Set     bool
+}
+
+// ClientLimits is what one client may do (`clients.default`, `clients.named[].limits`).
+type ClientLimits struct {
+	Rate Rate
+	Pos  Pos
+}
+
+type NamedClient struct {
+	Match  Match // client.ids (Kafka) and connection names, users or nkeys (NATS)
+	Limits ClientLimits
+	Pos    Pos
+}
+
+// EffectiveClients are a tenant's resolved client limits; nil Default: a client no entry
+// names is limited only by its tenant.
+type EffectiveClients struct {
+	Default *Effective
+	Named   []EffectiveNamedClient
+	Pool    uint64
+}
+
+type EffectiveNamedClient struct {
+	NATS   []string
+	Kafka  []string
+	Limits Effective
+}
+
+func (d *decoder) clients(n *yaml.Node, path string) Clients {
+	cl := Clients{Pos: d.pos(n), Set: true}
+	d.mapping(n, path, fields{
+		"default": func(n *yaml.Node, p string) {
+			l := d.clientLimits(n, p)
+			cl.Default = &l
+		},
+		"named": func(n *yaml.Node, p string) { cl.Named = d.namedClients(n, p) },
+		"pool":  func(n *yaml.Node, p string) { cl.Pool = d.quantity(n, p, parseCount) },
+	})
+	return cl
+}
+
+func (d *decoder) clientLimits(n *yaml.Node, path string) ClientLimits {
+	l := ClientLimits{Pos: d.pos(n)}
+	d.mapping(n, path, fields{"rate": func(n *yaml.Node, p string) { l.Rate = d.rate(n, p) }})
+	return l
+}
+
+func (d *decoder) namedClients(n *yaml.Node, path string) []NamedClient {
+	if n.Kind != yaml.SequenceNode {
+		d.c.add(d.pos(n), path, "must be a list")
+		return nil
+	}
+	out := make([]NamedClient, 0, len(n.Content))
+	for i, e := range n.Content {
+		p := path + "[" + itoa(i) + "]"
+		nc := NamedClient{Pos: d.pos(e)}
+		var matchSeen, limitsSeen bool
+		d.mapping(e, p, fields{
+			"match": func(n *yaml.Node, p string) {
+				matchSeen = true
+				d.mapping(n, p, fields{
+					"nats":  func(n *yaml.Node, p string) { nc.Match.NATS = d.clientNames(n, p) },
+					"kafka": func(n *yaml.Node, p string) { nc.Match.Kafka = d.clientNames(n, p) },
+				})
+				if len(nc.Match.NATS)+len(nc.Match.Kafka) == 0 && n.Kind == yaml.MappingNode {
+					d.c.add(d.pos(n), p, "name at least one nats or kafka client")
+				}
+			},
+			"limits": func(n *yaml.Node, p string) { limitsSeen, nc.Limits = true, d.clientLimits(n, p) },
+		})
+		if e.Kind == yaml.MappingNode && !matchSeen {
+			d.c.add(nc.Pos, p+".match", "is required")
+		}
+		if e.Kind == yaml.MappingNode && !limitsSeen {
+			d.c.add(nc.Pos, p+".limits", "is required")
+		}
+		out = append(out, nc)
+	}
+	return out
+}
+
+// clientNames decodes client names: exact, or a prefix ending in a single *.
+func (d *decoder) clientNames(n *yaml.Node, path string) []string {
+	names := d.strList(n, path)
+	for i, s := range names {
+		at := n
+		if n.Kind == yaml.SequenceNode && i < len(n.Content) {
+			at = n.Content[i]
+		}
+		if s == "" || strings.Contains(strings.TrimSuffix(s, "*"), "*") || len(s) > 255 {
+			d.c.add(d.pos(at), path+"["+itoa(i)+"]", "%q is not a client name: exact, or a prefix ending in * (at most 255 characters)", s)
+		}
+	}
+	return names
+}
+
+// resolveClients checks a policy's client limits: each names a rate, its bursts default to one
+// second of it, and a byte burst must fit one message of the tenant's maximum size.
+func resolveClients(p LimitPolicy, tenant Effective, c *collector) *EffectiveClients {
+	cl := p.Clients
+	if !cl.Set {
+		return nil
+	}
+	const path = "spec.clients"
+	if cl.Default == nil && len(cl.Named) == 0 {
+		c.add(cl.Pos, path, "set default, named, or both")
+	}
+	out := &EffectiveClients{Pool: DefaultClientPool}
+	switch q := cl.Pool; {
+	case q.Set && cl.Default == nil:
+		c.add(q.Pos, path+".pool", "sizes the buckets of the clients under default: set default too")
+	case q.Unlimited || (q.Set && (q.Value < 1 || q.Value > maxClientPool)):
+		c.add(q.Pos, path+".pool", "must be between 1 and %d", maxClientPool)
+	case q.Set:
+		out.Pool = q.Value
+	}
+	if cl.Default != nil {
+		e := resolveClientLimits(*cl.Default, path+".default", tenant, c)
+		out.Default = &e
+	}
+	seen := map[string]int{}
+	for i, nc := range cl.Named {
+		np := path + ".named[" + itoa(i) + "]"
+		for proto, names := range map[string][]string{"nats": nc.Match.NATS, "kafka": nc.Match.Kafka} {
+			for _, name := range names {
+				key := proto + ":" + name
+				if first, dup := seen[key]; dup {
+					c.add(nc.Pos, np+".match."+proto, "%q is already matched by named[%d]", name, first)
+				} else {
+					seen[key] = i
+				}
+			}
+		}
+		out.Named = append(out.Named, EffectiveNamedClient{NATS: nc.Match.NATS, Kafka: nc.Match.Kafka,
+			Limits: resolveClientLimits(nc.Limits, np+".limits", tenant, c)})
+	}
+	return out
+}
+
+func resolveClientLimits(l ClientLimits, path string, tenant Effective, c *collector) Effective {
+	r := l.Rate
+	for _, q := range []struct {
+		q     Quantity
+		field string
+	}{{r.MessagesPerSecond, "messagesPerSecond"}, {r.BytesPerSecond, "bytesPerSecond"},
+		{r.BurstMessages, "burstMessages"}, {r.BurstBytes, "burstBytes"}} {
+		switch {
+		case q.q.Unlimited:
+			c.add(q.q.Pos, path+".rate."+q.field, "a client's limit cannot be unlimited: leave it out")
+		case q.q.Set && q.q.Value == 0:
+			c.add(q.q.Pos, path+".rate."+q.field, "must be at least 1")
+		}
+	}
+	if !r.MessagesPerSecond.Finite() && !r.BytesPerSecond.Finite() {
+		c.add(l.Pos, path+".rate", "needs messagesPerSecond, bytesPerSecond, or both")
+	}
+	// The rest is the override's rule: bursts of one second, a byte burst that fits a message.
+	return resolveOverride(Limits{Rate: r}, path, l.Pos, tenant, c)
+}

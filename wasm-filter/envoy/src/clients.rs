@@ -1,0 +1,214 @@
+//! The bucket of the client a message comes from (weighstation_core::clients): its named
+//! entry's, a slot of its tenant's pool, or the pool's overflow bucket. A connection keeps its
+//! client's bucket ([`ClientSeat`]) and looks again only when the client's name or the
+//! configuration changes, and — for a pool slot — every [`CHECK_NS`], since a slot whose bucket
+//! refilled may have gone to another client.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use weighstation_core::clients::pool::{self, Slot};
+use weighstation_core::clients::{client_hash, ClientRate, ClientsPlan};
+use weighstation_core::leases::{Scope, SharedRate, SHARED_RATE_WORDS};
+use weighstation_core::limits::RateLimit;
+
+use crate::keys::{self, RateKey};
+use crate::tenancy::Attributed;
+use crate::{metrics, shared};
+
+/// How often a connection makes sure its pool slot is still its client's, and an overflowing
+/// client looks for a slot again.
+const CHECK_NS: u64 = 100_000_000;
+
+/// This worker's clients' pool slots, looked up when a connection's client changes; emptied
+/// when full, so a client.id per request cannot grow it.
+const WORKER_CACHE: usize = 4096;
+
+/// A client name in a refusal is cut to this many bytes (a Kafka client.id may be 32 KiB).
+const LABEL_BYTES: usize = 255;
+
+thread_local! {
+    static SLOTS: RefCell<HashMap<(u64, u64), Rc<ClientBucket>>> = RefCell::new(HashMap::new());
+}
+
+/// One client bucket: its rate limit, where it is kept, and whom it is for.
+#[derive(Debug)]
+pub struct ClientBucket {
+    pub rate: RateKey,
+    pub limit: RateLimit,
+    pub messages_per_second: Option<u64>,
+    pub bytes_per_second: Option<u64>,
+    /// Names it in refusals: `client billing-a`.
+    pub label: String,
+    kind: Kind,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Named,
+    /// A pool slot: its owner word's key, and the client that owns it.
+    Slot {
+        owner_key: String,
+        client: u64,
+    },
+    Overflow,
+}
+
+impl ClientBucket {
+    fn new(key: String, rate: &ClientRate, limit: RateLimit, scope: Scope, label: String, kind: Kind) -> Self {
+        ClientBucket {
+            rate: RateKey::new(key, &limit, scope),
+            limit,
+            messages_per_second: rate.messages_per_second,
+            bytes_per_second: rate.bytes_per_second,
+            label,
+            kind,
+        }
+    }
+
+    /// Whether the connection may keep spending from it without looking again.
+    fn still_held(&self) -> bool {
+        match &self.kind {
+            Kind::Named => true,
+            Kind::Slot { owner_key, client } => shared::read(owner_key) == *client,
+            Kind::Overflow => false,
+        }
+    }
+}
+
+/// A tenant's client buckets in shared data, by configuration.
+#[derive(Debug)]
+pub struct ClientKeys {
+    named: Vec<Rc<ClientBucket>>,
+    overflow: Option<Rc<ClientBucket>>,
+    /// The pool's slots are `{pool}/{i}` (the rate) and `{pool}/{i}/owner`.
+    pool: String,
+    /// Tells this pool from others in the worker's cache.
+    pool_tag: u64,
+    /// The metric counting clients put in the overflow bucket.
+    overflow_metric: String,
+}
+
+impl ClientKeys {
+    /// Named entries' buckets hold across replicas when the tenant's do (`scope`); pool slots
+    /// and the overflow bucket are each replica's own: a client connects to one replica, and a
+    /// share of a global limit per slot would cost the quota service a limit per client.
+    pub fn new(base: &str, plan: &ClientsPlan, scope: Scope, overflow_metric: String) -> ClientKeys {
+        let named = plan
+            .named
+            .iter()
+            .map(|n| {
+                let key = keys::named_client_rate_key(base, n.fingerprint);
+                let label = match n.names() {
+                    [one] if !one.ends_with('*') => format!("client {one}"),
+                    names => format!("clients {}", names.join(", ")),
+                };
+                Rc::new(ClientBucket::new(key, &n.rate, n.limit, scope, label, Kind::Named))
+            })
+            .collect();
+        let fingerprint = plan.default.map_or(0, |(_, l)| l.fingerprint());
+        let pool = format!("{base}/clients/pool/{fingerprint:016x}");
+        let overflow = plan.default.map(|(rate, limit)| {
+            let key = format!("{base}/clients/overflow/{fingerprint:016x}");
+            let label = "clients beyond the pool (overflow)".to_owned();
+            Rc::new(ClientBucket::new(
+                key,
+                &rate,
+                limit,
+                Scope::PerGateway,
+                label,
+                Kind::Overflow,
+            ))
+        });
+        let pool_tag = client_hash(None, pool.as_bytes());
+        ClientKeys {
+            named,
+            overflow,
+            pool,
+            pool_tag,
+            overflow_metric,
+        }
+    }
+}
+
+/// A connection's client and its bucket.
+#[derive(Debug, Default)]
+pub struct ClientSeat {
+    client: u64,
+    /// The tenant keys it was found with (a new configuration or tenant looks again).
+    keys: usize,
+    bucket: Option<Rc<ClientBucket>>,
+    checked_at: u64,
+}
+
+impl ClientSeat {
+    /// The bucket of client `name` (authenticated as `principal`) of the connection's tenant.
+    /// No allocation and no host call while the client stays the same.
+    pub fn bucket(
+        &mut self,
+        who: &Attributed,
+        principal: Option<&[u8]>,
+        name: &[u8],
+        now: u64,
+    ) -> Option<Rc<ClientBucket>> {
+        let (Some(keys), Some(plan)) = (who.keys.clients.as_ref(), who.plan()?.clients.as_ref()) else {
+            self.bucket = None;
+            return None;
+        };
+        let client = client_hash(principal, name);
+        let same = client == self.client && Rc::as_ptr(&who.keys) as usize == self.keys;
+        if same && now < self.checked_at.saturating_add(CHECK_NS) {
+            return self.bucket.clone();
+        }
+        if same && self.bucket.as_ref().is_some_and(|b| b.still_held()) {
+            self.checked_at = now;
+            return self.bucket.clone();
+        }
+        self.client = client;
+        self.keys = Rc::as_ptr(&who.keys) as usize;
+        self.checked_at = now;
+        self.bucket = find(keys, plan, client, name, now);
+        self.bucket.clone()
+    }
+}
+
+fn find(keys: &ClientKeys, plan: &ClientsPlan, client: u64, name: &[u8], now: u64) -> Option<Rc<ClientBucket>> {
+    if let Some(i) = plan.named_for(name) {
+        return keys.named.get(i).cloned();
+    }
+    let (rate, limit) = plan.default?;
+    let cached = SLOTS.with(|s| s.borrow().get(&(keys.pool_tag, client)).cloned());
+    if let Some(b) = cached.filter(|b| b.still_held()) {
+        return Some(b);
+    }
+    for slot in pool::probes(client, plan.pool) {
+        let key = format!("{}/{slot}", keys.pool);
+        let owner_key = format!("{key}/owner");
+        let verdict = Cell::new(Slot::Busy);
+        let (_, stored) = shared::update::<1>(&owner_key, |[owner]| {
+            let refilled = owner != client
+                && owner != 0
+                && SharedRate::refilled(shared::update::<SHARED_RATE_WORDS>(&key, |_| None).0, now);
+            verdict.set(pool::judge(owner, client, refilled));
+            (verdict.get() == Slot::Free).then_some([client])
+        });
+        // Stored without a verdict of Free: shared data failed open, and so does the pool.
+        if verdict.get() == Slot::Busy && !stored {
+            continue;
+        }
+        let cut = &name[..name.len().min(LABEL_BYTES)];
+        let label = format!("client {}", String::from_utf8_lossy(cut));
+        let kind = Kind::Slot { owner_key, client };
+        let bucket = Rc::new(ClientBucket::new(key, &rate, limit, Scope::PerGateway, label, kind));
+        SLOTS.with(|s| {
+            let mut s = s.borrow_mut();
+            if s.len() >= WORKER_CACHE {
+                s.clear();
+            }
+            s.insert((keys.pool_tag, client), bucket.clone());
+        });
+        return Some(bucket);
+    }
+    metrics::count(&keys.overflow_metric, 1);
+    keys.overflow.clone()
+}
