@@ -415,4 +415,6 @@ func TestKubernetesPolicies(t *testing.T) {
 		mustApply(t, a, lpGVR, k8sGlobex)
 		waitCondition(t, a, lpGVR, "team-b", "globex", "Accepted", metav1.ConditionTrue, "Accepted", "", 2*time.Second)
 	})
+
+	t.Run("a tenant team sees its limits at work", func(t *testing.T) { testTeamSeesItsLimitsAtWork(t, k) })
 }

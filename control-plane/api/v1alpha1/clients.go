@@ -58,10 +58,28 @@ type ClientMatch struct {
 	NATS []string `json:"nats,omitempty"`
 }
 
-// ClientLimits is what one client may do.
+// ClientLimits is what one client may do, within its tenant's limits.
+// +kubebuilder:validation:XValidation:rule="has(self.rate) || has(self.inFlight) || has(self.queue)",message="set rate, inFlight or queue"
 type ClientLimits struct {
 	// Messages and bytes per second of one client, with their bucket depths (default one
 	// second of the rate).
+	// +optional
+	Rate *Rate `json:"rate,omitempty"`
+	// Requests of one client awaiting their reply, as the tenant's inFlight counts them.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	InFlight *int64 `json:"inFlight,omitempty"`
+	// How much of its tenant's queue one client may hold (onLimit: delay), so a client over its
+	// limits never fills the queue for the others. maxWait is the tenant's.
+	// +optional
+	Queue *ClientQueue `json:"queue,omitempty"`
+}
+
+// ClientQueue bounds what one client may have held at the gateway.
+type ClientQueue struct {
+	// Messages of the client held at once (one per held connection), each also taking a place
+	// in its tenant's queue.
 	// +required
-	Rate *Rate `json:"rate"`
+	// +kubebuilder:validation:Minimum=1
+	MaxMessages int64 `json:"maxMessages"`
 }

@@ -24,7 +24,49 @@ type LimitPolicy struct {
 	// +required
 	Spec LimitPolicySpec `json:"spec"`
 	// +optional
-	Status PolicyStatus `json:"status,omitempty"`
+	Status LimitPolicyStatus `json:"status,omitempty"`
+}
+
+// LimitPolicyStatus is a policy's conditions, and what its tenant did over the last minute.
+type LimitPolicyStatus struct {
+	PolicyStatus `json:",inline"`
+	// The tenant's traffic over the last minute, across every gateway replica and protocol:
+	// written when it changes, at most every 10 s.
+	// +optional
+	Usage *UsageSummary `json:"usage,omitempty"`
+}
+
+// UsageSummary is a tenant's last minute, as its team sees it on its LimitPolicy.
+type UsageSummary struct {
+	// The end of the minute summed.
+	// +required
+	Until metav1.Time `json:"until"`
+	// Messages (NATS messages, Kafka records) admitted.
+	// +required
+	Admitted int64 `json:"admitted"`
+	// Messages refused, by reason (size, rate, inflight, queue, connections, permission); a
+	// reason with none is left out.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=6
+	Refused map[string]int64 `json:"refused,omitempty"`
+	// Bytes delivered to the tenant's consumers.
+	// +optional
+	ConsumedBytes int64 `json:"consumedBytes,omitempty"`
+	// The clients refused most (spec.clients), most first.
+	// +optional
+	// +kubebuilder:validation:MaxItems=5
+	TopClients []ClientRefusals `json:"topClients,omitempty"`
+}
+
+// ClientRefusals is one client's refusals over the summary's minute.
+type ClientRefusals struct {
+	// The client's name (a Kafka client.id, a NATS connection name, user or nkey), or a named
+	// entry's names.
+	// +required
+	// +kubebuilder:validation:MaxLength=255
+	Client string `json:"client"`
+	// +required
+	Refused int64 `json:"refused"`
 }
 
 // LimitPolicySpec is what a LimitPolicy says about its tenant.

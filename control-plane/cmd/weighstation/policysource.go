@@ -14,6 +14,7 @@ import (
 
 	"github.com/weighstation/weighstation/control-plane/internal/controller"
 	"github.com/weighstation/weighstation/control-plane/internal/kubesource"
+	"github.com/weighstation/weighstation/control-plane/internal/usage"
 	"github.com/weighstation/weighstation/control-plane/internal/watch"
 	"github.com/weighstation/weighstation/control-plane/internal/xds"
 )
@@ -75,7 +76,8 @@ func (p *policySource) describe() string {
 }
 
 // start loads the first set and returns what keeps it current until ctx ends.
-func (p *policySource) start(ctx context.Context, ctrl *controller.Controller, server *xds.Server, gateways func(context.Context) ([]xds.NodeStatus, error), log *slog.Logger) (func() error, error) {
+func (p *policySource) start(ctx context.Context, ctrl *controller.Controller, server *xds.Server, gateways func(context.Context) ([]xds.NodeStatus, error),
+	summary func(string, time.Time) usage.Summary, log *slog.Logger) (func() error, error) {
 	if p.kind == "files" {
 		_ = ctrl.Reload() // an invalid start is reported in /status and /readyz; the watch retries
 		return func() error { return watch.Dir(ctx, p.dir, p.debounce, p.poll, func() { _ = ctrl.Reload() }, log) }, nil
@@ -85,7 +87,7 @@ func (p *policySource) start(ctx context.Context, ctrl *controller.Controller, s
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	src, err := kubesource.New(kubesource.Config{REST: cfg, PlatformNamespace: p.namespace, Identity: p.identity,
-		Election: p.election, Controller: ctrl, Gateways: gateways, Log: log})
+		Election: p.election, Controller: ctrl, Gateways: gateways, Usage: summary, Log: log})
 	if err != nil {
 		return nil, err
 	}

@@ -155,7 +155,8 @@ func serve(args []string) int {
 	}
 	ctrl := controller.New(source.describe(), server, log)
 	fleet := &kubesource.Fleet{Own: server.Nodes, Client: &http.Client{}, Timeout: 500 * time.Millisecond}
-	keepCurrent, err := source.start(ctx, ctrl, server, fleet.Nodes, log)
+	book := usage.New(*decisionsRetained, *usageMinutes, *usageSeconds)
+	keepCurrent, err := source.start(ctx, ctrl, server, fleet.Nodes, book.Summary, log)
 	if err != nil {
 		log.Error(err.Error())
 		return 2
@@ -196,7 +197,7 @@ func serve(args []string) int {
 		otlp = &usage.OTLP{Endpoint: *otlpLogs, Client: &http.Client{}, Log: log}
 		go otlp.Run(ctx)
 	}
-	usage.Routes(opsMux, usage.New(*decisionsRetained, *usageMinutes, *usageSeconds), usage.Sinks{Relay: relay, OTLP: otlp,
+	usage.Routes(opsMux, book, usage.Sinks{Relay: relay, OTLP: otlp,
 		Limits:  func(_, tenant string) (usage.Limits, bool) { return usage.LimitsOf(server.Published(), tenant) },
 		Brokers: brokers.Observe})
 	var handler http.Handler = mux

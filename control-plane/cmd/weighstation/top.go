@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -26,6 +27,7 @@ func topCmd(args []string, stdout, stderr io.Writer) int {
 	cp := fs.String("control-plane", defaultControlPlane(), "URL of the control plane's HTTP listener (env WEIGHSTATION_CONTROL_PLANE)")
 	interval := fs.Duration("interval", time.Second, "refresh period")
 	once := fs.Bool("once", false, "print the table once and exit")
+	tenant := fs.String("tenant", "", "show only this tenant, with the clients refused most over the last minute (spec.clients)")
 	if err := fs.Parse(args); err != nil {
 		return parseFailed(err)
 	}
@@ -44,7 +46,13 @@ func topCmd(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			fmt.Fprintf(&b, "cannot read %s/usage: %v\n", *cp, err)
 		} else {
+			if *tenant != "" {
+				tenants = slices.DeleteFunc(tenants, func(t usage.TenantNow) bool { return t.Tenant != *tenant })
+			}
 			writeTop(&b, tenants)
+			if *tenant != "" {
+				writeClients(&b, tenants)
+			}
 		}
 		_, _ = io.WriteString(stdout, b.String())
 		if *once {
@@ -111,6 +119,24 @@ func writeTop(w io.Writer, tenants []usage.TenantNow) {
 			t.Tenant, mode, t.Protocol, t.Load*100, quantity(t.MessagesPerSecond), mps,
 			quantity(t.BytesPerSecond), bps, quantity(t.ConsumedPerSecond), read, t.InFlight, t.Held, t.Connections,
 			quantity(t.DelayedPerSecond), byReason(t.RefusedPerSecond), t.Replicas, subjects(t.TopSubjects))
+	}
+	_ = tw.Flush()
+}
+
+// writeClients lists each tenant's clients refused most over the last minute.
+func writeClients(w io.Writer, tenants []usage.TenantNow) {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROTO\tCLIENT\tREFUSED (LAST MINUTE)")
+	rows := 0
+	for _, t := range tenants {
+		for _, c := range t.TopClients {
+			fmt.Fprintf(tw, "%s\t%s\t%d\n", t.Protocol, c.Client, c.Refused)
+			rows++
+		}
+	}
+	if rows == 0 {
+		fmt.Fprintln(tw, "\t(no client refused; clients are named with spec.clients)\t")
 	}
 	_ = tw.Flush()
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/weighstation/weighstation/control-plane/internal/controller"
+	"github.com/weighstation/weighstation/control-plane/internal/usage"
 	"github.com/weighstation/weighstation/control-plane/internal/xds"
 )
 
@@ -35,7 +36,10 @@ type Config struct {
 	// Gateways lists every gateway connected to any replica (see Fleet); an error says some
 	// replicas' gateways are missing.
 	Gateways func(ctx context.Context) ([]xds.NodeStatus, error)
-	Log      *slog.Logger
+	// Usage is a tenant's last minute (usage.Book.Summary), for its LimitPolicy's status and
+	// Events; nil: none are written.
+	Usage func(tenant string, now time.Time) usage.Summary
+	Log   *slog.Logger
 }
 
 // Source watches the policy objects and keeps the controller's set and the objects' status
@@ -51,6 +55,8 @@ type Source struct {
 	// held is, per object, the generation in force and the content hashes of the published
 	// sets that hold it.
 	held map[string]*holding
+	// told is, per LimitPolicy, what its status and Events last said of its usage.
+	told map[string]*told
 }
 
 type holding struct {
@@ -73,7 +79,7 @@ func New(cfg Config) (*Source, error) {
 		return nil, err
 	}
 	return &Source{cfg: cfg, client: client, kube: kube, eval: newEvaluator(cfg.PlatformNamespace),
-		wake: make(chan struct{}, 1), held: map[string]*holding{}}, nil
+		wake: make(chan struct{}, 1), held: map[string]*holding{}, told: map[string]*told{}}, nil
 }
 
 // Wake asks for a reconcile soon: an object changed, or a gateway acknowledged or refused.
@@ -181,6 +187,7 @@ func (s *Source) reconcile(ctx context.Context, defaults, policies []any) {
 		}
 		s.writeStatus(ctx, u, []metav1.Condition{acceptedCondition(v), prog}, v.Earlier)
 	}
+	s.tellUsage(ctx, usageTargets(ev, stored), time.Now())
 }
 
 // writeStatus patches the object's status when its conditions or the earlier generation it

@@ -25,8 +25,10 @@ type Clients struct {
 
 // ClientLimits is what one client may do (`clients.default`, `clients.named[].limits`).
 type ClientLimits struct {
-	Rate Rate
-	Pos  Pos
+	Rate        Rate
+	InFlight    Quantity
+	MaxMessages Quantity // queue.maxMessages
+	Pos         Pos
 }
 
 type NamedClient struct {
@@ -64,7 +66,13 @@ func (d *decoder) clients(n *yaml.Node, path string) Clients {
 
 func (d *decoder) clientLimits(n *yaml.Node, path string) ClientLimits {
 	l := ClientLimits{Pos: d.pos(n)}
-	d.mapping(n, path, fields{"rate": func(n *yaml.Node, p string) { l.Rate = d.rate(n, p) }})
+	d.mapping(n, path, fields{
+		"rate":     func(n *yaml.Node, p string) { l.Rate = d.rate(n, p) },
+		"inFlight": func(n *yaml.Node, p string) { l.InFlight = d.quantity(n, p, parseCount) },
+		"queue": func(n *yaml.Node, p string) {
+			d.mapping(n, p, fields{"maxMessages": func(n *yaml.Node, p string) { l.MaxMessages = d.quantity(n, p, parseCount) }})
+		},
+	})
 	return l
 }
 
@@ -165,18 +173,27 @@ func resolveClientLimits(l ClientLimits, path string, tenant Effective, c *colle
 	for _, q := range []struct {
 		q     Quantity
 		field string
-	}{{r.MessagesPerSecond, "messagesPerSecond"}, {r.BytesPerSecond, "bytesPerSecond"},
-		{r.BurstMessages, "burstMessages"}, {r.BurstBytes, "burstBytes"}} {
+	}{{r.MessagesPerSecond, "rate.messagesPerSecond"}, {r.BytesPerSecond, "rate.bytesPerSecond"},
+		{r.BurstMessages, "rate.burstMessages"}, {r.BurstBytes, "rate.burstBytes"},
+		{l.InFlight, "inFlight"}, {l.MaxMessages, "queue.maxMessages"}} {
 		switch {
 		case q.q.Unlimited:
-			c.add(q.q.Pos, path+".rate."+q.field, "a client's limit cannot be unlimited: leave it out")
+			c.add(q.q.Pos, path+"."+q.field, "a client's limit cannot be unlimited: leave it out")
 		case q.q.Set && q.q.Value == 0:
-			c.add(q.q.Pos, path+".rate."+q.field, "must be at least 1")
+			c.add(q.q.Pos, path+"."+q.field, "must be at least 1")
 		}
 	}
-	if !r.MessagesPerSecond.Finite() && !r.BytesPerSecond.Finite() {
+	rateSet := r.MessagesPerSecond.Set || r.BytesPerSecond.Set || r.BurstMessages.Set || r.BurstBytes.Set
+	switch {
+	case rateSet && !r.MessagesPerSecond.Finite() && !r.BytesPerSecond.Finite():
 		c.add(l.Pos, path+".rate", "needs messagesPerSecond, bytesPerSecond, or both")
+	case !rateSet && !l.InFlight.Set && !l.MaxMessages.Set:
+		c.add(l.Pos, path, "set rate, inFlight or queue")
 	}
 	// The rest is the override's rule: bursts of one second, a byte burst that fits a message.
-	return resolveOverride(Limits{Rate: r}, path, l.Pos, tenant, c)
+	e := resolveOverride(Limits{Rate: r, InFlight: l.InFlight}, path, l.Pos, tenant, c)
+	if l.MaxMessages.Finite() {
+		e.QueueMaxMessages = ptr(l.MaxMessages.Value)
+	}
+	return e
 }

@@ -27,6 +27,8 @@ type Book struct {
 	wake    chan struct{}
 	minutes series
 	seconds series
+	// clients are each tenant's client refusals over the last minute, by protocol/tenant.
+	clients map[string]*clientRing
 }
 
 type workerKey struct {
@@ -60,6 +62,7 @@ func New(retain, keepMinutes, keepSeconds int) *Book {
 		suppressed: map[string]uint64{},
 		dropped:    map[workerKey]uint64{},
 		wake:       make(chan struct{}),
+		clients:    map[string]*clientRing{},
 	}
 }
 
@@ -104,6 +107,14 @@ func (b *Book) Ingest(r Report, now time.Time) []Decision {
 			for _, t := range r.Tenants {
 				b.minutes.add(from, to, now.UnixMilli(), t, w.last[key(t.Protocol, t.Tenant)])
 				b.seconds.add(from, to, now.UnixMilli(), t, w.last[key(t.Protocol, t.Tenant)])
+				if len(t.Clients) > 0 {
+					ring := b.clients[key(t.Protocol, t.Tenant)]
+					if ring == nil {
+						ring = &clientRing{}
+						b.clients[key(t.Protocol, t.Tenant)] = ring
+					}
+					ring.add(to, t.Clients)
+				}
 			}
 		}
 		w.prev, w.prevAt = w.last, w.lastAt
@@ -253,7 +264,10 @@ type TenantNow struct {
 	// TopSubjects are the busiest subjects or topics (NATS subjects are sampled: 1 message in
 	// 16), at most topSubjects of them.
 	TopSubjects []SubjectRate `json:"topSubjects"`
-	subjects    map[string]float64
+	// TopClients are the clients refused most over the last minute (tenants with client
+	// limits), at most five.
+	TopClients []ClientCount `json:"topClients,omitempty"`
+	subjects   map[string]float64
 }
 
 // SubjectRate is a subject's or topic's messages per second.
@@ -327,6 +341,7 @@ func (b *Book) Now(now time.Time, limits func(protocol, tenant string) (Limits, 
 			return a.MessagesPerSecond > b.MessagesPerSecond || a.MessagesPerSecond == b.MessagesPerSecond && a.Subject < b.Subject
 		})
 		t.TopSubjects = t.TopSubjects[:min(len(t.TopSubjects), topSubjects)]
+		t.TopClients = topClients([]*clientRing{b.clients[tk]}, now.UnixMilli(), summaryClients)
 		for s, n := range b.suppressed {
 			if strings.HasPrefix(s, tk+"/") {
 				t.Suppressed += n

@@ -174,7 +174,7 @@ func TestHistoryAddsWhatWorkersCountedBetweenReports(t *testing.T) {
 	b.Ingest(Report{Replica: "a", Worker: 1, Seq: 9, AtMs: minute + 61000, Tenants: []TenantCount{count("nats", "acme", 1150, 5, 1)}}, time.UnixMilli(minute+61000))
 	got := b.History(time.UnixMilli(minute), false)
 	want := []Bucket{
-		{Start: time.UnixMilli(minute).UTC(), Protocol: "nats", Tenant: "acme", Messages: 130 + 49, Bytes: 13000 + 4914, Refused: 5},
+		{Start: time.UnixMilli(minute).UTC(), Protocol: "nats", Tenant: "acme", Messages: 130 + 49, Bytes: 13000 + 4914, Refused: 5, RefusedBy: [6]uint64{0, 5}},
 		{Start: time.UnixMilli(minute + 60000).UTC(), Protocol: "nats", Tenant: "acme", Messages: 1, Bytes: 86},
 	}
 	if len(got) != len(want) {

@@ -44,6 +44,15 @@ type TenantCount struct {
 	// Subjects are the worker's busiest subjects (NATS, sampled) or topics (Kafka) since its
 	// previous report.
 	Subjects []SubjectCount `json:"subjects"`
+	// Clients are the worker's most refused clients since its previous report (tenants with
+	// client limits).
+	Clients []ClientCount `json:"clients,omitempty"`
+}
+
+// ClientCount is a client's refused messages in a report period, or over a summary's minute.
+type ClientCount struct {
+	Client  string `json:"client"`
+	Refused uint64 `json:"refused"`
 }
 
 // SubjectCount is a subject's or topic's messages in a report period.

@@ -17,6 +17,8 @@ type Bucket struct {
 	Delayed  uint64    `json:"delayed" parquet:"delayed"`
 	// Consumed is the record bytes delivered to the tenant's consumers (the read side).
 	Consumed uint64 `json:"consumed" parquet:"consumed"`
+	// RefusedBy is Refused by reason (Reasons' order), for the LimitPolicy status summary.
+	RefusedBy [6]uint64 `json:"-" parquet:"-"`
 }
 
 // series is a ring of time buckets of widthMs: each report spreads what its worker counted since
@@ -44,14 +46,13 @@ func (s *series) add(fromMs, toMs, nowMs int64, cur, prev TenantCount) {
 		refused += cur.Refused[i]
 		prevRefused += prev.Refused[i]
 	}
-	d := [5]uint64{
-		delta(cur.Messages, prev.Messages),
-		delta(cur.Bytes, prev.Bytes),
-		delta(refused, prevRefused),
-		delta(cur.Delayed, prev.Delayed),
-		delta(cur.Consumed, prev.Consumed),
+	var d [11]uint64
+	d[0], d[1], d[2] = delta(cur.Messages, prev.Messages), delta(cur.Bytes, prev.Bytes), delta(refused, prevRefused)
+	d[3], d[4] = delta(cur.Delayed, prev.Delayed), delta(cur.Consumed, prev.Consumed)
+	for i := range cur.Refused {
+		d[5+i] = delta(cur.Refused[i], prev.Refused[i])
 	}
-	if d == [5]uint64{} || toMs <= fromMs {
+	if d == [11]uint64{} || toMs <= fromMs {
 		return
 	}
 	oldest := nowMs/s.widthMs - int64(s.keep)
@@ -61,12 +62,12 @@ func (s *series) add(fromMs, toMs, nowMs int64, cur, prev TenantCount) {
 		}
 	}
 	span := toMs - fromMs
-	var given [5]uint64
+	var given [11]uint64
 	for slot := fromMs / s.widthMs; slot*s.widthMs < toMs; slot++ {
 		// Each bucket's part is the rounded share of the time up to its end, less what earlier
 		// buckets got: the parts add up to the whole exactly.
 		end := min((slot+1)*s.widthMs, toMs)
-		var part [5]uint64
+		var part [11]uint64
 		for i, total := range d {
 			upTo := uint64(float64(total) * float64(end-fromMs) / float64(span))
 			if end == toMs {
@@ -74,7 +75,7 @@ func (s *series) add(fromMs, toMs, nowMs int64, cur, prev TenantCount) {
 			}
 			part[i], given[i] = upTo-given[i], upTo
 		}
-		if slot <= oldest || part == [5]uint64{} {
+		if slot <= oldest || part == [11]uint64{} {
 			continue
 		}
 		b := s.buckets[slot]
@@ -93,6 +94,9 @@ func (s *series) add(fromMs, toMs, nowMs int64, cur, prev TenantCount) {
 		t.Refused += part[2]
 		t.Delayed += part[3]
 		t.Consumed += part[4]
+		for i := range t.RefusedBy {
+			t.RefusedBy[i] += part[5+i]
+		}
 	}
 }
 

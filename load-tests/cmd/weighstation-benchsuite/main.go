@@ -182,6 +182,9 @@ func (s *suite) runAll() error {
 	overloads("nats-pubsub", anonymous)
 	add("nats-pubsub noisy neighbour", func() error { return s.noisyNeighbour("nats-pubsub", tenantLimit) })
 	overloads("nats-pubsub", globex)
+	// Within a tenant: its own scenario name, so that `-only clients` measures it alone.
+	add("clients kafka-acks1 noisy neighbour within a tenant", func() error { return s.clientNeighbour("kafka-acks1") })
+	add("clients nats-pubsub noisy neighbour within a tenant", func() error { return s.clientNeighbour("nats-pubsub") })
 	for _, st := range steps {
 		if err := s.try(st.what, st.run); err != nil {
 			return err

@@ -119,22 +119,23 @@ build output, written by the run and not kept in the repository). See
 		p("\nA delivered ÷ limit near 1.00 at both 2× and 10× is an enforced limit; near 2 and 10 means the limit was not enforced for that protocol in this build.\n\n")
 	}
 
-	if len(s.Neighbours) > 0 {
+	var between, within []neighbour
+	for _, n := range s.Neighbours {
+		if n.Within {
+			within = append(within, n)
+		} else {
+			between = append(between, n)
+		}
+	}
+	if len(between) > 0 {
 		p("## Noisy neighbour\n\n")
 		p("Tenant `acme` (limits enforced, never reached) at a fixed rate through the gateway, first alone, then while `globex` offers 10× its %.0f/s limit on the same gateway and broker.\n\n", tenantLimit)
-		p("| scenario | acme | p50 | p90 | p99 | p99.9 | p99.99 | max | delivered/s | machine |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
-		for _, n := range s.Neighbours {
-			a, b := n.Alone.Targets[0], n.Noisy.Targets[0]
-			p("| %s %.0f/s | alone | %s | %.0f | %s |\n", n.Scenario, n.Rate, percentiles(a.LatencyMicros), a.AchievedRate, load(n.Alone)+validity(n.Alone))
-			p("| | next to globex | %s | %.0f | %s |\n", percentiles(b.LatencyMicros), b.AchievedRate, load(n.Noisy)+validity(n.Noisy))
-			r := report.Compare(b, a)
-			p("| | **with ÷ alone** |")
-			for _, v := range r.Named() {
-				p(" **%.2f×** |", v.Value)
-			}
-			g := n.Neighbour.Targets[0]
-			p(" | globex delivered %.0f/s of %.0f offered, %d refused |\n", g.AchievedRate, n.Neighbour.Rate, g.Refused)
-		}
+		neighbourTable(p, between)
+	}
+	if len(within) > 0 {
+		p("## Noisy neighbour within a tenant\n\n")
+		p("Client `billing-b` of tenant `billing` (delay; each client %.0f/s, the tenant %.0f/s: `spec.clients`) at half its client limit, first alone, then while client `billing-a` of the same tenant offers 10× its own limit.\n\n", clientLimit, 3*clientLimit)
+		neighbourTable(p, within)
 	}
 	if len(s.Failures) > 0 {
 		p("\n## What could not be measured\n\n")
@@ -166,4 +167,21 @@ func validity(s report.Summary) string {
 		return ""
 	}
 	return " — **invalid**"
+}
+
+// neighbourTable compares each victim's latency alone and beside its noisy neighbour.
+func neighbourTable(p func(string, ...any), ns []neighbour) {
+	p("| scenario | victim | p50 | p90 | p99 | p99.9 | p99.99 | max | delivered/s | machine |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, n := range ns {
+		a, b := n.Alone.Targets[0], n.WithNoisy.Targets[0]
+		p("| %s %.0f/s | %s alone | %s | %.0f | %s |\n", n.Scenario, n.Rate, n.Victim, percentiles(a.LatencyMicros), a.AchievedRate, load(n.Alone)+validity(n.Alone))
+		p("| | next to %s | %s | %.0f | %s |\n", n.Noisy, percentiles(b.LatencyMicros), b.AchievedRate, load(n.WithNoisy)+validity(n.WithNoisy))
+		r := report.Compare(b, a)
+		p("| | **with ÷ alone** |")
+		for _, v := range r.Named() {
+			p(" **%.2f×** |", v.Value)
+		}
+		g := n.Neighbour.Targets[0]
+		p(" | %s delivered %.0f/s of %.0f offered, %d refused |\n", n.Noisy, g.AchievedRate, n.Neighbour.Rate, g.Refused)
+	}
 }

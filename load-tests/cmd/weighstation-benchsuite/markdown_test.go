@@ -35,7 +35,7 @@ func TestMarkdownHasEveryResult(t *testing.T) {
 	}}}
 	s.Comparisons = []comparison{{Scenario: "nats-pubsub", Level: "light", Dir: "runs/x", Summary: summary(400, "direct", "gateway")}}
 	s.Overloads = []overload{{Protocol: "nats-pubsub", Tenant: "globex", Mode: "delay", Limit: 1000, Offered: 10000, Summary: summary(10000, "gateway")}}
-	s.Neighbours = []neighbour{{Scenario: "nats-pubsub", Rate: 1000, Alone: summary(1000, "gateway"), Noisy: summary(1000, "gateway"), Neighbour: summary(10000, "gateway")}}
+	s.Neighbours = []neighbour{{Scenario: "nats-pubsub", Rate: 1000, Victim: "acme", Noisy: "globex", Alone: summary(1000, "gateway"), WithNoisy: summary(1000, "gateway"), Neighbour: summary(10000, "gateway")}}
 	s.Failures = []failure{{"nats-pubsub globex 10×", "connecting: EOF"}}
 	var b strings.Builder
 	writeMarkdown(&b, host{Cores: 2, CPU: "Test CPU", Commit: "abc1234"}, s)

@@ -58,8 +58,8 @@ func startStack(root string) (*stack, error) {
 	if err := copyPolicies(policyDir); err != nil {
 		return nil, err
 	}
-	// reader's NATS user: policies/reader.yaml names it.
-	env := append(os.Environ(), "POLICY_DIR="+policyDir, "EXTRA_NATS_USERS="+reader.natsUser)
+	// reader's and billing's NATS users: policies/reader.yaml and billing.yaml name them.
+	env := append(os.Environ(), "POLICY_DIR="+policyDir, "EXTRA_NATS_USERS="+reader.natsUser+" "+billingA.natsUser)
 	ports, err := freePorts(len(portEnv))
 	if err != nil {
 		return nil, err

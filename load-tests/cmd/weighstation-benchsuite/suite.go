@@ -40,26 +40,37 @@ var quickTiming = timing{
 	drain: 3 * time.Second,
 }
 
-// tenantLimit is the rate limit of globex and of the default tenant in the benchmark's policies.
-const tenantLimit = 1000.0
+// tenantLimit is the rate limit of globex and of the default tenant in the benchmark's policies;
+// clientLimit each client's of tenant billing.
+const (
+	tenantLimit = 1000.0
+	clientLimit = 1000.0
+)
 
 // tenant is who a measurement sends as.
 type tenant struct {
 	name, mode             string // policy name and onLimit
 	natsUser, natsPassword string
 	kafkaClientID          string
+	// natsName is the NATS connections' name: with kafkaClientID, the client within its
+	// tenant (spec.clients); "" the scenario's default.
+	natsName string
 }
 
 var (
-	acme      = tenant{"acme", "unlimited", "acme", "acme-secret", "acme-bench"}
-	globex    = tenant{"globex", "delay", "globex", "globex-secret", "globex-bench"}
-	anonymous = tenant{"anonymous", "reject", "anon", "", "bench-anonymous"}
+	acme      = tenant{"acme", "unlimited", "acme", "acme-secret", "acme-bench", ""}
+	globex    = tenant{"globex", "delay", "globex", "globex-secret", "globex-bench", ""}
+	anonymous = tenant{"anonymous", "reject", "anon", "", "bench-anonymous", ""}
+	// billingA and billingB are two clients of tenant billing, each limited to
+	// clientLimit within the tenant's 3 × clientLimit (policies/billing.yaml).
+	billingA = tenant{"billing", "delay", "billing", "billing-secret", "billing-a-bench", "billing-a"}
+	billingB = tenant{"billing", "delay", "billing", "billing-secret", "billing-b-bench", "billing-b"}
 	// reader is acme without a consume limit: its Fetch responses pass unread, its NATS
 	// deliveries uncharged.
-	reader = tenant{"reader", "unlimited", "reader", "reader-secret", "reader-bench"}
+	reader = tenant{"reader", "unlimited", "reader", "reader-secret", "reader-bench", ""}
 	// baseline is who the direct measurements connect to the brokers as: an identity that
 	// belongs to no tenant (the brokers admit tenants only through the gateway).
-	baseline = tenant{"", "", "baseline", "baseline-secret", "baseline-bench"}
+	baseline = tenant{"", "", "baseline", "baseline-secret", "baseline-bench", ""}
 )
 
 type suite struct {
@@ -153,10 +164,14 @@ type overload struct {
 }
 
 type neighbour struct {
-	Scenario  string         `json:"scenario"`
+	Scenario string `json:"scenario"`
+	// Victim and Noisy: the tenants (between tenants) or the clients of one tenant (within).
+	Victim    string         `json:"victim"`
+	Noisy     string         `json:"noisy"`
+	Within    bool           `json:"withinTenant"`
 	Rate      float64        `json:"rate"`
 	Alone     report.Summary `json:"alone"`
-	Noisy     report.Summary `json:"withNeighbour"`
+	WithNoisy report.Summary `json:"withNeighbour"`
 	Neighbour report.Summary `json:"neighbour"`
 	DirAlone  string         `json:"dirAlone"`
 	DirNoisy  string         `json:"dirWithNeighbour"`
@@ -180,7 +195,7 @@ func (s *suite) tcpProxy() scenario.Endpoint {
 func config(t tenant, runID, topic string) scenario.Config {
 	return scenario.Config{
 		Connections: 4, Size: 128, Timeout: 10 * time.Second, RunID: runID,
-		NATSUser: t.natsUser, NATSPassword: t.natsPassword,
+		NATSUser: t.natsUser, NATSPassword: t.natsPassword, NATSName: t.natsName,
 		DirectNATSUser: baseline.natsUser, DirectNATSPassword: baseline.natsPassword,
 		DirectKafkaUser: baseline.natsUser, DirectKafkaPassword: baseline.natsPassword,
 		KafkaClientID: t.kafkaClientID, KafkaTopic: topic,
@@ -365,28 +380,44 @@ func (s *suite) overload(scen string, t tenant, factor float64) error {
 
 // noisyNeighbour measures acme at rate alone, then again while globex offers 10× its limit.
 func (s *suite) noisyNeighbour(scen string, rate float64) error {
-	n := neighbour{Scenario: scen, Rate: rate}
-	s.settle(acme.name)
-	s.settle(globex.name)
+	return s.neighbours(neighbour{Scenario: scen, Rate: rate, Victim: acme.name, Noisy: globex.name}, acme, globex, 10*tenantLimit)
+}
+
+// clientNeighbour measures client billing-b of tenant billing at half its client limit alone,
+// then again while billing-a, a client of the same tenant, offers 10× its own.
+func (s *suite) clientNeighbour(scen string) error {
+	n := neighbour{Scenario: scen, Rate: clientLimit / 2, Victim: billingB.natsName, Noisy: billingA.natsName, Within: true}
+	return s.neighbours(n, billingB, billingA, 10*clientLimit)
+}
+
+// neighbours measures victim at n.Rate alone, then again while noisy offers noisyRate.
+func (s *suite) neighbours(n neighbour, victimTenant, noisyTenant tenant, noisyRate float64) error {
+	scen, rate := n.Scenario, n.Rate
+	s.settle(victimTenant.name)
+	s.settle(noisyTenant.name)
 	victim := func(dir string) bench.Options {
 		return bench.Options{
 			Scenario: scen, Plan: s.plan(rate, s.timing.limitWarmup, s.timing.limitLength),
-			Config:    config(acme, slug(dir), "weighstation-bench-acme"),
+			Config:    config(victimTenant, slug(dir), "weighstation-bench-"+slug(n.Victim)),
 			Endpoints: []scenario.Endpoint{s.gateway()},
 		}
 	}
-	n.DirAlone = "runs/neighbour-" + scen + "-alone"
+	kind := "neighbour-"
+	if n.Within {
+		kind = "client-neighbour-"
+	}
+	n.DirAlone = "runs/" + kind + scen + "-alone"
 	var err error
-	if n.Alone, err = s.measure(scen+" acme alone", n.DirAlone[len("runs/"):], victim(n.DirAlone[len("runs/"):])); err != nil {
+	if n.Alone, err = s.measure(scen+" "+n.Victim+" alone", n.DirAlone[len("runs/"):], victim(n.DirAlone[len("runs/"):])); err != nil {
 		return err
 	}
 	// The neighbour starts first and outlasts the victim's whole run.
 	lead := time.Second
-	noisyPlan := s.plan(10*tenantLimit, s.timing.limitWarmup, s.timing.limitLength+2*lead)
+	noisyPlan := s.plan(noisyRate, s.timing.limitWarmup, s.timing.limitLength+2*lead)
 	noisyPlan.Warmup = 0
 	noisyOpts := bench.Options{
 		Scenario: scen, Plan: noisyPlan,
-		Config:    config(globex, "neighbour-"+slug(scen), "weighstation-bench-globex"),
+		Config:    config(noisyTenant, kind+slug(scen), "weighstation-bench-"+slug(n.Noisy)),
 		Endpoints: []scenario.Endpoint{s.gateway()}, Watch: s.watch,
 	}
 	noisyOpts.Config.SubscribeVia = s.direct().NATS
@@ -398,8 +429,8 @@ func (s *suite) noisyNeighbour(scen string, rate float64) error {
 		n.Neighbour, noisyErr = bench.Measure(s.ctx, noisyOpts)
 	}()
 	time.Sleep(lead)
-	n.DirNoisy = "runs/neighbour-" + scen + "-with-globex-10x"
-	n.Noisy, err = s.measure(scen+" acme next to globex at 10×", n.DirNoisy[len("runs/"):], victim(n.DirNoisy[len("runs/"):]))
+	n.DirNoisy = "runs/" + kind + scen + "-with-" + slug(n.Noisy) + "-10x"
+	n.WithNoisy, err = s.measure(scen+" "+n.Victim+" next to "+n.Noisy+" at 10×", n.DirNoisy[len("runs/"):], victim(n.DirNoisy[len("runs/"):]))
 	wg.Wait()
 	if err != nil {
 		return err

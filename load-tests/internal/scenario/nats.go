@@ -12,8 +12,12 @@ import (
 // address is nats-server itself. Refusals the server or
 // gateway reports asynchronously (-ERR 'Permissions Violation …') are counted in refused.
 func natsConn(cfg Config, addr string, direct bool, role string, refused *atomic.Int64) (*nats.Conn, error) {
+	name := "weighstation-bench-" + role
+	if cfg.NATSName != "" && !direct {
+		name = cfg.NATSName
+	}
 	opts := []nats.Option{
-		nats.Name("weighstation-bench-" + role),
+		nats.Name(name),
 		nats.Timeout(5 * time.Second),
 		// Keep the whole run's messages buffered rather than lose them if the client reconnects.
 		nats.ReconnectBufSize(64 << 20),

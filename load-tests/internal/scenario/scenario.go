@@ -21,6 +21,9 @@ type Config struct {
 	RunID       string        // keeps this run's subjects apart from any other's
 
 	NATSUser, NATSPassword string
+	// NATSName names the publishing connections (CONNECT name: the client within its tenant,
+	// for client limits); default weighstation-bench-<role>.
+	NATSName string
 	// DirectNATSUser and DirectNATSPassword are who connects to nats-server itself (an
 	// AsBaseline endpoint, SubscribeVia), DirectKafkaUser and DirectKafkaPassword to Kafka itself (SASL
 	// PLAIN): identities that belong to no tenant, since the brokers behind the gateway admit

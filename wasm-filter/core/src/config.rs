@@ -55,9 +55,9 @@ pub struct Override {
 }
 
 impl Tenant {
-    /// A global tenant's in-flight and connection limits are divided evenly among the live
-    /// replicas (rounded up): they bound concurrency, which cannot be borrowed between
-    /// processes the way a rate's tokens can. Queue bounds stay per process: they bound what
+    /// A global tenant's in-flight and connection limits (and its named clients' in-flight
+    /// limits) are divided evenly among the live replicas (rounded up): they bound concurrency,
+    /// which cannot be borrowed between processes the way a rate's tokens can. Queue bounds stay per process: they bound what
     /// this Envoy holds in memory.
     fn split_concurrency(&mut self, replicas: u64) {
         let split = |l: &mut Option<u64>| *l = l.map(|n| n.div_ceil(replicas));
@@ -65,6 +65,10 @@ impl Tenant {
         split(&mut self.limits.connections);
         for o in &mut self.overrides {
             split(&mut o.limits.in_flight);
+        }
+        // A named client's bucket is the tenant's across replicas; the pool's are per replica.
+        for n in self.clients.iter_mut().flat_map(|c| &mut c.named) {
+            split(&mut n.limits.in_flight);
         }
     }
 }

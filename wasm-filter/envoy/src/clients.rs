@@ -8,11 +8,11 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use weighstation_core::clients::pool::{self, Slot};
-use weighstation_core::clients::{client_hash, ClientRate, ClientsPlan};
+use weighstation_core::clients::{client_hash, ClientLimits, ClientsPlan};
 use weighstation_core::leases::{Scope, SharedRate, SHARED_RATE_WORDS};
 use weighstation_core::limits::RateLimit;
 
-use crate::keys::{self, RateKey};
+use crate::keys::{self, RateKey, SlotKey};
 use crate::tenancy::Attributed;
 use crate::{metrics, shared};
 
@@ -31,15 +31,22 @@ thread_local! {
     static SLOTS: RefCell<HashMap<(u64, u64), Rc<ClientBucket>>> = RefCell::new(HashMap::new());
 }
 
-/// One client bucket: its rate limit, where it is kept, and whom it is for.
+/// One client bucket: its limits, where they are kept, and whom they are for.
 #[derive(Debug)]
 pub struct ClientBucket {
     pub rate: RateKey,
+    /// Unlimited when the client has no rate.
     pub limit: RateLimit,
     pub messages_per_second: Option<u64>,
     pub bytes_per_second: Option<u64>,
+    /// Its in-flight count and bound.
+    pub in_flight: Option<(SlotKey, u64)>,
+    /// Its count of held messages and bound.
+    pub queue: Option<(Rc<str>, u64)>,
     /// Names it in refusals: `client billing-a`.
     pub label: String,
+    /// Names it in usage reports: the client's name, or a named entry's names.
+    pub name: String,
     kind: Kind,
 }
 
@@ -55,13 +62,22 @@ enum Kind {
 }
 
 impl ClientBucket {
-    fn new(key: String, rate: &ClientRate, limit: RateLimit, scope: Scope, label: String, kind: Kind) -> Self {
+    /// The bucket kept at `key` (its rate; its in-flight and queue counts beside it).
+    fn new(key: String, limits: &ClientLimits, limit: RateLimit, scope: Scope, name: String, kind: Kind) -> Self {
+        let label = match &kind {
+            Kind::Named if name.contains([',', '*']) => format!("clients {name}"),
+            Kind::Overflow => "clients beyond the pool (overflow)".to_owned(),
+            _ => format!("client {name}"),
+        };
         ClientBucket {
+            in_flight: limits.in_flight.map(|n| (SlotKey::new(format!("{key}/inflight")), n)),
+            queue: limits.queue_max_messages.map(|n| (Rc::from(format!("{key}/queue")), n)),
             rate: RateKey::new(key, &limit, scope),
             limit,
-            messages_per_second: rate.messages_per_second,
-            bytes_per_second: rate.bytes_per_second,
+            messages_per_second: limits.messages_per_second,
+            bytes_per_second: limits.bytes_per_second,
             label,
+            name,
             kind,
         }
     }
@@ -99,24 +115,21 @@ impl ClientKeys {
             .iter()
             .map(|n| {
                 let key = keys::named_client_rate_key(base, n.fingerprint);
-                let label = match n.names() {
-                    [one] if !one.ends_with('*') => format!("client {one}"),
-                    names => format!("clients {}", names.join(", ")),
-                };
-                Rc::new(ClientBucket::new(key, &n.rate, n.limit, scope, label, Kind::Named))
+                let name = n.names().join(", ");
+                Rc::new(ClientBucket::new(key, &n.limits, n.limit, scope, name, Kind::Named))
             })
             .collect();
         let fingerprint = plan.default.map_or(0, |(_, l)| l.fingerprint());
         let pool = format!("{base}/clients/pool/{fingerprint:016x}");
-        let overflow = plan.default.map(|(rate, limit)| {
+        let overflow = plan.default.map(|(limits, limit)| {
             let key = format!("{base}/clients/overflow/{fingerprint:016x}");
-            let label = "clients beyond the pool (overflow)".to_owned();
+            let name = "(overflow)".to_owned();
             Rc::new(ClientBucket::new(
                 key,
-                &rate,
+                &limits,
                 limit,
                 Scope::PerGateway,
-                label,
+                name,
                 Kind::Overflow,
             ))
         });
@@ -176,7 +189,7 @@ fn find(keys: &ClientKeys, plan: &ClientsPlan, client: u64, name: &[u8], now: u6
     if let Some(i) = plan.named_for(name) {
         return keys.named.get(i).cloned();
     }
-    let (rate, limit) = plan.default?;
+    let (limits, limit) = plan.default?;
     let cached = SLOTS.with(|s| s.borrow().get(&(keys.pool_tag, client)).cloned());
     if let Some(b) = cached.filter(|b| b.still_held()) {
         return Some(b);
@@ -197,9 +210,9 @@ fn find(keys: &ClientKeys, plan: &ClientsPlan, client: u64, name: &[u8], now: u6
             continue;
         }
         let cut = &name[..name.len().min(LABEL_BYTES)];
-        let label = format!("client {}", String::from_utf8_lossy(cut));
+        let name = String::from_utf8_lossy(cut).into_owned();
         let kind = Kind::Slot { owner_key, client };
-        let bucket = Rc::new(ClientBucket::new(key, &rate, limit, Scope::PerGateway, label, kind));
+        let bucket = Rc::new(ClientBucket::new(key, &limits, limit, Scope::PerGateway, name, kind));
         SLOTS.with(|s| {
             let mut s = s.borrow_mut();
             if s.len() >= WORKER_CACHE {

@@ -4,13 +4,14 @@
 //! it (reject), or hold the connection (delay) within the queue's bounds.
 
 use std::cell::Cell;
+use std::rc::Rc;
 use weighstation_core::leases::{Refusal, Scope, SharedRate, SlotLease, SHARED_RATE_WORDS};
 use weighstation_core::limits::{RateLimit, Reason};
 
 use crate::clients::ClientBucket;
 use crate::keys::{RateKey, SlotKey};
 use crate::tenancy::Attributed;
-use crate::{shared, waiters};
+use crate::{reports, shared, waiters};
 
 /// How often a message held for in-flight capacity is retried when nothing wakes it sooner.
 const INFLIGHT_POLL_NS: u64 = 5_000_000;
@@ -21,7 +22,8 @@ const INFLIGHT_POLL_NS: u64 = 5_000_000;
 /// set on a reload counts the requests admitted after it.
 #[derive(Debug, Clone)]
 pub struct InFlightSlot {
-    taken: [Option<(SlotKey, u64)>; 2],
+    /// The tenant's, the override's and the client's.
+    taken: [Option<(SlotKey, u64)>; 3],
 }
 
 impl InFlightSlot {
@@ -115,6 +117,8 @@ pub struct Held {
     /// The limit the message was held for, and the override it belongs to (None: the tenant's);
     /// kept after the hold ends, for the decision log.
     reason: Option<(Reason, Option<usize>)>,
+    /// The client's count of held messages, while the message holds a place in it.
+    client_queue: Option<Rc<str>>,
 }
 
 impl Held {
@@ -128,6 +132,9 @@ impl Held {
     pub fn end(&mut self, who: &Attributed, me: u32) -> Option<u64> {
         let since = self.since.take()?;
         shared::release(&who.keys.queue);
+        if let Some(key) = self.client_queue.take() {
+            shared::release(&key);
+        }
         who.metrics.queue_depth(-1);
         waiters::release(me);
         Some(since)
@@ -207,7 +214,7 @@ fn rate_buckets<'a>(ask: &Ask<'a>) -> impl Iterator<Item = Bucket<'a>> {
             None,
         )
     });
-    let client = ask.client.map(|c| {
+    let client = ask.client.filter(|c| !c.limit.is_unlimited()).map(|c| {
         (
             &c.limit,
             &c.rate,
@@ -319,23 +326,32 @@ fn check(ask: &Ask<'_>) -> Check {
 
     let mut slot = None;
     if ask.awaits_reply {
-        let inflight_exhausted = |limit: u64, by: Option<usize>| Check::Exhausted {
+        let inflight_exhausted = |limit: u64, by: Option<usize>, client: Option<&str>| Check::Exhausted {
             reason: Reason::InFlight,
             by,
             retry_ns: None,
             paced_ns: 0,
-            detail: format!("inFlight limit of tenant {name}: {limit} requests awaiting a reply"),
+            detail: match client {
+                Some(c) => format!("inFlight limit of {c} of tenant {name}: {limit} requests awaiting a reply"),
+                None => format!("inFlight limit of tenant {name}: {limit} requests awaiting a reply"),
+            },
         };
-        let mut taken = InFlightSlot { taken: [None, None] };
+        let mut taken = InFlightSlot {
+            taken: [None, None, None],
+        };
         let bounds = [
             tenant.limits.in_flight.map(|l| (&who.keys.in_flight, l)),
             over.and_then(|(o, k, _)| Some((&k.in_flight, o.in_flight?))),
+            ask.client
+                .and_then(|c| Some((&c.in_flight.as_ref()?.0, c.in_flight.as_ref()?.1))),
         ];
         for (i, bound) in bounds.into_iter().enumerate() {
             let Some((slots, limit)) = bound else { continue };
             if !take_slot(slots, limit) {
                 taken.release();
-                return inflight_exhausted(limit, if i == 1 { ask.over } else { None });
+                let by = if i == 1 { ask.over } else { None };
+                let client = ask.client.filter(|_| i == 2).map(|c| c.label.as_str());
+                return inflight_exhausted(limit, by, client);
             }
             taken.taken[i] = Some((slots.clone(), limit));
         }
@@ -396,7 +412,7 @@ pub fn admit(ask: &Ask<'_>, held: &mut Held) -> Admit {
             Admit::Forward(None, None)
         }
         Check::TooLarge(detail, by) => {
-            m.refused(Reason::Size, ask.messages);
+            refused(ask, Reason::Size);
             Admit::Refuse(Reason::Size, detail, 0, by)
         }
         Check::Exhausted { reason, .. } if tenant.dry_run => {
@@ -411,7 +427,7 @@ pub fn admit(ask: &Ask<'_>, held: &mut Held) -> Admit {
             retry_ns,
             ..
         } if tenant.reject => {
-            m.refused(reason, ask.messages);
+            refused(ask, reason);
             Admit::Refuse(reason, detail, retry_ms(retry_ns), by)
         }
         Check::Exhausted {
@@ -444,10 +460,21 @@ fn hold(ask: &Ask<'_>, held: &mut Held, retry_ns: Option<u64>, paced_ns: u64, de
         Some(s) => (s, held.paced),
         None => {
             if !shared::acquire(&who.keys.queue, tenant.limits.queue_max_messages) {
-                who.metrics.refused(Reason::Queue, ask.messages);
+                refused(ask, Reason::Queue);
                 let max = tenant.limits.queue_max_messages.unwrap_or_default();
                 let text = format!("queue limit of tenant {name}: {max} messages already held ({detail})");
                 return Admit::Refuse(Reason::Queue, text, retry_ms(retry_ns), None);
+            }
+            if let Some((key, max)) = ask.client.and_then(|c| c.queue.as_ref()) {
+                if !shared::acquire(key, Some(*max)) {
+                    shared::release(&who.keys.queue);
+                    refused(ask, Reason::Queue);
+                    let client = ask.client.map_or("", |c| c.label.as_str());
+                    let text =
+                        format!("queue limit of {client} of tenant {name}: {max} messages already held ({detail})");
+                    return Admit::Refuse(Reason::Queue, text, retry_ms(retry_ns), None);
+                }
+                held.client_queue = Some(key.clone());
             }
             who.metrics.queue_depth(1);
             held.since = Some(ask.now);
@@ -461,13 +488,22 @@ fn hold(ask: &Ask<'_>, held: &mut Held, retry_ns: Option<u64>, paced_ns: u64, de
     let wake_at = ask.now.saturating_add(retry_ns.unwrap_or(INFLIGHT_POLL_NS));
     if ask.now >= deadline || (retry_ns.is_some() && wake_at > deadline) {
         held.end(who, ask.me);
-        who.metrics.refused(Reason::Queue, ask.messages);
+        refused(ask, Reason::Queue);
         let ms = max_wait_ms.unwrap_or_default();
         let text = format!("queue limit of tenant {name}: not admitted within maxWait {ms}ms ({detail})");
         return Admit::Refuse(Reason::Queue, text, retry_ms(retry_ns), None);
     }
     waiters::hold(ask.me, name, since, wake_at.min(deadline));
     Admit::Hold
+}
+
+/// Counts a refused message for its tenant and, in the usage report, for its client.
+fn refused(ask: &Ask<'_>, reason: Reason) {
+    let m = &ask.who.metrics;
+    m.refused(reason, ask.messages);
+    if let Some(c) = ask.client {
+        reports::client_refused(m.usage_slot(), &c.name, ask.messages);
+    }
 }
 
 /// When a refused message could be retried: the rate's own wait, else one poll interval.

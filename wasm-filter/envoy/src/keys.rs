@@ -63,7 +63,7 @@ pub struct SlotKey {
 }
 
 impl SlotKey {
-    fn new(key: String) -> SlotKey {
+    pub fn new(key: String) -> SlotKey {
         let key: Rc<str> = Rc::from(key);
         SlotKey {
             lease: leases::slots(&key),

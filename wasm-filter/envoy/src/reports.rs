@@ -125,6 +125,11 @@ pub fn kafka_topic(slot: usize, topic: &[u8], records: u64) {
     count(slot, |u| u.subjects.add(topic, records));
 }
 
+/// Counts a refusal of `messages` of a client of the tenant at `slot` (its client limits).
+pub fn client_refused(slot: usize, client: &str, messages: u64) {
+    count(slot, |u| u.clients.refused(client.as_bytes(), messages));
+}
+
 /// Where a decision was made: the configuration and tenant in force, the override whose limit
 /// decided (None: the tenant's own), and who the client is.
 pub struct Site<'a> {

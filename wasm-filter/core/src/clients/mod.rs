@@ -15,7 +15,7 @@ use crate::limits::RateLimit;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Clients {
     #[serde(default)]
-    pub default: Option<ClientRate>,
+    pub default: Option<ClientLimits>,
     #[serde(default)]
     pub named: Vec<NamedClients>,
     pub pool: u32,
@@ -25,20 +25,24 @@ pub struct Clients {
 pub struct NamedClients {
     /// Exact names, or prefixes ending in `*`.
     pub names: Vec<String>,
-    pub limits: ClientRate,
+    pub limits: ClientLimits,
 }
 
-/// One client's rate; a burst left out is one second of its rate.
+/// One client's limits; a burst left out is one second of its rate, a limit left out is none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ClientRate {
+pub struct ClientLimits {
     pub messages_per_second: Option<u64>,
     pub bytes_per_second: Option<u64>,
     pub burst_messages: Option<u64>,
     pub burst_bytes: Option<u64>,
+    /// Requests awaiting their reply.
+    pub in_flight: Option<u64>,
+    /// Messages held at once (onLimit: delay), within the tenant's queue.
+    pub queue_max_messages: Option<u64>,
 }
 
-impl ClientRate {
+impl ClientLimits {
     pub fn limit(&self) -> RateLimit {
         RateLimit::new(
             self.messages_per_second.map(|r| (r, self.burst_messages.unwrap_or(r))),
@@ -52,14 +56,14 @@ impl ClientRate {
 pub struct ClientsPlan {
     pub named: Vec<NamedPlan>,
     /// Every other client's limit, and what the pool's state is keyed by.
-    pub default: Option<(ClientRate, RateLimit)>,
+    pub default: Option<(ClientLimits, RateLimit)>,
     pub pool: u32,
 }
 
 #[derive(Debug)]
 pub struct NamedPlan {
     names: Vec<String>,
-    pub rate: ClientRate,
+    pub limits: ClientLimits,
     pub limit: RateLimit,
     /// Identifies the entry's names and limit, to key its bucket.
     pub fingerprint: u64,
@@ -90,7 +94,7 @@ impl ClientsPlan {
                     .fold(limit.fingerprint(), |h, name| fnv(h, name.as_bytes()) ^ 0xff);
                 NamedPlan {
                     names: n.names.clone(),
-                    rate: n.limits,
+                    limits: n.limits,
                     limit,
                     fingerprint,
                 }

@@ -11,7 +11,7 @@ mod tally;
 
 pub use decision::{configured, consume_configured, limit_name, observed, Decision, Outcome};
 pub use sampler::{Kind, Sampler, Suppressed};
-pub use tally::{SubjectCount, Tally, TenantUsage, TopSubjects};
+pub use tally::{SubjectCount, Tally, TenantUsage, TopClients, TopSubjects};
 
 use serde::{Deserialize, Serialize};
 

@@ -1,0 +1,234 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nats-io/nats.go"
+)
+
+// k8sAcmeClients is team-a's policy with client limits: 5 messages/s for each client of acme.
+const k8sAcmeClients = `
+apiVersion: weighstation.io/v1alpha1
+kind: LimitPolicy
+metadata: {name: acme, namespace: team-a}
+spec:
+  tenant: acme
+  identify: {nats: {users: [k8s-acme]}}
+  onLimit: reject
+  limits:
+    rate: {messagesPerSecond: 1000}
+  clients:
+    default: {rate: {messagesPerSecond: 5}}
+`
+
+// editorClient is a ServiceAccount of team-a bound in team-a to the chart's LimitPolicy editor
+// ClusterRole: what a tenant team is given.
+func editorClient(t *testing.T, k *k8sStack) kubernetes.Interface {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := k.kube.CoreV1().ServiceAccounts("team-a").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "editor"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.kube.RbacV1().RoleBindings("team-a").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "editor"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "editor", Namespace: "team-a"}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "gw-weighstation-control-plane-limitpolicy-editor"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := k.kube.CoreV1().ServiceAccounts("team-a").CreateToken(ctx, "editor", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := k.api.Kubeconfig("team-a-editor", tok.Status.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+// usageOf reads a LimitPolicy's status.usage (nil: none).
+func usageOf(u *unstructured.Unstructured) map[string]any {
+	m, _, _ := unstructured.NestedMap(u.Object, "status", "usage")
+	return m
+}
+
+// The tenant team sees its limits at work on its own LimitPolicy: status.usage sums the last
+// minute (admitted, refused by reason, the clients refused most), written at most every 10 s; an
+// Event says when refusals start and when they stop; the chart's editor role reads its own
+// namespace's Events and not another's; another team's policy shows nothing of it.
+func testTeamSeesItsLimitsAtWork(t *testing.T, k *k8sStack) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := k.admin
+	applied := mustApply(t, a, lpGVR, k8sAcmeClients)
+	waitCondition(t, a, lpGVR, "team-a", "acme", "Programmed", metav1.ConditionTrue, "Programmed", "1/1 gateways", 5*time.Second)
+	// Every status write of the test's span, seen as it happens.
+	w, err := resource(a, lpGVR, "team-a").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=acme", ResourceVersion: applied.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := make(chan time.Time, 100)
+	go func() {
+		last := ""
+		for e := range w.ResultChan() {
+			u, ok := e.Object.(*unstructured.Unstructured)
+			if !ok || e.Type != watch.Modified {
+				continue
+			}
+			if until, _ := usageOf(u)["until"].(string); until != "" && until != last {
+				last = until
+				if at, err := time.Parse(time.RFC3339, until); err == nil {
+					writes <- at
+				}
+			}
+		}
+		close(writes)
+	}()
+
+	// Programmed says the gateway acknowledged the policy; each worker applies it a moment
+	// later. billing-a's new connections are refused once it is in force there.
+	var refusals atomic.Int64
+	var noisy *nats.Conn
+	eventually(t, 10*time.Second, "acme's client limit refusing billing-a's new connection", func() bool {
+		noisy = connectNATS(t, k.ports.NATS, "k8s-acme", "k8s-acme-secret", nats.Name("billing-a"),
+			nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) { refusals.Add(1) }))
+		for i := range 20 {
+			_ = noisy.Publish("acme.usage", []byte(fmt.Sprint(i)))
+		}
+		_ = noisy.Flush()
+		time.Sleep(100 * time.Millisecond) // the -ERRs follow the PONG
+		return refusals.Load() > 0
+	})
+	quiet := connectNATS(t, k.ports.NATS, "k8s-acme", "k8s-acme-secret", nats.Name("billing-b"))
+	for i := range 100 {
+		_ = noisy.Publish("acme.usage", []byte(fmt.Sprint(i)))
+	}
+	_ = quiet.Publish("acme.usage", []byte("b"))
+	if err := noisy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := quiet.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	refusedAt := time.Now()
+
+	var u *unstructured.Unstructured
+	defer func() {
+		if t.Failed() && u != nil {
+			t.Logf("acme's status: %v", u.Object["status"])
+			if st, err := k.stack.ControlPlaneStatus(); err == nil {
+				t.Logf("control plane: %+v", st.Active)
+			}
+			if resp, err := http.Get("http://" + addr(k.ports.ControlPlane) + "/usage"); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				t.Logf("/usage: %s", b)
+			}
+		}
+	}()
+	eventually(t, 25*time.Second, "acme's status.usage shows billing-a refused", func() bool {
+		u, err = resource(a, lpGVR, "team-a").Get(ctx, "acme", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		usage := usageOf(u)
+		top, _ := usage["topClients"].([]any)
+		refused, _ := usage["refused"].(map[string]any)
+		first, _ := firstOf(top)["client"].(string)
+		return first == "billing-a" && refused["rate"] != nil
+	})
+	usage := usageOf(u)
+	t.Logf("status.usage: %v", usage)
+	if admitted, _ := usage["admitted"].(int64); admitted < 6 {
+		t.Errorf("status.usage.admitted %v: want billing-a's burst and billing-b's message", usage["admitted"])
+	}
+	refused, _ := usage["refused"].(map[string]any)
+	if n, _ := refused["rate"].(int64); n < 90 {
+		t.Errorf("status.usage.refused.rate %v: want billing-a's ~95 refusals", refused["rate"])
+	}
+	for _, c := range usage["topClients"].([]any) {
+		if c.(map[string]any)["client"] == "billing-b" {
+			t.Errorf("billing-b, never refused, is among the top clients: %v", usage["topClients"])
+		}
+	}
+
+	editor := editorClient(t, k)
+	eventsOf := func(reason string) []corev1.Event {
+		list, err := editor.CoreV1().Events("team-a").List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=LimitPolicy,involvedObject.name=acme,involvedObject.uid=" + string(u.GetUID()) + ",reason=" + reason})
+		if err != nil {
+			t.Fatalf("the team's editor role lists its namespace's events: %v", err)
+		}
+		return list.Items
+	}
+	var refusing []corev1.Event
+	eventually(t, 10*time.Second, "a Refusing Event on acme", func() bool {
+		refusing = eventsOf("Refusing")
+		return len(refusing) > 0
+	})
+	if e := refusing[0]; e.Type != corev1.EventTypeWarning || !strings.Contains(e.Message, "rate") || !strings.Contains(e.Message, "top client billing-a") {
+		t.Errorf("the Refusing Event: %s %q, want a Warning naming rate and top client billing-a", e.Type, e.Message)
+	}
+	t.Logf("Event %s: %s", refusing[0].Reason, refusing[0].Message)
+	if _, err := editor.CoreV1().Events("team-b").List(ctx, metav1.ListOptions{}); err == nil || !strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("the team's editor role listing team-b's events: want forbidden, got %v", err)
+	}
+	globex, err := resource(a, lpGVR, "team-b").Get(ctx, "globex", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := usageOf(globex); strings.Contains(fmt.Sprint(g), "billing") || g["refused"] != nil && len(g["refused"].(map[string]any)) > 0 {
+		t.Errorf("globex's status shows acme's traffic: %v", g)
+	}
+
+	// A minute after the last refusal, the refusals have stopped: Recovered.
+	eventually(t, 90*time.Second-time.Since(refusedAt), "a Recovered Event on acme", func() bool { return len(eventsOf("Recovered")) > 0 })
+	t.Logf("Recovered %s after the last refusal", time.Since(refusedAt).Round(time.Second))
+	if n := len(eventsOf("Refusing")); n != 1 {
+		t.Errorf("%d Refusing Events for one episode, want 1", n)
+	}
+	cancel()
+	var prev time.Time
+	count := 0
+	for at := range writes {
+		// until is written to the second: two writes 10 s apart may read 9 s apart.
+		if !prev.IsZero() && at.Sub(prev) < 9*time.Second {
+			t.Errorf("status.usage written %s after the previous write: want at most one write every 10 s", at.Sub(prev))
+		}
+		prev = at
+		count++
+	}
+	t.Logf("status.usage written %d times in %s", count, time.Since(refusedAt).Round(time.Second))
+	if count == 0 {
+		t.Error("the watch saw no status.usage write")
+	}
+}
+
+func firstOf(l []any) map[string]any {
+	if len(l) == 0 {
+		return nil
+	}
+	m, _ := l[0].(map[string]any)
+	return m
+}
