@@ -19,9 +19,6 @@ func teamClient(t *testing.T, k *k8sStack) dynamic.Interface {
 	t.Helper()
 	ctx := context.Background()
 	rbac := k.kube.RbacV1()
-	if _, err := k.kube.CoreV1().ServiceAccounts("team-a").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "writer"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := rbac.Roles("team-a").Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "limitpolicy-writer"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"weighstation.io"}, Resources: []string{"limitpolicies"},
@@ -29,22 +26,33 @@ func teamClient(t *testing.T, k *k8sStack) dynamic.Interface {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rbac.RoleBindings("team-a").Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "writer"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "writer", Namespace: "team-a"}},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "limitpolicy-writer"},
+	return dynamicClient(t, boundServiceAccount(t, k, "team-a", "writer", rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "limitpolicy-writer"}))
+}
+
+// boundServiceAccount makes ServiceAccount name in ns, binds it there to role, and returns a
+// kubeconfig of its token.
+func boundServiceAccount(t *testing.T, k *k8sStack, ns, name string, role rbacv1.RoleRef) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := k.kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
+		RoleRef:    role,
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := k.kube.CoreV1().ServiceAccounts("team-a").CreateToken(ctx, "writer", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	tok, err := k.kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig, err := k.api.Kubeconfig("team-a-writer", tok.Status.Token)
+	kubeconfig, err := k.api.Kubeconfig(ns+"-"+name, tok.Status.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dynamicClient(t, kubeconfig)
+	return kubeconfig
 }
 
 func testTeamCannotReachAnotherTenant(t *testing.T, k *k8sStack) {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,26 +40,8 @@ spec:
 // ClusterRole: what a tenant team is given.
 func editorClient(t *testing.T, k *k8sStack) kubernetes.Interface {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := k.kube.CoreV1().ServiceAccounts("team-a").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "editor"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := k.kube.RbacV1().RoleBindings("team-a").Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "editor"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "editor", Namespace: "team-a"}},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "gw-weighstation-control-plane-limitpolicy-editor"},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := k.kube.CoreV1().ServiceAccounts("team-a").CreateToken(ctx, "editor", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := k.api.Kubeconfig("team-a-editor", tok.Status.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	role := rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "gw-weighstation-control-plane-limitpolicy-editor"}
+	cfg, err := clientcmd.BuildConfigFromFlags("", boundServiceAccount(t, k, "team-a", "editor", role))
 	if err != nil {
 		t.Fatal(err)
 	}
