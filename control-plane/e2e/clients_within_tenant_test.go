@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bufio"
 	"fmt"
 	"math"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -213,7 +215,7 @@ func TestKafkaClientOverItsLimitDoesNotStarveItsTenant(t *testing.T) {
 }
 
 // Tenant crowd (delay, a queue of 2) gives each client 20 messages/s and one place of the
-// queue. A runaway client on four connections, each at ten times its limit, holds one place:
+// queue. A runaway client on four connections, each at five times its limit, holds one place:
 // its other connections' messages are refused at once, naming the client's share, and a steady
 // client over its own bucket for a moment still finds a place and loses nothing. Without
 // client queues the runaway would hold both places and the steady client's held message would
@@ -234,7 +236,8 @@ func TestNATSClientHoldsOnlyItsShareOfTheQueue(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			onSchedule(200, 3*time.Second, func(n int) bool {
+			// A held connection's backlog is admitted at the client's 20/s: 200 at most, 10 s.
+			onSchedule(100, 2*time.Second, func(n int) bool {
 				if err := nc.Publish(subject, []byte(fmt.Sprintf("%d-%d", i, n))); err != nil {
 					return false
 				}
@@ -319,5 +322,78 @@ func TestNATSClientInFlightIsItsOwn(t *testing.T) {
 		if p := peak[prefix+"."+name]; p != 2 {
 			t.Errorf("%s had %d requests at the responder at once: want its inFlight of 2", name, p)
 		}
+	}
+}
+
+// Client pinned of tenant crowd may hold 2 connections: its third is refused as the tenant's
+// connection limit refuses one, naming the client, while other clients of the tenant connect;
+// a freed place admits a new connection. On Kafka, a connection whose requests name the client
+// is closed when the client has no place left.
+func TestClientConnectionLimitIsItsOwn(t *testing.T) {
+	const tenant = "crowd"
+	connect := func(name string) (*nats.Conn, error) {
+		return nats.Connect("nats://"+addr(ports.NATS), nats.UserInfo(tenant, tenant+"-secret"), nats.Name(name), nats.Timeout(5*time.Second))
+	}
+	var pinned []*nats.Conn
+	for range 2 {
+		nc, err := connect("pinned")
+		if err != nil {
+			t.Fatalf("pinned's connections within its limit: %v", err)
+		}
+		defer nc.Close()
+		pinned = append(pinned, nc)
+	}
+	_, err := connect("pinned")
+	if want := "maximum connections exceeded (connections limit of client pinned of tenant crowd: 2)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("pinned's third connection: %v, want %q", err, want)
+	}
+	other, err := connect("other")
+	if err != nil {
+		t.Fatalf("another client of the tenant meanwhile: %v", err)
+	}
+	other.Close()
+	pinned[0].Close()
+	eventually(t, 5*time.Second, "a freed place admits pinned's new connection", func() bool {
+		nc, err := connect("pinned")
+		if err != nil {
+			return false
+		}
+		nc.Close()
+		return true
+	})
+
+	// Kafka: connections whose requests name client.id crowd-pinned, each kept open.
+	cl, err := kgo.NewClient(append(localstack.DirectKafka(addr(ports.KafkaDirect)), kgo.MaxVersions(kversion.V3_0_0()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topic := strings.ReplaceAll(uniqueSubject("crowd-pinned"), ".", "-")
+	createLogAppendTopic(t, cl, topic)
+	produce := func() (string, error) {
+		c, err := net.Dial("tcp", addr(ports.Kafka))
+		if err != nil {
+			return "", err
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write(produceAs("crowd-pinned", 1, topic)); err != nil {
+			return "", err
+		}
+		frame, err := readKafkaFrame(bufio.NewReader(c))
+		if err != nil {
+			return "", err
+		}
+		return produceOutcome(frame), nil
+	}
+	for i := range 2 {
+		if outcome, err := produce(); err != nil || outcome != "ok" {
+			t.Fatalf("crowd-pinned's connection %d within its limit: %s %v", i, outcome, err)
+		}
+	}
+	if outcome, err := produce(); err == nil {
+		t.Errorf("crowd-pinned's third connection was answered (%s): want it closed", outcome)
+	} else {
+		t.Logf("crowd-pinned's third connection: %v", err)
 	}
 }

@@ -59,7 +59,7 @@ type ClientMatch struct {
 }
 
 // ClientLimits is what one client may do, within its tenant's limits.
-// +kubebuilder:validation:XValidation:rule="has(self.rate) || has(self.inFlight) || has(self.queue)",message="set rate, inFlight or queue"
+// +kubebuilder:validation:XValidation:rule="has(self.rate) || has(self.inFlight) || has(self.queue) || has(self.connections)",message="set rate, inFlight, queue or connections"
 type ClientLimits struct {
 	// Messages and bytes per second of one client, with their bucket depths (default one
 	// second of the rate).
@@ -69,6 +69,12 @@ type ClientLimits struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	InFlight *int64 `json:"inFlight,omitempty"`
+	// Concurrent connections of one client, within its tenant's. A NATS connection counts for
+	// the client it authenticated as; a Kafka connection for the client.id of its latest request
+	// (one that names another client moves it, and is closed if that client has none left).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	Connections *int64 `json:"connections,omitempty"`
 	// How much of its tenant's queue one client may hold (onLimit: delay), so a client over its
 	// limits never fills the queue for the others. maxWait is the tenant's.
 	// +optional

@@ -28,6 +28,7 @@ type ClientLimits struct {
 	Rate        Rate
 	InFlight    Quantity
 	MaxMessages Quantity // queue.maxMessages
+	Connections Quantity
 	Pos         Pos
 }
 
@@ -69,6 +70,9 @@ func (d *decoder) clientLimits(n *yaml.Node, path string) ClientLimits {
 	d.mapping(n, path, fields{
 		"rate":     func(n *yaml.Node, p string) { l.Rate = d.rate(n, p) },
 		"inFlight": func(n *yaml.Node, p string) { l.InFlight = d.quantity(n, p, parseCount) },
+		"connections": func(n *yaml.Node, p string) {
+			l.Connections = d.quantity(n, p, parseCount)
+		},
 		"queue": func(n *yaml.Node, p string) {
 			d.mapping(n, p, fields{"maxMessages": func(n *yaml.Node, p string) { l.MaxMessages = d.quantity(n, p, parseCount) }})
 		},
@@ -77,36 +81,17 @@ func (d *decoder) clientLimits(n *yaml.Node, path string) ClientLimits {
 }
 
 func (d *decoder) namedClients(n *yaml.Node, path string) []NamedClient {
-	if n.Kind != yaml.SequenceNode {
-		d.c.add(d.pos(n), path, "must be a list")
-		return nil
-	}
-	out := make([]NamedClient, 0, len(n.Content))
-	for i, e := range n.Content {
-		p := path + "[" + itoa(i) + "]"
-		nc := NamedClient{Pos: d.pos(e)}
-		var matchSeen, limitsSeen bool
-		d.mapping(e, p, fields{
-			"match": func(n *yaml.Node, p string) {
-				matchSeen = true
-				d.mapping(n, p, fields{
-					"nats":  func(n *yaml.Node, p string) { nc.Match.NATS = d.clientNames(n, p) },
-					"kafka": func(n *yaml.Node, p string) { nc.Match.Kafka = d.clientNames(n, p) },
-				})
-				if len(nc.Match.NATS)+len(nc.Match.Kafka) == 0 && n.Kind == yaml.MappingNode {
-					d.c.add(d.pos(n), p, "name at least one nats or kafka client")
-				}
-			},
-			"limits": func(n *yaml.Node, p string) { limitsSeen, nc.Limits = true, d.clientLimits(n, p) },
-		})
-		if e.Kind == yaml.MappingNode && !matchSeen {
-			d.c.add(nc.Pos, p+".match", "is required")
+	var out []NamedClient
+	d.matchedList(n, path, d.clientNames, func(e *yaml.Node, p string, m Match, limits *yaml.Node) {
+		nc := NamedClient{Match: m, Pos: d.pos(e)}
+		if len(m.NATS)+len(m.Kafka) == 0 && hasKey(e, "match") {
+			d.c.add(d.pos(e), p+".match", "name at least one nats or kafka client")
 		}
-		if e.Kind == yaml.MappingNode && !limitsSeen {
-			d.c.add(nc.Pos, p+".limits", "is required")
+		if limits != nil {
+			nc.Limits = d.clientLimits(limits, p+".limits")
 		}
 		out = append(out, nc)
-	}
+	})
 	return out
 }
 
@@ -175,7 +160,7 @@ func resolveClientLimits(l ClientLimits, path string, tenant Effective, c *colle
 		field string
 	}{{r.MessagesPerSecond, "rate.messagesPerSecond"}, {r.BytesPerSecond, "rate.bytesPerSecond"},
 		{r.BurstMessages, "rate.burstMessages"}, {r.BurstBytes, "rate.burstBytes"},
-		{l.InFlight, "inFlight"}, {l.MaxMessages, "queue.maxMessages"}} {
+		{l.InFlight, "inFlight"}, {l.MaxMessages, "queue.maxMessages"}, {l.Connections, "connections"}} {
 		switch {
 		case q.q.Unlimited:
 			c.add(q.q.Pos, path+"."+q.field, "a client's limit cannot be unlimited: leave it out")
@@ -187,13 +172,26 @@ func resolveClientLimits(l ClientLimits, path string, tenant Effective, c *colle
 	switch {
 	case rateSet && !r.MessagesPerSecond.Finite() && !r.BytesPerSecond.Finite():
 		c.add(l.Pos, path+".rate", "needs messagesPerSecond, bytesPerSecond, or both")
-	case !rateSet && !l.InFlight.Set && !l.MaxMessages.Set:
-		c.add(l.Pos, path, "set rate, inFlight or queue")
+	case !rateSet && !l.InFlight.Set && !l.MaxMessages.Set && !l.Connections.Set:
+		c.add(l.Pos, path, "set rate, inFlight, queue or connections")
 	}
 	// The rest is the override's rule: bursts of one second, a byte burst that fits a message.
 	e := resolveOverride(Limits{Rate: r, InFlight: l.InFlight}, path, l.Pos, tenant, c)
 	if l.MaxMessages.Finite() {
 		e.QueueMaxMessages = ptr(l.MaxMessages.Value)
 	}
+	if l.Connections.Finite() {
+		e.Connections = ptr(l.Connections.Value)
+	}
 	return e
+}
+
+// hasKey says whether a mapping node has the key (a missing one is reported as required).
+func hasKey(n *yaml.Node, key string) bool {
+	for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
 }

@@ -285,34 +285,49 @@ func (d *decoder) quotaService(n *yaml.Node, path string) *QuotaService {
 }
 
 func (d *decoder) overrides(n *yaml.Node, path string) []Override {
+	var out []Override
+	d.matchedList(n, path, d.strList, func(e *yaml.Node, p string, m Match, limits *yaml.Node) {
+		o := Override{Match: m, Pos: d.pos(e)}
+		if limits != nil {
+			o.Limits = d.limits(limits, p+".limits")
+		}
+		out = append(out, o)
+	})
+	return out
+}
+
+// matchedList decodes a list whose entries have a match (nats and kafka lists, read by names)
+// and limits, both required: each gets an entry with its path, its match and its limits' node
+// (nil when missing, which is reported).
+func (d *decoder) matchedList(n *yaml.Node, path string, names func(*yaml.Node, string) []string,
+	each func(e *yaml.Node, p string, m Match, limits *yaml.Node)) {
 	if n.Kind != yaml.SequenceNode {
 		d.c.add(d.pos(n), path, "must be a list")
-		return nil
+		return
 	}
-	out := make([]Override, 0, len(n.Content))
 	for i, e := range n.Content {
 		p := path + "[" + itoa(i) + "]"
-		o := Override{Pos: d.pos(e)}
-		var matchSeen, limitsSeen bool
+		var m Match
+		var matchSeen bool
+		var limits *yaml.Node
 		d.mapping(e, p, fields{
 			"match": func(n *yaml.Node, p string) {
 				matchSeen = true
 				d.mapping(n, p, fields{
-					"nats":  func(n *yaml.Node, p string) { o.Match.NATS = d.strList(n, p) },
-					"kafka": func(n *yaml.Node, p string) { o.Match.Kafka = d.strList(n, p) },
+					"nats":  func(n *yaml.Node, p string) { m.NATS = names(n, p) },
+					"kafka": func(n *yaml.Node, p string) { m.Kafka = names(n, p) },
 				})
 			},
-			"limits": func(n *yaml.Node, p string) { limitsSeen, o.Limits = true, d.limits(n, p) },
+			"limits": func(n *yaml.Node, p string) { limits = n },
 		})
 		if e.Kind == yaml.MappingNode && !matchSeen {
-			d.c.add(o.Pos, p+".match", "is required")
+			d.c.add(d.pos(e), p+".match", "is required")
 		}
-		if e.Kind == yaml.MappingNode && !limitsSeen {
-			d.c.add(o.Pos, p+".limits", "is required")
+		if e.Kind == yaml.MappingNode && limits == nil {
+			d.c.add(d.pos(e), p+".limits", "is required")
 		}
-		out = append(out, o)
+		each(e, p, m, limits)
 	}
-	return out
 }
 
 // document decodes one YAML document into a LimitPolicy or GatewayDefaults (at most one is non-nil).

@@ -128,13 +128,13 @@ func TestLoadReportsEachErrorClassWithPosition(t *testing.T) {
 		{
 			name: "client limits",
 			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": acme("    inFlight: 5\n") +
-				"  clients:\n    pool: 0\n    named:\n      - match: { kafka: [\"a*b\"] }\n        limits: { rate: { burstMessages: 5 }, connections: 3 }\n"},
+				"  clients:\n    pool: 0\n    named:\n      - match: { kafka: [\"a*b\"] }\n        limits: { rate: { burstMessages: 5 }, consume: 3 }\n"},
 			want: []string{
 				"b.yaml:13:11: spec.clients.pool: sizes the buckets of the clients under default: set default too",
 				`b.yaml:15:26: spec.clients.named[0].match.kafka[0]: "a*b" is not a client name: exact, or a prefix ending in * (at most 255 characters)`,
 				"b.yaml:16:17: spec.clients.named[0].limits.rate: needs messagesPerSecond, bytesPerSecond, or both",
 				"b.yaml:16:42: spec.clients.named[0].limits.rate.burstMessages: needs rate.messagesPerSecond in the same limits",
-				"b.yaml:16:47: spec.clients.named[0].limits.connections: unknown field (known: inFlight, queue, rate)",
+				"b.yaml:16:47: spec.clients.named[0].limits.consume: unknown field (known: connections, inFlight, queue, rate)",
 			},
 		},
 		{

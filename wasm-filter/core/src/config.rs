@@ -55,8 +55,7 @@ pub struct Override {
 }
 
 impl Tenant {
-    /// A global tenant's in-flight and connection limits (and its named clients' in-flight
-    /// limits) are divided evenly among the live replicas (rounded up): they bound concurrency,
+    /// A global tenant's in-flight and connection limits (and its named clients') are divided evenly among the live replicas (rounded up): they bound concurrency,
     /// which cannot be borrowed between processes the way a rate's tokens can. Queue bounds stay per process: they bound what
     /// this Envoy holds in memory.
     fn split_concurrency(&mut self, replicas: u64) {
@@ -69,6 +68,7 @@ impl Tenant {
         // A named client's bucket is the tenant's across replicas; the pool's are per replica.
         for n in self.clients.iter_mut().flat_map(|c| &mut c.named) {
             split(&mut n.limits.in_flight);
+            split(&mut n.limits.connections);
         }
     }
 }

@@ -10,11 +10,11 @@ use std::rc::Rc;
 use weighstation_core::clients::pool::{self, Slot};
 use weighstation_core::clients::{client_hash, ClientLimits, ClientsPlan};
 use weighstation_core::leases::{Scope, SharedRate, SHARED_RATE_WORDS};
-use weighstation_core::limits::RateLimit;
+use weighstation_core::limits::{RateLimit, Reason};
 
 use crate::keys::{self, RateKey, SlotKey};
 use crate::tenancy::Attributed;
-use crate::{metrics, shared};
+use crate::{metrics, reports, shared};
 
 /// How often a connection makes sure its pool slot is still its client's, and an overflowing
 /// client looks for a slot again.
@@ -43,6 +43,8 @@ pub struct ClientBucket {
     pub in_flight: Option<(SlotKey, u64)>,
     /// Its count of held messages and bound.
     pub queue: Option<(Rc<str>, u64)>,
+    /// Its count of connections and bound.
+    pub connections: Option<(Rc<str>, u64)>,
     /// Names it in refusals: `client billing-a`.
     pub label: String,
     /// Names it in usage reports: the client's name, or a named entry's names.
@@ -72,6 +74,7 @@ impl ClientBucket {
         ClientBucket {
             in_flight: limits.in_flight.map(|n| (SlotKey::new(format!("{key}/inflight")), n)),
             queue: limits.queue_max_messages.map(|n| (Rc::from(format!("{key}/queue")), n)),
+            connections: limits.connections.map(|n| (Rc::from(format!("{key}/connections")), n)),
             rate: RateKey::new(key, &limit, scope),
             limit,
             messages_per_second: limits.messages_per_second,
@@ -152,6 +155,8 @@ pub struct ClientSeat {
     keys: usize,
     bucket: Option<Rc<ClientBucket>>,
     checked_at: u64,
+    /// The connection count this connection holds a place in.
+    counted: Option<Rc<str>>,
 }
 
 impl ClientSeat {
@@ -185,6 +190,43 @@ impl ClientSeat {
     }
 }
 
+impl ClientSeat {
+    /// Counts the connection for its client's bucket (moving it from the bucket it counted for,
+    /// if its client changed), or says why the client's connection limit refuses it. In dryRun
+    /// the connection is counted and a refusal only counted as would-be.
+    pub fn connect(&mut self, who: &Attributed, principal: Option<&[u8]>, name: &[u8], now: u64) -> Result<(), String> {
+        let bucket = self.bucket(who, principal, name, now);
+        let bound = bucket.as_ref().and_then(|b| b.connections.as_ref());
+        if self.counted.as_deref() == bound.map(|(k, _)| &**k) {
+            return Ok(());
+        }
+        if let (Some((key, max)), Some(b), Some(tenant)) = (bound, &bucket, who.tenant()) {
+            let limit = Some(*max).filter(|_| !tenant.dry_run);
+            if !shared::acquire(key, limit) {
+                who.metrics.refused(Reason::Connections, 1);
+                reports::client_refused(who.metrics.usage_slot(), &b.name, 1);
+                return Err(format!(
+                    "maximum connections exceeded (connections limit of {} of tenant {}: {max})",
+                    b.label, tenant.name
+                ));
+            }
+            if tenant.dry_run && shared::read(key) > *max {
+                who.metrics.would_refuse(Reason::Connections, 1);
+            }
+        }
+        self.closed();
+        self.counted = bound.map(|(k, _)| k.clone());
+        Ok(())
+    }
+
+    /// The connection closed: its place in its client's connection count goes back.
+    pub fn closed(&mut self) {
+        if let Some(key) = self.counted.take() {
+            shared::release(&key);
+        }
+    }
+}
+
 fn find(keys: &ClientKeys, plan: &ClientsPlan, client: u64, name: &[u8], now: u64) -> Option<Rc<ClientBucket>> {
     if let Some(i) = plan.named_for(name) {
         return keys.named.get(i).cloned();
@@ -199,9 +241,11 @@ fn find(keys: &ClientKeys, plan: &ClientsPlan, client: u64, name: &[u8], now: u6
         let owner_key = format!("{key}/owner");
         let verdict = Cell::new(Slot::Busy);
         let (_, stored) = shared::update::<1>(&owner_key, |[owner]| {
+            // A slot with a connection counted on it stays its client's, however idle.
             let refilled = owner != client
                 && owner != 0
-                && SharedRate::refilled(shared::update::<SHARED_RATE_WORDS>(&key, |_| None).0, now);
+                && SharedRate::refilled(shared::update::<SHARED_RATE_WORDS>(&key, |_| None).0, now)
+                && shared::read(&format!("{key}/connections")) == 0;
             verdict.set(pool::judge(owner, client, refilled));
             (verdict.get() == Slot::Free).then_some([client])
         });

@@ -122,9 +122,14 @@ struct Conn {
 }
 
 impl Conn {
-    /// A request's client id: it attributes a connection that authenticated in no way.
+    /// A request's client id: it attributes a connection that authenticated in no way, and
+    /// names the client whose connection it is.
     fn observe(&mut self, client_id: Option<&[u8]>) {
-        if let Err(why) = self.who.claimed_client_id(client_id) {
+        let who = &mut self.who;
+        if let Err(why) = who
+            .claimed_client_id(client_id)
+            .and_then(|()| who.client_connection(client_id))
+        {
             log::info!("weighstation: kafka connection refused: {why}");
             self.refused = true;
         }

@@ -91,7 +91,10 @@ impl NatsGate<'_> {
 
 impl Gate for NatsGate<'_> {
     fn authenticated(&mut self, credentials: NatsCredentials) -> Result<(), String> {
-        let result = self.conn.who.authenticated(Authenticated::Nats(credentials));
+        let who = &mut self.conn.who;
+        let result = who
+            .authenticated(Authenticated::Nats(credentials))
+            .and_then(|()| who.client_connection(None));
         if let Err(why) = &result {
             log::info!("weighstation: nats connection refused: {why}");
         }

@@ -95,25 +95,23 @@ impl Attribution {
         }
     }
 
-    /// The bucket of the client a message comes from, if its tenant limits its clients: on
-    /// Kafka the request's client id with the connection's principal or certificate, on NATS
-    /// the connection's name, else its user or nkey.
+    /// The bucket of the client a message comes from, if its tenant limits its clients.
     pub fn client_bucket(&mut self, kafka_client_id: Option<&[u8]>, now: u64) -> Option<Rc<ClientBucket>> {
         let who = self.current.as_ref()?;
         who.keys.clients.as_ref()?;
-        let id = &self.identity;
-        let (principal, name) = match self.protocol {
-            Protocol::Kafka => {
-                let principal = match (&id.authenticated, &id.certificate) {
-                    (Some(Authenticated::Kafka(p)), _) => Some(p.name.as_bytes()),
-                    (_, Some(c)) => Some(c.subject.as_bytes()),
-                    _ => None,
-                };
-                (principal, kafka_client_id.unwrap_or_default())
-            }
-            Protocol::Nats => (None, id.nats_client().unwrap_or_default().as_bytes()),
-        };
+        let (principal, name) = client_of(self.protocol, &self.identity, kafka_client_id);
         self.client.bucket(who, principal, name, now)
+    }
+
+    /// Counts the connection for its client (NATS: once authenticated; Kafka: at each
+    /// request, whose client id may name another client), or says why the client's connection
+    /// limit refuses it.
+    pub fn client_connection(&mut self, kafka_client_id: Option<&[u8]>) -> Result<(), String> {
+        let Some(who) = self.current.as_ref().filter(|w| w.keys.clients.is_some()) else {
+            return Ok(());
+        };
+        let (principal, name) = client_of(self.protocol, &self.identity, kafka_client_id);
+        self.client.connect(who, principal, name, clock::now_ns())
     }
 
     /// A Kafka request's client id: the connection is attributed again if it matters (only
@@ -209,9 +207,31 @@ impl Attribution {
     }
 
     pub fn closed(&mut self) {
+        self.client.closed();
         if let Some(cur) = self.current.take() {
             shared::release(&cur.keys.connections);
             cur.metrics.connections(-1);
         }
+    }
+}
+
+/// Who a client is within its tenant (weighstation_core::clients): on Kafka the request's client
+/// id with the connection's principal or certificate, on NATS the connection's name, else its
+/// user or nkey.
+fn client_of<'a>(
+    protocol: Protocol,
+    id: &'a Identity,
+    kafka_client_id: Option<&'a [u8]>,
+) -> (Option<&'a [u8]>, &'a [u8]) {
+    match protocol {
+        Protocol::Kafka => {
+            let principal = match (&id.authenticated, &id.certificate) {
+                (Some(Authenticated::Kafka(p)), _) => Some(p.name.as_bytes()),
+                (_, Some(c)) => Some(c.subject.as_bytes()),
+                _ => None,
+            };
+            (principal, kafka_client_id.unwrap_or_default())
+        }
+        Protocol::Nats => (None, id.nats_client().unwrap_or_default().as_bytes()),
     }
 }

@@ -40,6 +40,8 @@ pub struct ClientLimits {
     pub in_flight: Option<u64>,
     /// Messages held at once (onLimit: delay), within the tenant's queue.
     pub queue_max_messages: Option<u64>,
+    /// Concurrent connections.
+    pub connections: Option<u64>,
 }
 
 impl ClientLimits {
