@@ -72,14 +72,43 @@ func TestPolicyObjectsSource(t *testing.T) {
   - gatewaydefaults/status
   verbs:
   - patch
+- apiGroups:
+  - ""
+  resources:
+  - events
+  verbs:
+  - create
+  - patch
 `; got != want {
 		t.Errorf("the control plane's ClusterRole:\n%s", got)
 	}
 	if got := rules("Role", "-status-lease"); !strings.Contains(got, "weighstation-policy-status") || !strings.Contains(got, "leases") {
 		t.Errorf("the Lease Role:\n%s", got)
 	}
-	if got := rules("ClusterRole", "-limitpolicy-editor"); strings.Contains(got, "status") || strings.Contains(got, "gatewaydefaults") {
-		t.Errorf("the tenant teams' editor role reaches further than their LimitPolicies:\n%s", got)
+	// A team edits its LimitPolicies and reads its namespace's Events (why its tenant is
+	// refused), nothing more.
+	if got, want := rules("ClusterRole", "-limitpolicy-editor"), `- apiGroups:
+  - weighstation.io
+  resources:
+  - limitpolicies
+  verbs:
+  - get
+  - list
+  - watch
+  - create
+  - update
+  - patch
+  - delete
+- apiGroups:
+  - ""
+  resources:
+  - events
+  verbs:
+  - get
+  - list
+  - watch
+`; got != want {
+		t.Errorf("the tenant teams' editor role:\n%s", got)
 	}
 	for _, b := range []string{"ClusterRoleBinding", "RoleBinding"} {
 		sa := get(ms.find(t, b, "-control-plane"+map[string]string{"ClusterRoleBinding": "", "RoleBinding": "-status-lease"}[b]), "subjects", 0, "name")
