@@ -98,9 +98,9 @@ func (s *Source) tellUsage(ctx context.Context, targets []usageTarget, now time.
 }
 
 func (s *Source) writeUsage(ctx context.Context, u *unstructured.Unstructured, sum usage.Summary, now time.Time) bool {
-	clients := make([]map[string]any, 0, len(sum.TopClients))
-	for _, c := range sum.TopClients {
-		clients = append(clients, map[string]any{"client": c.Client, "refused": c.Refused})
+	clients := sum.TopClients
+	if clients == nil {
+		clients = []usage.ClientCount{} // [], not null: a merge patch's null would remove the field
 	}
 	summary := map[string]any{"until": now.UTC().Format(time.RFC3339), "admitted": sum.Admitted,
 		"refused": sum.Refused, "consumedBytes": sum.Consumed, "topClients": clients}

@@ -82,10 +82,13 @@ func (d *decoder) clientLimits(n *yaml.Node, path string) ClientLimits {
 
 func (d *decoder) namedClients(n *yaml.Node, path string) []NamedClient {
 	var out []NamedClient
-	d.matchedList(n, path, d.clientNames, func(e *yaml.Node, p string, m Match, limits *yaml.Node) {
-		nc := NamedClient{Match: m, Pos: d.pos(e)}
-		if len(m.NATS)+len(m.Kafka) == 0 && hasKey(e, "match") {
-			d.c.add(d.pos(e), p+".match", "name at least one nats or kafka client")
+	d.matchedList(n, path, d.clientNames, func(e *yaml.Node, p string, m *Match, limits *yaml.Node) {
+		nc := NamedClient{Pos: d.pos(e)}
+		if m != nil {
+			nc.Match = *m
+			if len(m.NATS)+len(m.Kafka) == 0 {
+				d.c.add(d.pos(e), p+".match", "name at least one nats or kafka client")
+			}
 		}
 		if limits != nil {
 			nc.Limits = d.clientLimits(limits, p+".limits")
@@ -184,14 +187,4 @@ func resolveClientLimits(l ClientLimits, path string, tenant Effective, c *colle
 		e.Connections = ptr(l.Connections.Value)
 	}
 	return e
-}
-
-// hasKey says whether a mapping node has the key (a missing one is reported as required).
-func hasKey(n *yaml.Node, key string) bool {
-	for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return true
-		}
-	}
-	return false
 }

@@ -286,8 +286,11 @@ func (d *decoder) quotaService(n *yaml.Node, path string) *QuotaService {
 
 func (d *decoder) overrides(n *yaml.Node, path string) []Override {
 	var out []Override
-	d.matchedList(n, path, d.strList, func(e *yaml.Node, p string, m Match, limits *yaml.Node) {
-		o := Override{Match: m, Pos: d.pos(e)}
+	d.matchedList(n, path, d.strList, func(e *yaml.Node, p string, m *Match, limits *yaml.Node) {
+		o := Override{Pos: d.pos(e)}
+		if m != nil {
+			o.Match = *m
+		}
 		if limits != nil {
 			o.Limits = d.limits(limits, p+".limits")
 		}
@@ -298,21 +301,20 @@ func (d *decoder) overrides(n *yaml.Node, path string) []Override {
 
 // matchedList decodes a list whose entries have a match (nats and kafka lists, read by names)
 // and limits, both required: each gets an entry with its path, its match and its limits' node
-// (nil when missing, which is reported).
+// (each nil when missing, which is reported).
 func (d *decoder) matchedList(n *yaml.Node, path string, names func(*yaml.Node, string) []string,
-	each func(e *yaml.Node, p string, m Match, limits *yaml.Node)) {
+	each func(e *yaml.Node, p string, m *Match, limits *yaml.Node)) {
 	if n.Kind != yaml.SequenceNode {
 		d.c.add(d.pos(n), path, "must be a list")
 		return
 	}
 	for i, e := range n.Content {
 		p := path + "[" + itoa(i) + "]"
-		var m Match
-		var matchSeen bool
+		var m *Match
 		var limits *yaml.Node
 		d.mapping(e, p, fields{
 			"match": func(n *yaml.Node, p string) {
-				matchSeen = true
+				m = &Match{}
 				d.mapping(n, p, fields{
 					"nats":  func(n *yaml.Node, p string) { m.NATS = names(n, p) },
 					"kafka": func(n *yaml.Node, p string) { m.Kafka = names(n, p) },
@@ -320,7 +322,7 @@ func (d *decoder) matchedList(n *yaml.Node, path string, names func(*yaml.Node, 
 			},
 			"limits": func(n *yaml.Node, p string) { limits = n },
 		})
-		if e.Kind == yaml.MappingNode && !matchSeen {
+		if e.Kind == yaml.MappingNode && m == nil {
 			d.c.add(d.pos(e), p+".match", "is required")
 		}
 		if e.Kind == yaml.MappingNode && limits == nil {

@@ -10,30 +10,13 @@ use crate::consume::ConsumeLimit;
 use crate::identity::Identity;
 use crate::kafka;
 use crate::leases::Scope;
+pub use crate::limits::Limits;
 use crate::limits::RateLimit;
 use crate::nats;
 use crate::patterns;
 pub use crate::protocol::Protocol;
 use crate::quota::QuotaService;
 use crate::report::Reports;
-
-/// Resolved limits; `None` is unlimited.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Limits {
-    pub max_message_bytes: Option<u64>,
-    pub messages_per_second: Option<u64>,
-    pub bytes_per_second: Option<u64>,
-    pub burst_messages: Option<u64>,
-    pub burst_bytes: Option<u64>,
-    pub in_flight: Option<u64>,
-    pub queue_max_messages: Option<u64>,
-    pub queue_max_wait_ms: Option<u64>,
-    pub connections: Option<u64>,
-    pub consume_bytes_per_second: Option<u64>,
-    pub consume_burst_bytes: Option<u64>,
-    pub consume_messages_per_second: Option<u64>,
-}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
@@ -206,14 +189,6 @@ pub struct OverridePlan {
     pub consume_fingerprint: u64,
 }
 
-/// A limit's rate buckets; a burst left out is one second of its rate.
-pub(crate) fn rate_limit(l: &Limits) -> RateLimit {
-    RateLimit::new(
-        l.messages_per_second.map(|r| (r, l.burst_messages.unwrap_or(r))),
-        l.bytes_per_second.map(|r| (r, l.burst_bytes.unwrap_or(r))),
-    )
-}
-
 /// A limit's consume bucket; a burst left out is one second of its rate.
 fn consume_limit(l: &Limits) -> Option<ConsumeLimit> {
     let rate = l.consume_bytes_per_second?;
@@ -232,7 +207,7 @@ impl TenantPlan {
             .overrides
             .iter()
             .map(|o| {
-                let rate = rate_limit(&o.limits);
+                let rate = o.limits.rate();
                 let mut fingerprint = rate.fingerprint();
                 for p in &o.patterns {
                     for b in p.bytes().chain([0]) {
@@ -267,7 +242,7 @@ impl TenantPlan {
             .collect();
         order.sort_by_key(|(p, _)| std::cmp::Reverse(patterns::specificity(protocol, p)));
         TenantPlan {
-            rate: rate_limit(&t.limits),
+            rate: t.limits.rate(),
             consume: consume_limit(&t.limits),
             consume_messages: consume_messages_limit(protocol, &t.limits),
             overrides,

@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
-use crate::config::{rate_limit, Limits};
+use crate::config::Limits;
 use crate::consume::ConsumeLimit;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -61,7 +61,7 @@ pub struct Outcome {
 
 /// Replays `trace`; one outcome per second, in the trace's order (seconds must ascend).
 pub fn replay(trace: &Trace) -> Vec<Outcome> {
-    let rate = rate_limit(&trace.limits);
+    let rate = trace.limits.rate();
     let max_wait_ns = trace
         .limits
         .queue_max_wait_ms

@@ -8,9 +8,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use weighstation_core::clients::pool::{self, Slot};
-use weighstation_core::clients::{client_hash, ClientLimits, ClientsPlan};
+use weighstation_core::clients::{client_hash, ClientsPlan};
 use weighstation_core::leases::{Scope, SharedRate, SHARED_RATE_WORDS};
-use weighstation_core::limits::{RateLimit, Reason};
+use weighstation_core::limits::{Limits, RateLimit, Reason};
 
 use crate::keys::{self, RateKey, SlotKey};
 use crate::tenancy::Attributed;
@@ -65,7 +65,7 @@ enum Kind {
 
 impl ClientBucket {
     /// The bucket kept at `key` (its rate; its in-flight and queue counts beside it).
-    fn new(key: String, limits: &ClientLimits, limit: RateLimit, scope: Scope, name: String, kind: Kind) -> Self {
+    fn new(key: String, limits: &Limits, limit: RateLimit, scope: Scope, name: String, kind: Kind) -> Self {
         let label = match &kind {
             Kind::Named if name.contains([',', '*']) => format!("clients {name}"),
             Kind::Overflow => "clients beyond the pool (overflow)".to_owned(),
@@ -122,15 +122,15 @@ impl ClientKeys {
                 Rc::new(ClientBucket::new(key, &n.limits, n.limit, scope, name, Kind::Named))
             })
             .collect();
-        let fingerprint = plan.default.map_or(0, |(_, l)| l.fingerprint());
+        let fingerprint = plan.default.as_ref().map_or(0, |(_, l)| l.fingerprint());
         let pool = format!("{base}/clients/pool/{fingerprint:016x}");
-        let overflow = plan.default.map(|(limits, limit)| {
+        let overflow = plan.default.as_ref().map(|(limits, limit)| {
             let key = format!("{base}/clients/overflow/{fingerprint:016x}");
             let name = "(overflow)".to_owned();
             Rc::new(ClientBucket::new(
                 key,
-                &limits,
-                limit,
+                limits,
+                *limit,
                 Scope::PerGateway,
                 name,
                 Kind::Overflow,
@@ -188,9 +188,7 @@ impl ClientSeat {
         self.bucket = find(keys, plan, client, name, now);
         self.bucket.clone()
     }
-}
 
-impl ClientSeat {
     /// Counts the connection for its client's bucket (moving it from the bucket it counted for,
     /// if its client changed), or says why the client's connection limit refuses it. In dryRun
     /// the connection is counted and a refusal only counted as would-be.
@@ -231,7 +229,7 @@ fn find(keys: &ClientKeys, plan: &ClientsPlan, client: u64, name: &[u8], now: u6
     if let Some(i) = plan.named_for(name) {
         return keys.named.get(i).cloned();
     }
-    let (limits, limit) = plan.default?;
+    let (limits, limit) = plan.default.as_ref()?;
     let cached = SLOTS.with(|s| s.borrow().get(&(keys.pool_tag, client)).cloned());
     if let Some(b) = cached.filter(|b| b.still_held()) {
         return Some(b);
@@ -256,7 +254,7 @@ fn find(keys: &ClientKeys, plan: &ClientsPlan, client: u64, name: &[u8], now: u6
         let cut = &name[..name.len().min(LABEL_BYTES)];
         let name = String::from_utf8_lossy(cut).into_owned();
         let kind = Kind::Slot { owner_key, client };
-        let bucket = Rc::new(ClientBucket::new(key, &limits, limit, Scope::PerGateway, name, kind));
+        let bucket = Rc::new(ClientBucket::new(key, limits, *limit, Scope::PerGateway, name, kind));
         SLOTS.with(|s| {
             let mut s = s.borrow_mut();
             if s.len() >= WORKER_CACHE {

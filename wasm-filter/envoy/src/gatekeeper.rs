@@ -342,8 +342,7 @@ fn check(ask: &Ask<'_>) -> Check {
         let bounds = [
             tenant.limits.in_flight.map(|l| (&who.keys.in_flight, l)),
             over.and_then(|(o, k, _)| Some((&k.in_flight, o.in_flight?))),
-            ask.client
-                .and_then(|c| Some((&c.in_flight.as_ref()?.0, c.in_flight.as_ref()?.1))),
+            ask.client.and_then(|c| c.in_flight.as_ref()).map(|(k, n)| (k, *n)),
         ];
         for (i, bound) in bounds.into_iter().enumerate() {
             let Some((slots, limit)) = bound else { continue };

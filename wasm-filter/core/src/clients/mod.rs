@@ -8,14 +8,14 @@ pub mod pool;
 
 use serde::Deserialize;
 
-use crate::limits::RateLimit;
+use crate::limits::{Limits, RateLimit};
 
 /// A tenant's client limits as the control plane compiles them (control-plane/internal/compile
 /// Clients).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Clients {
     #[serde(default)]
-    pub default: Option<ClientLimits>,
+    pub default: Option<Limits>,
     #[serde(default)]
     pub named: Vec<NamedClients>,
     pub pool: u32,
@@ -25,32 +25,7 @@ pub struct Clients {
 pub struct NamedClients {
     /// Exact names, or prefixes ending in `*`.
     pub names: Vec<String>,
-    pub limits: ClientLimits,
-}
-
-/// One client's limits; a burst left out is one second of its rate, a limit left out is none.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClientLimits {
-    pub messages_per_second: Option<u64>,
-    pub bytes_per_second: Option<u64>,
-    pub burst_messages: Option<u64>,
-    pub burst_bytes: Option<u64>,
-    /// Requests awaiting their reply.
-    pub in_flight: Option<u64>,
-    /// Messages held at once (onLimit: delay), within the tenant's queue.
-    pub queue_max_messages: Option<u64>,
-    /// Concurrent connections.
-    pub connections: Option<u64>,
-}
-
-impl ClientLimits {
-    pub fn limit(&self) -> RateLimit {
-        RateLimit::new(
-            self.messages_per_second.map(|r| (r, self.burst_messages.unwrap_or(r))),
-            self.bytes_per_second.map(|r| (r, self.burst_bytes.unwrap_or(r))),
-        )
-    }
+    pub limits: Limits,
 }
 
 /// What the data path needs of a tenant's client limits, computed once per configuration.
@@ -58,14 +33,14 @@ impl ClientLimits {
 pub struct ClientsPlan {
     pub named: Vec<NamedPlan>,
     /// Every other client's limit, and what the pool's state is keyed by.
-    pub default: Option<(ClientLimits, RateLimit)>,
+    pub default: Option<(Limits, RateLimit)>,
     pub pool: u32,
 }
 
 #[derive(Debug)]
 pub struct NamedPlan {
     names: Vec<String>,
-    pub limits: ClientLimits,
+    pub limits: Limits,
     pub limit: RateLimit,
     /// Identifies the entry's names and limit, to key its bucket.
     pub fingerprint: u64,
@@ -89,14 +64,14 @@ impl ClientsPlan {
             .named
             .iter()
             .map(|n| {
-                let limit = n.limits.limit();
+                let limit = n.limits.rate();
                 let fingerprint = n
                     .names
                     .iter()
                     .fold(limit.fingerprint(), |h, name| fnv(h, name.as_bytes()) ^ 0xff);
                 NamedPlan {
                     names: n.names.clone(),
-                    limits: n.limits,
+                    limits: n.limits.clone(),
                     limit,
                     fingerprint,
                 }
@@ -104,7 +79,7 @@ impl ClientsPlan {
             .collect();
         ClientsPlan {
             named,
-            default: c.default.map(|r| (r, r.limit())),
+            default: c.default.as_ref().map(|l| (l.clone(), l.rate())),
             pool: c.pool.max(1),
         }
     }

@@ -5,9 +5,11 @@
 
 mod gcra;
 mod reason;
+mod resolved;
 
 pub use gcra::Gcra;
 pub use reason::Reason;
+pub use resolved::Limits;
 
 /// A message and a byte bucket that must both admit a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
