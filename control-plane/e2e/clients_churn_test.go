@@ -101,7 +101,7 @@ func envoyRSS(t *testing.T) int64 {
 // the filter's shared data gains no more entries than the pool's slots (two each: a bucket and
 // its owner) and the overflow bucket.
 func TestKafkaClientIDChurnKeepsMemoryBounded(t *testing.T) {
-	const clients, conns, window = 100000, 4, 60 * time.Second
+	const clients, conns, window, maxOutstanding = 100000, 4, 60 * time.Second, 200
 	topic := fmt.Sprintf("churn-%d", time.Now().UnixNano())
 	cl, err := kgo.NewClient(append(localstack.DirectKafka(addr(ports.KafkaDirect)), kgo.MaxVersions(kversion.V3_0_0()))...)
 	if err != nil {
@@ -153,6 +153,9 @@ func TestKafkaClientIDChurnKeepsMemoryBounded(t *testing.T) {
 		for i := range ids {
 			ids[i] = fmt.Sprintf("churn-%d-%d", c, i)
 		}
+		// Requests awaiting their answer, at most maxOutstanding on the connection: the tenant's
+		// inFlight (1,000, the default) is shared by the four, and a client pipelines only so far.
+		outstanding := make(chan struct{}, maxOutstanding)
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
@@ -160,7 +163,11 @@ func TestKafkaClientIDChurnKeepsMemoryBounded(t *testing.T) {
 			rate := float64(perConn) / window.Seconds()
 			for i := 0; i < len(ids); i += 50 {
 				time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
-				send(conn, i, ids[i:min(i+50, len(ids))])
+				batch := ids[i:min(i+50, len(ids))]
+				for range batch {
+					outstanding <- struct{}{}
+				}
+				send(conn, i, batch)
 			}
 		}()
 		go func() {
@@ -178,6 +185,7 @@ func TestKafkaClientIDChurnKeepsMemoryBounded(t *testing.T) {
 					}
 				}
 				answered.Add(1)
+				<-outstanding
 			}
 		}()
 	}
@@ -190,6 +198,12 @@ func TestKafkaClientIDChurnKeepsMemoryBounded(t *testing.T) {
 	t.Logf("%d client.ids in %s: %d answered, %d refused or failed; Envoy RSS %d → %d MiB (%+.1f MiB); shared data +%.0f keys (pool %d); overflow %.0f",
 		clients, elapsed.Round(time.Millisecond), answered.Load(), failed.Load(), rss0>>20, rss>>20, float64(rss-rss0)/(1<<20), keys, churnPool, overflow)
 	if answered.Load() != clients || failed.Load() != 0 {
+		// What the gateway says it refused, by limit and detail.
+		refusals := map[string]int{}
+		for _, d := range decisionsFor(t, "churn", "kafka") {
+			refusals[d.Limit+": "+d.Detail]++
+		}
+		t.Logf("the decision log for tenant churn: %v", refusals)
 		t.Errorf("answered %d of %d, %d refused or failed: a tenant and clients under their limits are never refused", answered.Load(), clients, failed.Load())
 	}
 	if rss-rss0 >= 64<<20 {

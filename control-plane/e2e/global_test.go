@@ -51,6 +51,9 @@ func TestGlobalLimitAcrossThreeReplicas(t *testing.T) {
 
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	// Publishers stop before the connections close (cleanups run last first), so that a failure
+	// is the last thing the test says, not the publishes its cleanup cut short.
+	t.Cleanup(func() { stop(); wg.Wait() })
 	sent := map[string]*atomic.Int64{"spread": {}, "calm": {}, "local": {}}
 	connSeq := 0
 	publish := func(nc *nats.Conn, subject string, rate float64, c *atomic.Int64) {
@@ -63,7 +66,7 @@ func TestGlobalLimitAcrossThreeReplicas(t *testing.T) {
 				if ctx.Err() != nil {
 					return false
 				}
-				if err := nc.Publish(subject, []byte(conn+"-"+strconv.Itoa(n))); err != nil {
+				if err := nc.Publish(subject, []byte(conn+"-"+strconv.Itoa(n))); err != nil && ctx.Err() == nil {
 					t.Errorf("publish %s: %v", subject, err)
 					return false
 				}
@@ -100,6 +103,11 @@ func TestGlobalLimitAcrossThreeReplicas(t *testing.T) {
 	}
 	// /usage sums the three replicas' reports: spread at its global limit, refused the rest.
 	var seen usage.TenantNow
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("/usage last showed spread at %.0f msg/s over %d replicas, %d connections", seen.MessagesPerSecond, seen.Replicas, seen.Connections)
+		}
+	})
 	eventually(t, 5*time.Second, "/usage sums spread over the three replicas", func() bool {
 		for _, u := range readUsageOf(t, gs.ports.ControlPlane) {
 			if u.Tenant == "spread" && u.Protocol == "nats" {
