@@ -79,7 +79,7 @@ var natsPullers = []struct {
 	pull func(t *testing.T, stream, durable string) []received
 }{
 	{"nats.go Fetch", func(t *testing.T, stream, durable string) []received {
-		return fetchPulls(t, "consume-nats", stream, durable, natsBacklog, 32)
+		return fetchPulls(t, tenantNATS(t, "consume-nats", nil), stream, durable, natsBacklog, 32)
 	}},
 	{"nats.go Consume", func(t *testing.T, stream, durable string) []received {
 		return consumePulls(t, stream, durable, jetstream.PullMaxMessages(32))
@@ -87,10 +87,10 @@ var natsPullers = []struct {
 	{"natscli consumer next", natscliPulls},
 }
 
-// fetchPulls: nats.go's PullSubscribe and Fetch as tenant, `batch` messages at a time, each
-// pull expiring after 5 s, until it has n.
-func fetchPulls(t *testing.T, tenant, stream, durable string, n, batch int) []received {
-	js, err := tenantNATS(t, tenant, nil).JetStream()
+// fetchPulls: nats.go's PullSubscribe and Fetch on nc, `batch` messages at a time, each pull
+// expiring after 5 s, until it has n.
+func fetchPulls(t *testing.T, nc *nats.Conn, stream, durable string, n, batch int) []received {
+	js, err := nc.JetStream()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestNATSJetStreamPullsAreHeldToTheConsumeLimit(t *testing.T) {
 func TestNATSJetStreamPullsAreHeldToTheMessageLimit(t *testing.T) {
 	const limit, backlog = 200, 2800
 	stream, _ := jetStreamBacklog(t, "read.messages", "reader", backlog, 64)
-	got := fetchPulls(t, "consume-nats-msgs", stream, "reader", backlog, 25)
+	got := fetchPulls(t, tenantNATS(t, "consume-nats-msgs", nil), stream, "reader", backlog, 25)
 	if len(got) == 0 {
 		t.Fatal("the consumer received nothing")
 	}

@@ -59,7 +59,7 @@ type ClientMatch struct {
 }
 
 // ClientLimits is what one client may do, within its tenant's limits.
-// +kubebuilder:validation:XValidation:rule="has(self.rate) || has(self.inFlight) || has(self.queue) || has(self.connections)",message="set rate, inFlight, queue or connections"
+// +kubebuilder:validation:XValidation:rule="has(self.rate) || has(self.inFlight) || has(self.queue) || has(self.connections) || has(self.consume)",message="set rate, inFlight, queue, connections or consume"
 type ClientLimits struct {
 	// Messages and bytes per second of one client, with their bucket depths (default one
 	// second of the rate).
@@ -79,6 +79,13 @@ type ClientLimits struct {
 	// limits never fills the queue for the others. maxWait is the tenant's.
 	// +optional
 	Queue *ClientQueue `json:"queue,omitempty"`
+	// What one client's consumers may receive, within its tenant's consume. Kafka: the record
+	// bytes of the responses to Fetch requests naming its client.id; such a Fetch is held while
+	// the client's bucket is in debt. NATS: the deliveries to its connections; a JetStream pull
+	// waits out the debt, and a core subscriber whose debt outruns queue.maxWait is ended as a
+	// slow consumer.
+	// +optional
+	Consume *Consume `json:"consume,omitempty"`
 }
 
 // ClientQueue bounds what one client may have held at the gateway.

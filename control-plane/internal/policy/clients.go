@@ -29,6 +29,7 @@ type ClientLimits struct {
 	InFlight    Quantity
 	MaxMessages Quantity // queue.maxMessages
 	Connections Quantity
+	Consume     Consume
 	Pos         Pos
 }
 
@@ -76,6 +77,7 @@ func (d *decoder) clientLimits(n *yaml.Node, path string) ClientLimits {
 		"queue": func(n *yaml.Node, p string) {
 			d.mapping(n, p, fields{"maxMessages": func(n *yaml.Node, p string) { l.MaxMessages = d.quantity(n, p, parseCount) }})
 		},
+		"consume": func(n *yaml.Node, p string) { l.Consume = d.consume(n, p) },
 	})
 	return l
 }
@@ -92,6 +94,10 @@ func (d *decoder) namedClients(n *yaml.Node, path string) []NamedClient {
 		}
 		if limits != nil {
 			nc.Limits = d.clientLimits(limits, p+".limits")
+			if q := nc.Limits.Consume.MessagesPerSecond; q.Set && m != nil && len(m.NATS) == 0 && len(m.Kafka) > 0 {
+				d.c.add(q.Pos, p+".limits.consume.messagesPerSecond",
+					"limits NATS deliveries; an entry with only kafka clients cannot set it (Kafka consumers are limited by consume.bytesPerSecond)")
+			}
 		}
 		out = append(out, nc)
 	})
@@ -163,7 +169,9 @@ func resolveClientLimits(l ClientLimits, path string, tenant Effective, c *colle
 		field string
 	}{{r.MessagesPerSecond, "rate.messagesPerSecond"}, {r.BytesPerSecond, "rate.bytesPerSecond"},
 		{r.BurstMessages, "rate.burstMessages"}, {r.BurstBytes, "rate.burstBytes"},
-		{l.InFlight, "inFlight"}, {l.MaxMessages, "queue.maxMessages"}, {l.Connections, "connections"}} {
+		{l.InFlight, "inFlight"}, {l.MaxMessages, "queue.maxMessages"}, {l.Connections, "connections"},
+		{l.Consume.BytesPerSecond, "consume.bytesPerSecond"}, {l.Consume.BurstBytes, "consume.burstBytes"},
+		{l.Consume.MessagesPerSecond, "consume.messagesPerSecond"}} {
 		switch {
 		case q.q.Unlimited:
 			c.add(q.q.Pos, path+"."+q.field, "a client's limit cannot be unlimited: leave it out")
@@ -172,14 +180,16 @@ func resolveClientLimits(l ClientLimits, path string, tenant Effective, c *colle
 		}
 	}
 	rateSet := r.MessagesPerSecond.Set || r.BytesPerSecond.Set || r.BurstMessages.Set || r.BurstBytes.Set
+	consumeSet := l.Consume.BytesPerSecond.Set || l.Consume.BurstBytes.Set || l.Consume.MessagesPerSecond.Set
 	switch {
 	case rateSet && !r.MessagesPerSecond.Finite() && !r.BytesPerSecond.Finite():
 		c.add(l.Pos, path+".rate", "needs messagesPerSecond, bytesPerSecond, or both")
-	case !rateSet && !l.InFlight.Set && !l.MaxMessages.Set && !l.Connections.Set:
-		c.add(l.Pos, path, "set rate, inFlight, queue or connections")
+	case !rateSet && !l.InFlight.Set && !l.MaxMessages.Set && !l.Connections.Set && !consumeSet:
+		c.add(l.Pos, path, "set rate, inFlight, queue, connections or consume")
 	}
-	// The rest is the override's rule: bursts of one second, a byte burst that fits a message.
-	e := resolveOverride(Limits{Rate: r, InFlight: l.InFlight}, path, l.Pos, tenant, c)
+	// The rest is the override's rule: bursts of one second, a byte burst that fits a message,
+	// a consume burst that needs its rate.
+	e := resolveOverride(Limits{Rate: r, InFlight: l.InFlight, Consume: l.Consume}, path, l.Pos, tenant, c)
 	if l.MaxMessages.Finite() {
 		e.QueueMaxMessages = ptr(l.MaxMessages.Value)
 	}

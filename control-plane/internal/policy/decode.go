@@ -201,17 +201,19 @@ func (d *decoder) limits(n *yaml.Node, path string) Limits {
 			})
 		},
 		"connections": func(n *yaml.Node, p string) { l.Connections = d.quantity(n, p, parseCount) },
-		"consume": func(n *yaml.Node, p string) {
-			d.mapping(n, p, fields{
-				"bytesPerSecond": func(n *yaml.Node, p string) { l.Consume.BytesPerSecond = d.quantity(n, p, parseSize) },
-				"burstBytes":     func(n *yaml.Node, p string) { l.Consume.BurstBytes = d.quantity(n, p, parseSize) },
-				"messagesPerSecond": func(n *yaml.Node, p string) {
-					l.Consume.MessagesPerSecond = d.quantity(n, p, parseCount)
-				},
-			})
-		},
+		"consume":     func(n *yaml.Node, p string) { l.Consume = d.consume(n, p) },
 	})
 	return l
+}
+
+func (d *decoder) consume(n *yaml.Node, path string) Consume {
+	var c Consume
+	d.mapping(n, path, fields{
+		"bytesPerSecond":    func(n *yaml.Node, p string) { c.BytesPerSecond = d.quantity(n, p, parseSize) },
+		"burstBytes":        func(n *yaml.Node, p string) { c.BurstBytes = d.quantity(n, p, parseSize) },
+		"messagesPerSecond": func(n *yaml.Node, p string) { c.MessagesPerSecond = d.quantity(n, p, parseCount) },
+	})
+	return c
 }
 
 func (d *decoder) rate(n *yaml.Node, path string) Rate {

@@ -128,20 +128,21 @@ func TestLoadReportsEachErrorClassWithPosition(t *testing.T) {
 		{
 			name: "client limits",
 			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": acme("    inFlight: 5\n") +
-				"  clients:\n    pool: 0\n    named:\n      - match: { kafka: [\"a*b\"] }\n        limits: { rate: { burstMessages: 5 }, consume: 3 }\n"},
+				"  clients:\n    pool: 0\n    named:\n      - match: { kafka: [\"a*b\"] }\n        limits: { rate: { burstMessages: 5 }, consume: { messagesPerSecond: 5 }, fetch: 3 }\n"},
 			want: []string{
 				"b.yaml:13:11: spec.clients.pool: sizes the buckets of the clients under default: set default too",
 				`b.yaml:15:26: spec.clients.named[0].match.kafka[0]: "a*b" is not a client name: exact, or a prefix ending in * (at most 255 characters)`,
 				"b.yaml:16:17: spec.clients.named[0].limits.rate: needs messagesPerSecond, bytesPerSecond, or both",
 				"b.yaml:16:42: spec.clients.named[0].limits.rate.burstMessages: needs rate.messagesPerSecond in the same limits",
-				"b.yaml:16:47: spec.clients.named[0].limits.consume: unknown field (known: connections, inFlight, queue, rate)",
+				"b.yaml:16:77: spec.clients.named[0].limits.consume.messagesPerSecond: limits NATS deliveries; an entry with only kafka clients cannot set it (Kafka consumers are limited by consume.bytesPerSecond)",
+				"b.yaml:16:82: spec.clients.named[0].limits.fetch: unknown field (known: connections, consume, inFlight, queue, rate)",
 			},
 		},
 		{
 			name: "consume burst in an override without its rate",
 			files: map[string]string{"a.yaml": defaultsDoc, "b.yaml": acme("    inFlight: 5\n") +
 				"  overrides:\n    - match: { kafka: [\"audit-*\"] }\n      limits: { consume: { burstBytes: 1MiB } }\n"},
-			want: []string{"b.yaml:14:40: spec.overrides[0].limits.consume.burstBytes: needs consume.bytesPerSecond in the same override"},
+			want: []string{"b.yaml:14:40: spec.overrides[0].limits.consume.burstBytes: needs consume.bytesPerSecond in the same limits"},
 		},
 		{
 			name: "consume messages in an override of kafka topics",

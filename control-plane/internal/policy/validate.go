@@ -253,7 +253,7 @@ func resolveOverride(l Limits, path string, pos Pos, tenant Effective, c *collec
 			e.ConsumeBurstBytes = ptr(l.Consume.BurstBytes.Value)
 		}
 	} else if l.Consume.BurstBytes.Set {
-		c.add(l.Consume.BurstBytes.Pos, path+".consume.burstBytes", "needs consume.bytesPerSecond in the same override")
+		c.add(l.Consume.BurstBytes.Pos, path+".consume.burstBytes", "needs consume.bytesPerSecond in the same limits")
 	}
 	if l.Consume.MessagesPerSecond.Finite() {
 		e.ConsumeMessagesPerSecond = ptr(l.Consume.MessagesPerSecond.Value)

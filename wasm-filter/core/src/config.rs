@@ -189,18 +189,6 @@ pub struct OverridePlan {
     pub consume_fingerprint: u64,
 }
 
-/// A limit's consume bucket; a burst left out is one second of its rate.
-fn consume_limit(l: &Limits) -> Option<ConsumeLimit> {
-    let rate = l.consume_bytes_per_second?;
-    ConsumeLimit::new(rate, l.consume_burst_bytes.unwrap_or(rate))
-}
-
-/// A limit's bucket of NATS deliveries, one second deep (Kafka consumers are limited by bytes).
-fn consume_messages_limit(protocol: Protocol, l: &Limits) -> Option<ConsumeLimit> {
-    let rate = l.consume_messages_per_second.filter(|_| protocol == Protocol::Nats)?;
-    ConsumeLimit::new(rate, rate)
-}
-
 impl TenantPlan {
     fn new(protocol: Protocol, t: &Tenant) -> TenantPlan {
         let overrides = t
@@ -214,7 +202,7 @@ impl TenantPlan {
                         fingerprint = (fingerprint ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
                     }
                 }
-                let consume = consume_limit(&o.limits);
+                let consume = ConsumeLimit::bytes_of(&o.limits);
                 // The consume bucket's own key: a change of the override's rate keeps it.
                 let consume_fingerprint = o
                     .patterns
@@ -227,7 +215,7 @@ impl TenantPlan {
                     consume_fingerprint,
                     rate,
                     consume,
-                    consume_messages: consume_messages_limit(protocol, &o.limits),
+                    consume_messages: ConsumeLimit::messages_of(protocol, &o.limits),
                     max_message_bytes: o.limits.max_message_bytes,
                     in_flight: o.limits.in_flight,
                     fingerprint,
@@ -243,10 +231,10 @@ impl TenantPlan {
         order.sort_by_key(|(p, _)| std::cmp::Reverse(patterns::specificity(protocol, p)));
         TenantPlan {
             rate: t.limits.rate(),
-            consume: consume_limit(&t.limits),
-            consume_messages: consume_messages_limit(protocol, &t.limits),
+            consume: ConsumeLimit::bytes_of(&t.limits),
+            consume_messages: ConsumeLimit::messages_of(protocol, &t.limits),
             overrides,
-            clients: t.clients.as_ref().map(ClientsPlan::new),
+            clients: t.clients.as_ref().map(|c| ClientsPlan::new(protocol, c)),
             order,
         }
     }

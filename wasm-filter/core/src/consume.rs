@@ -4,7 +4,8 @@
 //! (KIP-13, KIP-219): the response goes out with throttle_time_ms, and the next fetch waits.
 //! The state is one GCRA timestamp, shared like a rate's.
 
-use crate::limits::Gcra;
+use crate::limits::{Gcra, Limits};
+use crate::protocol::Protocol;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConsumeLimit {
@@ -20,6 +21,20 @@ impl ConsumeLimit {
             bucket: Gcra::new(per_second, burst)?,
             burst,
         })
+    }
+
+    /// A limit's byte bucket (consume.bytesPerSecond); a burst left out is one second of its
+    /// rate.
+    pub fn bytes_of(l: &Limits) -> Option<ConsumeLimit> {
+        let rate = l.consume_bytes_per_second?;
+        ConsumeLimit::new(rate, l.consume_burst_bytes.unwrap_or(rate))
+    }
+
+    /// A limit's bucket of NATS deliveries (consume.messagesPerSecond), one second deep; none on
+    /// Kafka, whose consumers are limited by bytes.
+    pub fn messages_of(protocol: Protocol, l: &Limits) -> Option<ConsumeLimit> {
+        let rate = l.consume_messages_per_second.filter(|_| protocol == Protocol::Nats)?;
+        ConsumeLimit::new(rate, rate)
     }
 
     pub fn burst(&self) -> u64 {

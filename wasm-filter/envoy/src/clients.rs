@@ -8,9 +8,10 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use weighstation_core::clients::pool::{self, Slot};
-use weighstation_core::clients::{client_hash, ClientsPlan};
+use weighstation_core::clients::{client_hash, BucketPlan, ClientsPlan};
+use weighstation_core::consume::ConsumeLimit;
 use weighstation_core::leases::{Scope, SharedRate, SHARED_RATE_WORDS};
-use weighstation_core::limits::{Limits, RateLimit, Reason};
+use weighstation_core::limits::{RateLimit, Reason};
 
 use crate::keys::{self, RateKey, SlotKey};
 use crate::tenancy::Attributed;
@@ -45,6 +46,9 @@ pub struct ClientBucket {
     pub queue: Option<(Rc<str>, u64)>,
     /// Its count of connections and bound.
     pub connections: Option<(Rc<str>, u64)>,
+    /// What its consumers may receive: bytes, and NATS deliveries (weighstation_core::consume).
+    pub consume: Option<(ConsumeLimit, Rc<str>)>,
+    pub consume_messages: Option<(ConsumeLimit, Rc<str>)>,
     /// Names it in refusals: `client billing-a`.
     pub label: String,
     /// Names it in usage reports: the client's name, or a named entry's names.
@@ -64,8 +68,10 @@ enum Kind {
 }
 
 impl ClientBucket {
-    /// The bucket kept at `key` (its rate; its in-flight and queue counts beside it).
-    fn new(key: String, limits: &Limits, limit: RateLimit, scope: Scope, name: String, kind: Kind) -> Self {
+    /// The bucket kept at `key` (its rate; its in-flight, queue, connection counts and consume
+    /// buckets beside it).
+    fn new(key: String, plan: &BucketPlan, scope: Scope, name: String, kind: Kind) -> Self {
+        let limits = &plan.limits;
         let label = match &kind {
             Kind::Named if name.contains([',', '*']) => format!("clients {name}"),
             Kind::Overflow => "clients beyond the pool (overflow)".to_owned(),
@@ -75,8 +81,12 @@ impl ClientBucket {
             in_flight: limits.in_flight.map(|n| (SlotKey::new(format!("{key}/inflight")), n)),
             queue: limits.queue_max_messages.map(|n| (Rc::from(format!("{key}/queue")), n)),
             connections: limits.connections.map(|n| (Rc::from(format!("{key}/connections")), n)),
-            rate: RateKey::new(key, &limit, scope),
-            limit,
+            consume: plan.consume.map(|c| (c, consume_key(&key, "consume"))),
+            consume_messages: plan
+                .consume_messages
+                .map(|c| (c, consume_key(&key, "consume-messages"))),
+            rate: RateKey::new(key, &plan.rate, scope),
+            limit: plan.rate,
             messages_per_second: limits.messages_per_second,
             bytes_per_second: limits.bytes_per_second,
             label,
@@ -119,22 +129,15 @@ impl ClientKeys {
             .map(|n| {
                 let key = keys::named_client_rate_key(base, n.fingerprint);
                 let name = n.names().join(", ");
-                Rc::new(ClientBucket::new(key, &n.limits, n.limit, scope, name, Kind::Named))
+                Rc::new(ClientBucket::new(key, &n.plan, scope, name, Kind::Named))
             })
             .collect();
-        let fingerprint = plan.default.as_ref().map_or(0, |(_, l)| l.fingerprint());
+        let fingerprint = plan.default.as_ref().map_or(0, BucketPlan::fingerprint);
         let pool = format!("{base}/clients/pool/{fingerprint:016x}");
-        let overflow = plan.default.as_ref().map(|(limits, limit)| {
+        let overflow = plan.default.as_ref().map(|default| {
             let key = format!("{base}/clients/overflow/{fingerprint:016x}");
             let name = "(overflow)".to_owned();
-            Rc::new(ClientBucket::new(
-                key,
-                limits,
-                *limit,
-                Scope::PerGateway,
-                name,
-                Kind::Overflow,
-            ))
+            Rc::new(ClientBucket::new(key, default, Scope::PerGateway, name, Kind::Overflow))
         });
         let pool_tag = client_hash(None, pool.as_bytes());
         ClientKeys {
@@ -229,7 +232,7 @@ fn find(keys: &ClientKeys, plan: &ClientsPlan, client: u64, name: &[u8], now: u6
     if let Some(i) = plan.named_for(name) {
         return keys.named.get(i).cloned();
     }
-    let (limits, limit) = plan.default.as_ref()?;
+    let default = plan.default.as_ref()?;
     let cached = SLOTS.with(|s| s.borrow().get(&(keys.pool_tag, client)).cloned());
     if let Some(b) = cached.filter(|b| b.still_held()) {
         return Some(b);
@@ -239,11 +242,13 @@ fn find(keys: &ClientKeys, plan: &ClientsPlan, client: u64, name: &[u8], now: u6
         let owner_key = format!("{key}/owner");
         let verdict = Cell::new(Slot::Busy);
         let (_, stored) = shared::update::<1>(&owner_key, |[owner]| {
-            // A slot with a connection counted on it stays its client's, however idle.
+            // A slot with a connection counted on it, or with consumers in debt, stays its
+            // client's however idle.
             let refilled = owner != client
                 && owner != 0
                 && SharedRate::refilled(shared::update::<SHARED_RATE_WORDS>(&key, |_| None).0, now)
-                && shared::read(&format!("{key}/connections")) == 0;
+                && shared::read(&format!("{key}/connections")) == 0
+                && consume_settled(&key, default, now);
             verdict.set(pool::judge(owner, client, refilled));
             (verdict.get() == Slot::Free).then_some([client])
         });
@@ -254,7 +259,7 @@ fn find(keys: &ClientKeys, plan: &ClientsPlan, client: u64, name: &[u8], now: u6
         let cut = &name[..name.len().min(LABEL_BYTES)];
         let name = String::from_utf8_lossy(cut).into_owned();
         let kind = Kind::Slot { owner_key, client };
-        let bucket = Rc::new(ClientBucket::new(key, limits, *limit, Scope::PerGateway, name, kind));
+        let bucket = Rc::new(ClientBucket::new(key, default, Scope::PerGateway, name, kind));
         SLOTS.with(|s| {
             let mut s = s.borrow_mut();
             if s.len() >= WORKER_CACHE {
@@ -266,4 +271,21 @@ fn find(keys: &ClientKeys, plan: &ClientsPlan, client: u64, name: &[u8], now: u6
     }
     metrics::count(&keys.overflow_metric, 1);
     keys.overflow.clone()
+}
+
+/// Where a bucket's consume state is kept, beside its rate: `{key}/{what}`.
+fn consume_key(key: &str, what: &str) -> Rc<str> {
+    Rc::from(format!("{key}/{what}"))
+}
+
+/// Whether the consumers of the pool slot at `key` owe nothing (each consume bucket's TAT is
+/// past): a slot in debt stays its client's, or a new client would inherit the debt.
+fn consume_settled(key: &str, default: &BucketPlan, now: u64) -> bool {
+    [
+        (default.consume, "consume"),
+        (default.consume_messages, "consume-messages"),
+    ]
+    .into_iter()
+    .filter(|(limit, _)| limit.is_some())
+    .all(|(_, what)| shared::read(&consume_key(key, what)) <= now)
 }

@@ -1,10 +1,12 @@
-//! The read side's buckets (limits.consume) in shared data, one per tenant and per override
-//! that sets one: what the tenant's consumers received is charged after the fact, and a fetch
-//! waits while any bucket it passes is in debt (weighstation_core::consume). Buckets are per
-//! gateway replica whatever the tenant's scope: a fetch is never held on the quota service.
+//! The read side's buckets (limits.consume) in shared data, one per tenant, per override and
+//! per client bucket that sets one: what the tenant's consumers received is charged after the
+//! fact, and a fetch waits while any bucket it passes is in debt (weighstation_core::consume).
+//! Buckets are per gateway replica whatever the tenant's scope: a fetch is never held on the
+//! quota service.
 
 use weighstation_core::consume::ConsumeLimit;
 
+use crate::clients::ClientBucket;
 use crate::shared;
 use crate::tenancy::Attributed;
 
@@ -26,25 +28,42 @@ fn override_message_bucket(who: &Attributed, over: usize) -> Option<(ConsumeLimi
     Some((limit, who.keys.overrides.get(over)?.consume_messages.as_deref()?))
 }
 
-/// The buckets of NATS deliveries (consume.messagesPerSecond): the tenant's, then those of
-/// `overrides` that set one.
+fn client_bucket(client: Option<&ClientBucket>) -> Option<(ConsumeLimit, &str)> {
+    client?.consume.as_ref().map(|(limit, key)| (*limit, &**key))
+}
+
+fn client_message_bucket(client: Option<&ClientBucket>) -> Option<(ConsumeLimit, &str)> {
+    client?.consume_messages.as_ref().map(|(limit, key)| (*limit, &**key))
+}
+
+/// The buckets of NATS deliveries (consume.messagesPerSecond): the tenant's, those of
+/// `overrides` that set one, and the client's.
 fn message_buckets<'a>(
     who: &'a Attributed,
     overrides: &'a [usize],
+    client: Option<&'a ClientBucket>,
 ) -> impl Iterator<Item = (ConsumeLimit, &'a str)> + 'a {
     tenant_message_bucket(who)
         .into_iter()
         .chain(overrides.iter().filter_map(|&i| override_message_bucket(who, i)))
+        .chain(client_message_bucket(client))
 }
 
-/// The byte buckets a fetch passes: the tenant's, then those of `overrides` that set one.
-fn buckets<'a>(who: &'a Attributed, overrides: &'a [usize]) -> impl Iterator<Item = (ConsumeLimit, &'a str)> + 'a {
+/// The byte buckets a fetch passes: the tenant's, those of `overrides` that set one, and the
+/// client's.
+fn buckets<'a>(
+    who: &'a Attributed,
+    overrides: &'a [usize],
+    client: Option<&'a ClientBucket>,
+) -> impl Iterator<Item = (ConsumeLimit, &'a str)> + 'a {
     tenant_bucket(who)
         .into_iter()
         .chain(overrides.iter().filter_map(|&i| override_bucket(who, i)))
+        .chain(client_bucket(client))
 }
 
-/// Whether the tenant or any of its overrides limits what its consumers receive.
+/// Whether the tenant, any of its overrides or any of its client buckets limits what its
+/// consumers receive.
 pub fn reads_limited(who: &Attributed) -> bool {
     who.plan().is_some_and(|p| {
         p.consume.is_some()
@@ -52,7 +71,7 @@ pub fn reads_limited(who: &Attributed) -> bool {
             || p.overrides
                 .iter()
                 .any(|o| o.consume.is_some() || o.consume_messages.is_some())
-    })
+    }) || clients_limit_reads(who)
 }
 
 /// Whether override `over` limits what the tenant's consumers receive.
@@ -62,23 +81,38 @@ pub fn override_limits_reads(who: &Attributed, over: usize) -> bool {
         .is_some_and(|o| o.consume.is_some() || o.consume_messages.is_some())
 }
 
-/// Whether the tenant or any of `overrides` limits what its consumers receive.
-pub fn limited(who: &Attributed, overrides: &[usize]) -> bool {
-    buckets(who, overrides).next().is_some() || message_buckets(who, overrides).next().is_some()
+/// Whether any of the tenant's client buckets limits what its consumers receive.
+pub fn clients_limit_reads(who: &Attributed) -> bool {
+    who.plan()
+        .and_then(|p| p.clients.as_ref())
+        .is_some_and(|c| c.limits_reads())
+}
+
+/// Whether the tenant, any of `overrides` or the client limits what its consumers receive.
+pub fn limited(who: &Attributed, overrides: &[usize], client: Option<&ClientBucket>) -> bool {
+    buckets(who, overrides, client).next().is_some() || message_buckets(who, overrides, client).next().is_some()
 }
 
 /// How long until a fetch or pull passing these buckets may go (ns): 0 now.
-pub fn wait_ns(who: &Attributed, overrides: &[usize], now: u64) -> u64 {
-    buckets(who, overrides)
-        .chain(message_buckets(who, overrides))
+pub fn wait_ns(who: &Attributed, overrides: &[usize], client: Option<&ClientBucket>, now: u64) -> u64 {
+    buckets(who, overrides, client)
+        .chain(message_buckets(who, overrides, client))
         .map(|(limit, key)| limit.wait_ns(shared::read(key), now))
         .max()
         .unwrap_or(0)
 }
 
 /// The most one fetch passing these buckets may ask for: the shallowest byte bucket's depth.
-pub fn most(who: &Attributed, overrides: &[usize]) -> Option<u64> {
-    buckets(who, overrides).map(|(limit, _)| limit.burst()).min()
+pub fn most(who: &Attributed, overrides: &[usize], client: Option<&ClientBucket>) -> Option<u64> {
+    buckets(who, overrides, client).map(|(limit, _)| limit.burst()).min()
+}
+
+/// Charges what a client's consumers received, `bytes` in `messages` (NATS deliveries), to its
+/// buckets; returns how long it is then in debt (ns).
+pub fn charge_client(client: Option<&ClientBucket>, now: u64, bytes: u64, messages: u64) -> u64 {
+    let bytes = client_bucket(client).map_or(0, |(limit, key)| charge(limit, key, now, bytes));
+    let messages = client_message_bucket(client).map_or(0, |(limit, key)| charge(limit, key, now, messages));
+    bytes.max(messages)
 }
 
 /// Charges `messages` NATS deliveries to the tenant's message bucket, if it has one; returns

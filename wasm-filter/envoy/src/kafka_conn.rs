@@ -21,6 +21,7 @@ mod quotas;
 
 use fetch::Fetching;
 use std::collections::HashMap;
+use std::rc::Rc;
 use weighstation_core::carry::{Carry, Plan};
 use weighstation_core::config::Protocol;
 use weighstation_core::decisions::Decisions;
@@ -34,6 +35,7 @@ use weighstation_core::kafka::{
 use weighstation_core::scan::Admission;
 use weighstation_core::source::Source;
 
+use crate::clients::ClientBucket;
 use crate::clock::now_ns;
 use crate::connection::{self, Connection};
 use crate::gatekeeper::{Held, InFlightSlot};
@@ -58,8 +60,12 @@ enum Pending {
     /// A SaslAuthenticate: the broker's answer says whether the claimed principal counts.
     /// `scram_final`: it answers SCRAM's client-final message.
     Authenticate { version: i16, scram_final: bool },
-    /// A Fetch of a tenant whose consumers are limited: its records are charged.
-    Fetch { version: i16 },
+    /// A Fetch of a tenant whose consumers are limited: its records are charged, to the client
+    /// bucket of the client that asked too.
+    Fetch {
+        version: i16,
+        client: Option<Rc<ClientBucket>>,
+    },
     /// Metadata of a tenant that may not see every topic: its topics filtered, and its
     /// addresses rewritten if `addresses`.
     Metadata {
@@ -273,8 +279,10 @@ impl ResponseHandler for Responses<'_> {
                 }
                 Interest::Pass
             }
-            Some(&Pending::Fetch { version }) => {
-                self.conn.pending.remove(&correlation_id);
+            Some(&Pending::Fetch { version, .. }) => {
+                if let Some(Pending::Fetch { client, .. }) = self.conn.pending.remove(&correlation_id) {
+                    self.conn.fetch_answered(client);
+                }
                 Interest::Fetch(version)
             }
             Some(_) => Interest::Whole,

@@ -98,7 +98,7 @@ pub fn configure(replica: String, now: u64) -> bool {
             for n in plan.clients.iter().flat_map(|c| &c.named) {
                 setup.limits.push(GlobalLimit {
                     key: keys::named_client_rate_key(&base, n.fingerprint),
-                    limit: n.limit,
+                    limit: n.plan.rate,
                     connections_key: connections_key.clone(),
                     share_metric: None,
                 });

@@ -8,7 +8,9 @@ pub mod pool;
 
 use serde::Deserialize;
 
+use crate::consume::ConsumeLimit;
 use crate::limits::{Limits, RateLimit};
+use crate::protocol::Protocol;
 
 /// A tenant's client limits as the control plane compiles them (control-plane/internal/compile
 /// Clients).
@@ -32,17 +34,49 @@ pub struct NamedClients {
 #[derive(Debug)]
 pub struct ClientsPlan {
     pub named: Vec<NamedPlan>,
-    /// Every other client's limit, and what the pool's state is keyed by.
-    pub default: Option<(Limits, RateLimit)>,
+    /// Every other client's limits.
+    pub default: Option<BucketPlan>,
     pub pool: u32,
+}
+
+/// One client bucket's limits with their write side's and read side's buckets.
+#[derive(Debug)]
+pub struct BucketPlan {
+    pub limits: Limits,
+    pub rate: RateLimit,
+    pub consume: Option<ConsumeLimit>,
+    pub consume_messages: Option<ConsumeLimit>,
+}
+
+impl BucketPlan {
+    fn new(protocol: Protocol, limits: &Limits) -> BucketPlan {
+        BucketPlan {
+            rate: limits.rate(),
+            consume: ConsumeLimit::bytes_of(limits),
+            consume_messages: ConsumeLimit::messages_of(protocol, limits),
+            limits: limits.clone(),
+        }
+    }
+
+    /// Whether it limits what its client's consumers receive.
+    pub fn limits_reads(&self) -> bool {
+        self.consume.is_some() || self.consume_messages.is_some()
+    }
+
+    /// Identifies its buckets' parameters, to key their state: a change starts them afresh.
+    pub fn fingerprint(&self) -> u64 {
+        [self.consume, self.consume_messages]
+            .iter()
+            .map(|c| c.map_or(0, |c| c.fingerprint()))
+            .fold(self.rate.fingerprint(), |h, c| (h ^ c).wrapping_mul(0x0100_0000_01b3))
+    }
 }
 
 #[derive(Debug)]
 pub struct NamedPlan {
     names: Vec<String>,
-    pub limits: Limits,
-    pub limit: RateLimit,
-    /// Identifies the entry's names and limit, to key its bucket.
+    pub plan: BucketPlan,
+    /// Identifies the entry's names and limits, to key its buckets.
     pub fingerprint: u64,
 }
 
@@ -59,29 +93,36 @@ impl NamedPlan {
 }
 
 impl ClientsPlan {
-    pub fn new(c: &Clients) -> ClientsPlan {
+    pub fn new(protocol: Protocol, c: &Clients) -> ClientsPlan {
         let named = c
             .named
             .iter()
             .map(|n| {
-                let limit = n.limits.rate();
+                let plan = BucketPlan::new(protocol, &n.limits);
                 let fingerprint = n
                     .names
                     .iter()
-                    .fold(limit.fingerprint(), |h, name| fnv(h, name.as_bytes()) ^ 0xff);
+                    .fold(plan.fingerprint(), |h, name| fnv(h, name.as_bytes()) ^ 0xff);
                 NamedPlan {
                     names: n.names.clone(),
-                    limits: n.limits.clone(),
-                    limit,
+                    plan,
                     fingerprint,
                 }
             })
             .collect();
         ClientsPlan {
             named,
-            default: c.default.as_ref().map(|l| (l.clone(), l.rate())),
+            default: c.default.as_ref().map(|l| BucketPlan::new(protocol, l)),
             pool: c.pool.max(1),
         }
+    }
+
+    /// Whether any of its buckets limits what clients' consumers receive.
+    pub fn limits_reads(&self) -> bool {
+        self.default
+            .iter()
+            .chain(self.named.iter().map(|n| &n.plan))
+            .any(BucketPlan::limits_reads)
     }
 
     /// The first named entry that names the client: exactly, or by a prefix ending in `*`.
@@ -108,7 +149,7 @@ mod tests {
     use super::*;
 
     fn plan(json: &str) -> ClientsPlan {
-        ClientsPlan::new(&serde_json::from_str(json).unwrap())
+        ClientsPlan::new(Protocol::Nats, &serde_json::from_str(json).unwrap())
     }
 
     #[test]
@@ -129,8 +170,8 @@ mod tests {
     #[test]
     fn a_burst_left_out_is_one_second_of_the_rate() {
         let p = plan(r#"{"default":{"messagesPerSecond":50,"bytesPerSecond":1000,"burstBytes":4000},"pool":3}"#);
-        let (_, limit) = p.default.unwrap();
-        assert_eq!(limit, RateLimit::new(Some((50, 50)), Some((1000, 4000))));
+        let default = p.default.unwrap();
+        assert_eq!(default.rate, RateLimit::new(Some((50, 50)), Some((1000, 4000))));
         assert_eq!(p.pool, 3);
     }
 
@@ -143,6 +184,35 @@ mod tests {
         assert_ne!(a.named[0].fingerprint, b.named[0].fingerprint);
         assert_ne!(a.named[0].fingerprint, c.named[0].fingerprint);
         assert_eq!(a.named[0].fingerprint, same.named[0].fingerprint);
+    }
+
+    #[test]
+    fn a_client_may_limit_what_its_consumers_receive() {
+        let json = r#"{"default":{"consumeBytesPerSecond":1000,"consumeMessagesPerSecond":10},
+                       "named":[{"names":["x"],"limits":{"messagesPerSecond":5}}],"pool":1}"#;
+        let nats = plan(json);
+        let default = nats.default.as_ref().unwrap();
+        assert_eq!(
+            default.consume.map(|c| c.burst()),
+            Some(1000),
+            "a burst left out is one second"
+        );
+        assert!(default.consume_messages.is_some());
+        assert!(nats.limits_reads());
+        assert!(!nats.named[0].plan.limits_reads());
+        let kafka = ClientsPlan::new(Protocol::Kafka, &serde_json::from_str(json).unwrap());
+        assert!(
+            kafka.default.unwrap().consume_messages.is_none(),
+            "Kafka consumers are limited by bytes"
+        );
+        let writes_only = plan(r#"{"default":{"messagesPerSecond":5},"pool":1}"#);
+        assert!(!writes_only.limits_reads());
+        let a = plan(r#"{"named":[{"names":["x"],"limits":{"consumeBytesPerSecond":5}}],"pool":1}"#);
+        let b = plan(r#"{"named":[{"names":["x"],"limits":{"consumeBytesPerSecond":6}}],"pool":1}"#);
+        assert_ne!(
+            a.named[0].fingerprint, b.named[0].fingerprint,
+            "a new consume limit is a new bucket"
+        );
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! The read side of a Kafka connection: each Fetch decided against the tenant's consume
-//! permission (kafka_conn/authz.rs), then its consume buckets (held while in debt, its sizes clamped), and each Fetch response
-//! charged as kafka/fetch.rs walks it.
+//! permission (kafka_conn/authz.rs), then its consume buckets (held while in debt, its sizes
+//! clamped), and each Fetch response charged as kafka/fetch.rs walks it. The client's bucket
+//! is the one of the Fetch's client.id, charged with the records of the response to it.
+
+use std::rc::Rc;
 
 use weighstation_core::config::Protocol;
 use weighstation_core::kafka::{fetch_topics, RequestHeader};
@@ -8,12 +11,15 @@ use weighstation_core::scan::Admission;
 use weighstation_core::source::Source;
 
 use super::{throttle_ms, Conn, Pending};
+use crate::clients::ClientBucket;
 use crate::{consume, reports, waiters};
 
-/// The Fetch response being walked: what was charged on its arrival, and its records so far.
+/// The Fetch response being walked: what was charged on its arrival, its records so far, and
+/// the bucket of the client that asked.
 pub(super) struct Fetching {
     provisional: u64,
     records: u64,
+    client: Option<Rc<ClientBucket>>,
 }
 
 impl Conn {
@@ -24,6 +30,7 @@ impl Conn {
         if let Some(refused) = self.authorize_fetch(h, body.all()) {
             return (refused, None);
         }
+        let client = self.who.client_bucket(h.client_id, now);
         let Some(who) = self.who.current() else {
             return (Admission::Forward, None);
         };
@@ -41,13 +48,13 @@ impl Conn {
                 }
             });
         }
-        let limited = consume::limited(who, &overrides);
+        let limited = consume::limited(who, &overrides, client.as_deref());
         let wait = if limited {
-            consume::wait_ns(who, &overrides, now)
+            consume::wait_ns(who, &overrides, client.as_deref(), now)
         } else {
             0
         };
-        let most = consume::most(who, &overrides);
+        let most = consume::most(who, &overrides, client.as_deref());
         self.fetch_overrides = overrides;
         if !limited {
             return (Admission::Forward, None);
@@ -62,10 +69,20 @@ impl Conn {
             waiters::release(self.id);
             who.metrics.consume_throttled(now.saturating_sub(since) / 1_000_000);
         }
+        let version = h.api_version;
         self.pending
-            .insert(h.correlation_id, Pending::Fetch { version: h.api_version });
+            .insert(h.correlation_id, Pending::Fetch { version, client });
         let most = most.filter(|_| !tenant.dry_run);
         (Admission::Forward, most.map(|m| i32::try_from(m).unwrap_or(i32::MAX)))
+    }
+
+    /// The response to a Fetch of `client` is coming: its walk starts.
+    pub(super) fn fetch_answered(&mut self, client: Option<Rc<ClientBucket>>) {
+        self.fetching = Some(Fetching {
+            provisional: 0,
+            records: 0,
+            client,
+        });
     }
 
     /// A Fetch response arrives, `size` bytes: charged to the tenant's bucket now, in full, so
@@ -75,10 +92,9 @@ impl Conn {
         let who = self.who.current()?;
         let provisional = size as u64;
         let debt = consume::charge_tenant(who, now, provisional);
-        self.fetching = Some(Fetching {
-            provisional,
-            records: 0,
-        });
+        if let Some(f) = &mut self.fetching {
+            f.provisional = provisional;
+        }
         if debt == 0 {
             return None;
         }
@@ -99,6 +115,8 @@ impl Conn {
         let Some(who) = self.who.current() else { return };
         if let Some(f) = &mut self.fetching {
             f.records = f.records.saturating_add(bytes);
+            // Its debt holds the client's next Fetch (a throttle_time_ms already went out).
+            let _ = consume::charge_client(f.client.as_deref(), now, bytes, 0);
         }
         who.metrics.consumed(bytes);
         if let Some(i) = who.plan().and_then(|p| p.override_for(Protocol::Kafka, topic)) {
