@@ -318,7 +318,7 @@ func TestUsageExportBillsWhatTheGatewayCounted(t *testing.T) {
 		got = map[string]bill{}
 		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n")[1:] {
 			f := strings.Split(line, ",")
-			if len(f) == 8 && f[2] == "usage-export" {
+			if len(f) == 9 && f[2] == "usage-export" && f[8] == "" {
 				m, _ := strconv.Atoi(f[3])
 				r, _ := strconv.Atoi(f[5])
 				b := got[f[1]]

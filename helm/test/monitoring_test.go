@@ -42,6 +42,10 @@ var knownMetrics = map[string]bool{
 	"weighstation_controlplane_node_in_sync":                      true,
 	"weighstation_controlplane_node_nack":                         true,
 	"weighstation_controlplane_kafka_broker_fronted":              true,
+	"weighstation_client_pool_overflow":                           true,
+	"weighstation_client_messages_per_second":                     true,
+	"weighstation_client_bytes_per_second":                        true,
+	"weighstation_client_refused_per_second":                      true,
 }
 
 var metricRE = regexp.MustCompile(`\bweighstation_[a-z_]+`)

@@ -26,6 +26,9 @@ import (
 	"github.com/weighstation/weighstation/control-plane/internal/xds"
 )
 
+// maxClientMetrics bounds --client-metrics: each client is three series per tenant.
+const maxClientMetrics = 100
+
 func serve(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var source policySource
@@ -72,8 +75,13 @@ func serve(args []string) int {
 	usageSeconds := fs.Int("usage-seconds", usage.DefaultSeconds, "seconds of per-tenant usage the control plane keeps for `weighstation usage export --resolution 1s` (what `weighstation impact` replays)")
 	otlpLogs := fs.String("otlp-logs-endpoint", "", "also send decisions as OpenTelemetry log records to this OTLP/HTTP logs endpoint (e.g. http://otel-collector:4318/v1/logs)")
 	decisionsRetained := fs.Int("decisions-retained", 10000, "decisions the control plane keeps in memory for /decisions")
+	clientMetrics := fs.Int("client-metrics", 0, "serve per-client gauges on /metrics for each tenant's N busiest clients over the last minute (tenants with client limits; 0: none; at most 100). They name clients, as /usage does")
 	if err := fs.Parse(args); err != nil {
 		return parseFailed(err)
+	}
+	if *clientMetrics < 0 || *clientMetrics > maxClientMetrics {
+		fmt.Fprintf(os.Stderr, "weighstation serve: --client-metrics %d: want 0 (none) to %d clients per tenant\n", *clientMetrics, maxClientMetrics)
+		return 2
 	}
 	g.BufferLimitBytes = uint32(*bufferLimit)
 	opsAddress := *httpListen
@@ -175,8 +183,12 @@ func serve(args []string) int {
 	probe := &quota.Probe{Target: server.QuotaService, Client: &http.Client{}}
 	go probe.Run(ctx, time.Second)
 	mux := http.NewServeMux()
-	mux.Handle("/", status.Handler(status.Sources{State: ctrl.State, Nodes: server.Nodes, Quota: probe.Standing, TLS: tlsStanding,
-		KafkaBrokers: brokers.Brokers}))
+	sources := status.Sources{State: ctrl.State, Nodes: server.Nodes, Quota: probe.Standing, TLS: tlsStanding,
+		KafkaBrokers: brokers.Brokers}
+	if *clientMetrics > 0 {
+		sources.Clients = func() []usage.ClientRate { return book.ClientRates(time.Now(), *clientMetrics) }
+	}
+	mux.Handle("/", status.Handler(sources))
 	opsMux, opsLis := mux, httpLis
 	if *opsListen != "" {
 		if opsLis, err = net.Listen("tcp", *opsListen); err != nil {

@@ -44,7 +44,7 @@ func byLimit(o Outcome) string {
 	for _, p := range []struct {
 		name string
 		n    uint64
-	}{{"maxMessageBytes", o.RefusedSize}, {"rate", o.RefusedRate}, {"queue", o.RefusedQueue}} {
+	}{{"maxMessageBytes", o.RefusedSize}, {"rate", o.RefusedRate}, {"queue", o.RefusedQueue}, {"client", o.RefusedClient}} {
 		if p.n > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", p.name, p.n))
 		}
@@ -57,7 +57,7 @@ func byLimit(o Outcome) string {
 
 // worst names the second with the most refusals, or else with the longest delay.
 func worst(outcomes []Outcome) string {
-	refused := func(o Outcome) uint64 { return o.RefusedSize + o.RefusedRate + o.RefusedQueue }
+	refused := func(o Outcome) uint64 { return o.RefusedSize + o.RefusedRate + o.RefusedQueue + o.RefusedClient }
 	var most, longest Outcome
 	for _, o := range outcomes {
 		if refused(o) > refused(most) {
@@ -130,7 +130,9 @@ func plot(t TenantImpact) string {
 	fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text><text x="%d" y="%d" text-anchor="end">%s UTC</text>`, left, height-8, clock(t0), width-right, height-8, clock(t1))
 	b.WriteString(line("#1f77b4", func(o Outcome) float64 { return float64(o.Offered) }))
 	b.WriteString(line("#2ca02c", func(o Outcome) float64 { return float64(o.Admitted) }))
-	b.WriteString(line("#d62728", func(o Outcome) float64 { return float64(o.RefusedSize + o.RefusedRate + o.RefusedQueue) }))
+	b.WriteString(line("#d62728", func(o Outcome) float64 {
+		return float64(o.RefusedSize + o.RefusedRate + o.RefusedQueue + o.RefusedClient)
+	}))
 	if limit >= 0 {
 		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#555" stroke-dasharray="5,4"/>`, left, width-right, y(limit), y(limit))
 	}

@@ -33,7 +33,7 @@ func (t TenantImpact) RefusedShare() float64 {
 }
 
 func (t TenantImpact) refused() uint64 {
-	return t.Totals.RefusedSize + t.Totals.RefusedRate + t.Totals.RefusedQueue
+	return t.Totals.RefusedSize + t.Totals.RefusedRate + t.Totals.RefusedQueue + t.Totals.RefusedClient
 }
 
 // Analyze replays every tenant's demand against set, as a gateway of `replicas` Envoys.
@@ -65,6 +65,7 @@ func Analyze(ctx context.Context, sim *Simulator, set *policy.Set, demands []Dem
 			order = append(order, k)
 		}
 		m.Seconds = mergeSeconds(m.Seconds, d.Seconds)
+		m.Clients = append(m.Clients, d.Clients...)
 		if note != "" {
 			notes[k] = joinNote(notes[k], note)
 		}
@@ -92,7 +93,8 @@ func Analyze(ctx context.Context, sim *Simulator, set *policy.Set, demands []Dem
 			// Consume buckets are per replica whatever the scope.
 			limits = scaledConsume(limits, replicas)
 		}
-		outcomes, err := sim.Replay(ctx, Trace{Limits: limits, Reject: ct.Reject, Seconds: d.Seconds})
+		outcomes, err := sim.Replay(ctx, Trace{Limits: limits, Reject: ct.Reject, Seconds: d.Seconds,
+			Clients: clientTraces(ct.Clients, d.Clients)})
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", d.Protocol, d.Tenant, err)
 		}
@@ -105,6 +107,7 @@ func Analyze(ctx context.Context, sim *Simulator, set *policy.Set, demands []Dem
 			ti.Totals.RefusedSize += o.RefusedSize
 			ti.Totals.RefusedRate += o.RefusedRate
 			ti.Totals.RefusedQueue += o.RefusedQueue
+			ti.Totals.RefusedClient += o.RefusedClient
 			ti.Totals.Delayed += o.Delayed
 			ti.Totals.MaxDelayMs = max(ti.Totals.MaxDelayMs, o.MaxDelayMs)
 			ti.Totals.Consumed += o.Consumed

@@ -141,3 +141,48 @@ func TestAnalyzeReportsTheReadLagOfAProposedConsumeLimit(t *testing.T) {
 		}
 	}
 }
+
+// Client limits are replayed from the export's client rows: a named entry is one bucket for
+// every client it names, a client under the default has a bucket of its own, and the rest of
+// the tenant's traffic passes the tenant's bucket alone.
+func TestAnalyzeReplaysClientLimits(t *testing.T) {
+	sim := module(t)
+	set := writePolicies(t, proposed+`---
+apiVersion: weighstation.io/v1alpha1
+kind: LimitPolicy
+metadata: { name: team }
+spec:
+  tenant: team
+  identify: { nats: { users: [team] } }
+  onLimit: reject
+  limits: { rate: { messagesPerSecond: 1000 } }
+  clients:
+    default: { rate: { messagesPerSecond: 20 } }
+    named:
+      - match: { nats: ["batch-*"] }
+        limits: { rate: { messagesPerSecond: 50 } }
+`)
+	d, err := ReadUsage(strings.NewReader("start,protocol,tenant,messages,bytes,refused,delayed,consumed,client\n" +
+		"2026-11-25T15:52:00Z,nats,team,300,3000,0,0,0,\n" +
+		"2026-11-25T15:52:00Z,nats,team,100,1000,0,0,0,batch-1\n" +
+		"2026-11-25T15:52:00Z,nats,team,100,1000,0,0,0,batch-2\n" +
+		"2026-11-25T15:52:00Z,nats,team,60,600,0,0,0,svc-x\n" +
+		"2026-11-25T15:52:00Z,nats,team,10,100,0,0,0,svc-y\n" +
+		"2026-11-25T15:52:01Z,nats,team,1,10,0,0,0,\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d) != 1 || len(d[0].Clients) != 4 || len(d[0].Seconds) != 2 {
+		t.Fatalf("demand %+v: want team's two seconds and four clients", d)
+	}
+	got, err := Analyze(context.Background(), sim, set, d, 1)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("%v %+v", err, got)
+	}
+	// batch-1 and batch-2 share one 50/s bucket (a second's burst): ~100 of their 200 in the
+	// first second; svc-x its own 20/s: ~40 of 60; svc-y's 10 and the other 30 pass.
+	o := got[0].Outcomes[0]
+	if o.RefusedRate != 0 || o.RefusedClient < 115 || o.RefusedClient > 125 || o.Admitted+o.RefusedClient != 300 {
+		t.Errorf("first second %+v: want about 120 refused by client buckets, none by the tenant's", o)
+	}
+}

@@ -62,6 +62,15 @@ type Trace struct {
 	Limits  any      `json:"limits"`
 	Reject  bool     `json:"reject"`
 	Seconds []Second `json:"seconds"`
+	// Clients are the tenant's client buckets with the traffic recorded of their clients (part
+	// of Seconds).
+	Clients []ClientTrace `json:"clients,omitempty"`
+}
+
+// ClientTrace is one client bucket's limits and its clients' recorded traffic.
+type ClientTrace struct {
+	Limits  any      `json:"limits"`
+	Seconds []Second `json:"seconds"`
 }
 
 type Second struct {
@@ -80,9 +89,11 @@ type Outcome struct {
 	RefusedSize  uint64 `json:"refusedSize"`
 	RefusedRate  uint64 `json:"refusedRate"`
 	RefusedQueue uint64 `json:"refusedQueue"`
-	Delayed      uint64 `json:"delayed"`
-	MaxDelayMs   uint64 `json:"maxDelayMs"`
-	Consumed     uint64 `json:"consumed"`
+	// RefusedClient are refused by a client's bucket: its rate or its share of the queue.
+	RefusedClient uint64 `json:"refusedClient"`
+	Delayed       uint64 `json:"delayed"`
+	MaxDelayMs    uint64 `json:"maxDelayMs"`
+	Consumed      uint64 `json:"consumed"`
 	// ReadLagMs is how far behind the proposed consume limit leaves the tenant's consumers at
 	// the second's end: they receive the same bytes, that much later.
 	ReadLagMs uint64 `json:"readLagMs"`

@@ -132,6 +132,8 @@ func (s *Stack) startControlPlane() error {
 		"--nats-listen", addr(p.NATS), "--nats-upstream", s.natsUpstreams(),
 		"--wasm-file", s.cfg.WasmFile,
 		"--debounce", "100ms", "--poll", "2s",
+		// A development stack shows its tenants' busiest clients on /metrics.
+		"--client-metrics", "10",
 	)
 	p2, err := s.startProcess("control-plane", nil, s.tool("weighstation"), s.controlPlaneArgs...)
 	if err != nil {

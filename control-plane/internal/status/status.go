@@ -12,6 +12,7 @@ import (
 	"github.com/weighstation/weighstation/control-plane/internal/discovery"
 	"github.com/weighstation/weighstation/control-plane/internal/quota"
 	"github.com/weighstation/weighstation/control-plane/internal/tlssecrets"
+	"github.com/weighstation/weighstation/control-plane/internal/usage"
 	"github.com/weighstation/weighstation/control-plane/internal/xds"
 )
 
@@ -35,6 +36,8 @@ type Sources struct {
 	TLS   func() *tlssecrets.Standing
 	// KafkaBrokers (nil: none discovered).
 	KafkaBrokers func() []discovery.Broker
+	// Clients are the per-client metrics (nil: not enabled, --client-metrics 0).
+	Clients func() []usage.ClientRate
 }
 
 func (s Sources) kafkaBrokers() []discovery.Broker {
@@ -75,6 +78,9 @@ func Handler(src Sources) http.Handler {
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		writeMetrics(w, src.State(), src.Nodes(), src.Quota(), src.tls(), src.kafkaBrokers())
+		if src.Clients != nil {
+			writeClientMetrics(w, src.Clients())
+		}
 	})
 	return mux
 }

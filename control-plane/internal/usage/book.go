@@ -55,8 +55,8 @@ const (
 // per-second usage.
 func New(retain, keepMinutes, keepSeconds int) *Book {
 	return &Book{
-		minutes:    series{widthMs: 60000, keep: max(keepMinutes, 1)},
-		seconds:    series{widthMs: 1000, keep: max(keepSeconds, 1)},
+		minutes:    series{widthMs: 60000, keep: max(keepMinutes, 1), maxClients: maxClientsPerMinute},
+		seconds:    series{widthMs: 1000, keep: max(keepSeconds, 1), maxClients: maxClientsPerSecond},
 		workers:    map[workerKey]*worker{},
 		ring:       make([]Decision, 0, max(retain, 1)),
 		suppressed: map[string]uint64{},
@@ -160,14 +160,14 @@ func (b *Book) Ingest(r Report, now time.Time) []Decision {
 }
 
 // History is the per-minute usage of the minutes starting at or after from; with perSecond,
-// the per-second usage of the seconds.
+// the per-second usage of the seconds. Each tenant's row is followed by its busiest clients'.
 func (b *Book) History(from time.Time, perSecond bool) []Bucket {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if perSecond {
-		return b.seconds.since(from)
+		return b.seconds.since(from, true)
 	}
-	return b.minutes.since(from)
+	return b.minutes.since(from, true)
 }
 
 // Filter selects decisions; an empty field matches any.

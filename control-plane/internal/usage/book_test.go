@@ -2,7 +2,9 @@ package usage
 
 import (
 	"bytes"
+	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -199,7 +201,7 @@ func TestHistoryAddsWhatWorkersCountedBetweenReports(t *testing.T) {
 	if err := WriteHistory(&csv, "csv", got); err != nil {
 		t.Fatal(err)
 	}
-	if lines := strings.Split(strings.TrimSpace(csv.String()), "\n"); len(lines) != 3 || lines[0] != "start,protocol,tenant,messages,bytes,refused,delayed,consumed" || !strings.HasSuffix(lines[1], ",nats,acme,179,17914,5,0,0") {
+	if lines := strings.Split(strings.TrimSpace(csv.String()), "\n"); len(lines) != 3 || lines[0] != "start,protocol,tenant,messages,bytes,refused,delayed,consumed,client" || !strings.HasSuffix(lines[1], ",nats,acme,179,17914,5,0,0,") {
 		t.Errorf("csv:\n%s", csv.String())
 	}
 	if err := WriteHistory(&pq, "parquet", got); err != nil {
@@ -208,6 +210,52 @@ func TestHistoryAddsWhatWorkersCountedBetweenReports(t *testing.T) {
 	back, err := parquet.Read[Bucket](bytes.NewReader(pq.Bytes()), int64(pq.Len()))
 	if err != nil || len(back) != 2 || back[0].Messages != 179 || !back[1].Start.Equal(want[1].Start) {
 		t.Errorf("parquet read back %+v (%v)", back, err)
+	}
+}
+
+// A tenant with client limits has its busiest clients' rows after its own, each with what its
+// workers reported of it, busiest first: at most clientRows of them per bucket.
+func TestHistoryHasTheBusiestClientsOfATenant(t *testing.T) {
+	b := New(10, DefaultMinutes, DefaultSeconds)
+	minute := int64(29_450_000) * 60000
+	withClients := func(c TenantCount, clients ...ClientCount) TenantCount {
+		c.Clients = clients
+		return c
+	}
+	b.Ingest(Report{Replica: "a", Worker: 1, Seq: 1, AtMs: minute + 1000, Tenants: []TenantCount{withClients(count("kafka", "billing", 100, 40, 1),
+		ClientCount{Client: "billing-a", Messages: 10, Bytes: 1000, Refused: 40}, ClientCount{Client: "billing-b", Messages: 90, Bytes: 9000})}},
+		time.UnixMilli(minute+1000))
+	b.Ingest(Report{Replica: "a", Worker: 2, Seq: 1, AtMs: minute + 1000, Tenants: []TenantCount{withClients(count("kafka", "billing", 12, 0, 1),
+		ClientCount{Client: "billing-a", Messages: 12, Bytes: 1200})}}, time.UnixMilli(minute+1000))
+	var many []ClientCount
+	for i := range clientRows + 5 {
+		many = append(many, ClientCount{Client: fmt.Sprintf("c%02d", i), Messages: uint64(100 + i)})
+	}
+	b.Ingest(Report{Replica: "a", Worker: 3, Seq: 1, AtMs: minute + 1000, Tenants: []TenantCount{withClients(count("nats", "crowd", 2000, 0, 1), many...)}},
+		time.UnixMilli(minute+1000))
+	got := b.History(time.UnixMilli(minute), false)
+	at := time.UnixMilli(minute).UTC()
+	want := []Bucket{
+		{Start: at, Protocol: "kafka", Tenant: "billing", Messages: 112, Bytes: 11200, Refused: 40, RefusedBy: [6]uint64{0, 40}},
+		{Start: at, Protocol: "kafka", Tenant: "billing", Client: "billing-b", Messages: 90, Bytes: 9000},
+		{Start: at, Protocol: "kafka", Tenant: "billing", Client: "billing-a", Messages: 22, Bytes: 2200, Refused: 40},
+		{Start: at, Protocol: "nats", Tenant: "crowd", Messages: 2000, Bytes: 200000},
+	}
+	for i := clientRows + 4; i >= 5; i-- {
+		want = append(want, Bucket{Start: at, Protocol: "nats", Tenant: "crowd", Client: fmt.Sprintf("c%02d", i), Messages: uint64(100 + i)})
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("history:\n got %+v\nwant %+v", got, want)
+	}
+	if s := b.Summary("billing", time.UnixMilli(minute+2000)); s.Admitted != 112 {
+		t.Errorf("the status summary counts client rows as the tenant's: admitted %d, want 112", s.Admitted)
+	}
+	var csv bytes.Buffer
+	if err := WriteHistory(&csv, "csv", got[:3]); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(csv.String()), "\n"); len(lines) != 4 || !strings.HasSuffix(lines[2], ",kafka,billing,90,9000,0,0,0,billing-b") {
+		t.Errorf("csv:\n%s", csv.String())
 	}
 }
 

@@ -44,15 +44,18 @@ type TenantCount struct {
 	// Subjects are the worker's busiest subjects (NATS, sampled) or topics (Kafka) since its
 	// previous report.
 	Subjects []SubjectCount `json:"subjects"`
-	// Clients are the worker's most refused clients since its previous report (tenants with
-	// client limits).
+	// Clients are the worker's busiest clients (by messages admitted and refused) since its
+	// previous report (tenants with client limits).
 	Clients []ClientCount `json:"clients,omitempty"`
 }
 
-// ClientCount is a client's refused messages in a report period, or over a summary's minute.
+// ClientCount is a client's messages in a report period: admitted (and their bytes) and
+// refused. A summary's top clients have their refusals over its minute only.
 type ClientCount struct {
-	Client  string `json:"client"`
-	Refused uint64 `json:"refused"`
+	Client   string `json:"client"`
+	Messages uint64 `json:"messages,omitempty"`
+	Bytes    uint64 `json:"bytes,omitempty"`
+	Refused  uint64 `json:"refused"`
 }
 
 // SubjectCount is a subject's or topic's messages in a report period.

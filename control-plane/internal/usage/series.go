@@ -11,10 +11,14 @@ type Bucket struct {
 	Start    time.Time `json:"start" parquet:"start,timestamp(millisecond)"`
 	Protocol string    `json:"protocol" parquet:"protocol,dict"`
 	Tenant   string    `json:"tenant" parquet:"tenant,dict"`
-	Messages uint64    `json:"messages" parquet:"messages"`
-	Bytes    uint64    `json:"bytes" parquet:"bytes"`
-	Refused  uint64    `json:"refused" parquet:"refused"`
-	Delayed  uint64    `json:"delayed" parquet:"delayed"`
+	// Client is empty on the tenant's own row. A client row (tenants with client limits: at most
+	// clientRows of their busiest clients per bucket) has the client's messages, bytes and
+	// refused; its delayed and consumed are 0 (counted per tenant only).
+	Client   string `json:"client,omitempty" parquet:"client,dict"`
+	Messages uint64 `json:"messages" parquet:"messages"`
+	Bytes    uint64 `json:"bytes" parquet:"bytes"`
+	Refused  uint64 `json:"refused" parquet:"refused"`
+	Delayed  uint64 `json:"delayed" parquet:"delayed"`
 	// Consumed is the record bytes delivered to the tenant's consumers (the read side).
 	Consumed uint64 `json:"consumed" parquet:"consumed"`
 	// RefusedBy is Refused by reason (Reasons' order), for the LimitPolicy status summary.
@@ -29,11 +33,40 @@ type series struct {
 	widthMs int64
 	keep    int // buckets
 	buckets map[int64]map[string]*Bucket
+	// clients are the client rows, by bucket and protocol/tenant, then client: at most
+	// maxClients per tenant and bucket (the rest are in the tenant's row only).
+	clients    map[int64]map[string]map[string]*Bucket
+	maxClients int
+}
+
+// clientRows is how many client rows a tenant has per bucket in History, the busiest (by
+// messages admitted and refused) first.
+const clientRows = 10
+
+// apportion spreads totals counted over (fromMs, toMs] over the buckets of widthMs that span
+// it, in proportion to the time each covers: each bucket's part is the rounded share of the
+// time up to its end, less what earlier buckets got, so the parts add up to the whole exactly.
+func apportion(fromMs, toMs, widthMs int64, totals []uint64, each func(slot int64, part []uint64)) {
+	span := toMs - fromMs
+	given := make([]uint64, len(totals))
+	part := make([]uint64, len(totals))
+	for slot := fromMs / widthMs; slot*widthMs < toMs; slot++ {
+		end := min((slot+1)*widthMs, toMs)
+		for i, total := range totals {
+			upTo := uint64(float64(total) * float64(end-fromMs) / float64(span))
+			if end == toMs {
+				upTo = total
+			}
+			part[i], given[i] = upTo-given[i], upTo
+		}
+		each(slot, part)
+	}
 }
 
 func (s *series) add(fromMs, toMs, nowMs int64, cur, prev TenantCount) {
 	if s.buckets == nil {
 		s.buckets = map[int64]map[string]*Bucket{}
+		s.clients = map[int64]map[string]map[string]*Bucket{}
 	}
 	delta := func(a, b uint64) uint64 {
 		if a < b {
@@ -52,7 +85,7 @@ func (s *series) add(fromMs, toMs, nowMs int64, cur, prev TenantCount) {
 	for i := range cur.Refused {
 		d[5+i] = delta(cur.Refused[i], prev.Refused[i])
 	}
-	if d == [11]uint64{} || toMs <= fromMs {
+	if toMs <= fromMs {
 		return
 	}
 	oldest := nowMs/s.widthMs - int64(s.keep)
@@ -61,47 +94,81 @@ func (s *series) add(fromMs, toMs, nowMs int64, cur, prev TenantCount) {
 			delete(s.buckets, old)
 		}
 	}
-	span := toMs - fromMs
-	var given [11]uint64
-	for slot := fromMs / s.widthMs; slot*s.widthMs < toMs; slot++ {
-		// Each bucket's part is the rounded share of the time up to its end, less what earlier
-		// buckets got: the parts add up to the whole exactly.
-		end := min((slot+1)*s.widthMs, toMs)
-		var part [11]uint64
-		for i, total := range d {
-			upTo := uint64(float64(total) * float64(end-fromMs) / float64(span))
-			if end == toMs {
-				upTo = total
+	for old := range s.clients {
+		if old <= oldest {
+			delete(s.clients, old)
+		}
+	}
+	k := key(cur.Protocol, cur.Tenant)
+	if d != [11]uint64{} {
+		apportion(fromMs, toMs, s.widthMs, d[:], func(slot int64, part []uint64) {
+			if slot <= oldest || isZero(part) {
+				return
 			}
-			part[i], given[i] = upTo-given[i], upTo
-		}
-		if slot <= oldest || part == [11]uint64{} {
-			continue
-		}
-		b := s.buckets[slot]
-		if b == nil {
-			b = map[string]*Bucket{}
-			s.buckets[slot] = b
-		}
-		k := key(cur.Protocol, cur.Tenant)
-		t := b[k]
-		if t == nil {
-			t = &Bucket{Start: time.UnixMilli(slot * s.widthMs).UTC(), Protocol: cur.Protocol, Tenant: cur.Tenant}
-			b[k] = t
-		}
-		t.Messages += part[0]
-		t.Bytes += part[1]
-		t.Refused += part[2]
-		t.Delayed += part[3]
-		t.Consumed += part[4]
-		for i := range t.RefusedBy {
-			t.RefusedBy[i] += part[5+i]
-		}
+			b := s.buckets[slot]
+			if b == nil {
+				b = map[string]*Bucket{}
+				s.buckets[slot] = b
+			}
+			t := b[k]
+			if t == nil {
+				t = &Bucket{Start: time.UnixMilli(slot * s.widthMs).UTC(), Protocol: cur.Protocol, Tenant: cur.Tenant}
+				b[k] = t
+			}
+			t.Messages += part[0]
+			t.Bytes += part[1]
+			t.Refused += part[2]
+			t.Delayed += part[3]
+			t.Consumed += part[4]
+			for i := range t.RefusedBy {
+				t.RefusedBy[i] += part[5+i]
+			}
+		})
+	}
+	// A report's clients are counted since the worker's previous report already.
+	for _, c := range cur.Clients {
+		apportion(fromMs, toMs, s.widthMs, []uint64{c.Messages, c.Bytes, c.Refused}, func(slot int64, part []uint64) {
+			if slot <= oldest || isZero(part) {
+				return
+			}
+			byTenant := s.clients[slot]
+			if byTenant == nil {
+				byTenant = map[string]map[string]*Bucket{}
+				s.clients[slot] = byTenant
+			}
+			rows := byTenant[k]
+			if rows == nil {
+				rows = map[string]*Bucket{}
+				byTenant[k] = rows
+			}
+			row := rows[c.Client]
+			if row == nil {
+				if len(rows) >= s.maxClients {
+					return
+				}
+				row = &Bucket{Start: time.UnixMilli(slot * s.widthMs).UTC(), Protocol: cur.Protocol, Tenant: cur.Tenant, Client: c.Client}
+				rows[c.Client] = row
+			}
+			row.Messages += part[0]
+			row.Bytes += part[1]
+			row.Refused += part[2]
+		})
 	}
 }
 
-// since lists the buckets starting at or after from, by time then protocol and tenant.
-func (s *series) since(from time.Time) []Bucket {
+func isZero(part []uint64) bool {
+	for _, v := range part {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// since lists the buckets starting at or after from, by time then protocol and tenant; with
+// clients, each tenant's row is followed by its busiest clients' (at most clientRows), busiest
+// first.
+func (s *series) since(from time.Time, clients bool) []Bucket {
 	var out []Bucket
 	for slot, b := range s.buckets {
 		if slot < from.UnixMilli()/s.widthMs {
@@ -110,13 +177,39 @@ func (s *series) since(from time.Time) []Bucket {
 		for _, t := range b {
 			out = append(out, *t)
 		}
+		if !clients {
+			continue
+		}
+		for _, rows := range s.clients[slot] {
+			busiest := make([]Bucket, 0, len(rows))
+			for _, r := range rows {
+				busiest = append(busiest, *r)
+			}
+			sort.Slice(busiest, func(i, j int) bool {
+				a, b := busiest[i], busiest[j]
+				if a.Messages+a.Refused != b.Messages+b.Refused {
+					return a.Messages+a.Refused > b.Messages+b.Refused
+				}
+				return a.Client < b.Client
+			})
+			out = append(out, busiest[:min(clientRows, len(busiest))]...)
+		}
 	}
-	sort.Slice(out, func(i, j int) bool {
+	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if !a.Start.Equal(b.Start) {
 			return a.Start.Before(b.Start)
 		}
-		return a.Protocol+"/"+a.Tenant < b.Protocol+"/"+b.Tenant
+		if a.Protocol+"/"+a.Tenant != b.Protocol+"/"+b.Tenant {
+			return a.Protocol+"/"+a.Tenant < b.Protocol+"/"+b.Tenant
+		}
+		if (a.Client == "") != (b.Client == "") {
+			return a.Client == ""
+		}
+		if a.Client == "" {
+			return false
+		}
+		return a.Messages+a.Refused > b.Messages+b.Refused || a.Messages+a.Refused == b.Messages+b.Refused && a.Client < b.Client
 	})
 	return out
 }

@@ -12,9 +12,13 @@ const (
 	summaryClients = 5
 )
 
-// maxClientsPerSecond bounds the clients a tenant's refusal ring keeps per second: workers
-// report at most their 8 most refused each.
-const maxClientsPerSecond = 64
+// maxClientsPerSecond bounds the clients a tenant's refusal ring and per-second history keep
+// per second (workers report at most their 8 busiest each); maxClientsPerMinute, its
+// per-minute history per minute.
+const (
+	maxClientsPerSecond = 64
+	maxClientsPerMinute = 256
+)
 
 // Summary is a tenant's last minute, over both protocols, as its LimitPolicy's status shows it.
 type Summary struct {
@@ -40,6 +44,9 @@ func (r *clientRing) add(atMs int64, clients []ClientCount) {
 		r.second[i], r.counts[i] = sec, map[string]uint64{}
 	}
 	for _, c := range clients {
+		if c.Refused == 0 {
+			continue
+		}
 		if _, ok := r.counts[i][c.Client]; ok || len(r.counts[i]) < maxClientsPerSecond {
 			r.counts[i][c.Client] += c.Refused
 		}
@@ -81,7 +88,7 @@ func (b *Book) Summary(tenant string, now time.Time) Summary {
 	defer b.mu.Unlock()
 	s := Summary{Refused: map[string]uint64{}}
 	from := now.Add(-summaryWindow)
-	for _, bk := range b.seconds.since(from) {
+	for _, bk := range b.seconds.since(from, false) {
 		if bk.Tenant != tenant || !bk.Start.Before(now) {
 			continue
 		}
@@ -96,4 +103,63 @@ func (b *Book) Summary(tenant string, now time.Time) Summary {
 	}
 	s.TopClients = topClients([]*clientRing{b.clients[key("nats", tenant)], b.clients[key("kafka", tenant)]}, now.UnixMilli(), summaryClients)
 	return s
+}
+
+// ClientRate is one client's traffic over the last minute, per second: what the opt-in
+// per-client metrics show.
+type ClientRate struct {
+	Protocol, Tenant, Client string
+	MessagesPerSecond        float64
+	BytesPerSecond           float64
+	RefusedPerSecond         float64
+}
+
+// ClientRates are each tenant's top clients (by messages admitted and refused) over the minute
+// before now, at most top per protocol and tenant, by protocol, tenant, then busiest first.
+func (b *Book) ClientRates(now time.Time, top int) []ClientRate {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	window := summaryWindow.Seconds()
+	sums := map[[3]string]*ClientRate{}
+	for slot, byTenant := range b.seconds.clients {
+		start := time.UnixMilli(slot * b.seconds.widthMs)
+		if start.Before(now.Add(-summaryWindow)) || !start.Before(now) {
+			continue
+		}
+		for _, rows := range byTenant {
+			for _, r := range rows {
+				k := [3]string{r.Protocol, r.Tenant, r.Client}
+				s := sums[k]
+				if s == nil {
+					s = &ClientRate{Protocol: r.Protocol, Tenant: r.Tenant, Client: r.Client}
+					sums[k] = s
+				}
+				s.MessagesPerSecond += float64(r.Messages) / window
+				s.BytesPerSecond += float64(r.Bytes) / window
+				s.RefusedPerSecond += float64(r.Refused) / window
+			}
+		}
+	}
+	all := make([]ClientRate, 0, len(sums))
+	for _, s := range sums {
+		all = append(all, *s)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		a, b := all[i], all[j]
+		if a.Protocol != b.Protocol || a.Tenant != b.Tenant {
+			return a.Protocol+"/"+a.Tenant < b.Protocol+"/"+b.Tenant
+		}
+		if a.MessagesPerSecond+a.RefusedPerSecond != b.MessagesPerSecond+b.RefusedPerSecond {
+			return a.MessagesPerSecond+a.RefusedPerSecond > b.MessagesPerSecond+b.RefusedPerSecond
+		}
+		return a.Client < b.Client
+	})
+	var out []ClientRate
+	for i, c := range all {
+		if i >= top && all[i-top].Protocol == c.Protocol && all[i-top].Tenant == c.Tenant {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }

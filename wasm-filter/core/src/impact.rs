@@ -9,6 +9,11 @@
 //! each message came on its own connection (the filter holds a connection, and a client that
 //! waits sends nothing more meanwhile, so real traffic held this way slows down instead).
 //!
+//! Clients within a tenant (spec.clients): a client's recorded traffic (the export's client
+//! rows, part of its tenant's) passes its client bucket before its tenant's, as in the filter,
+//! and is charged to neither unless both admit it; in delay mode it waits for both, and holds at
+//! most its own queue share. The rest of the tenant's traffic passes the tenant's bucket only.
+//!
 //! The read side (limits.consume): what the tenant's consumers received each second is charged
 //! to the same [`ConsumeLimit`] the filter charges, which may go into debt; the debt at a
 //! second's end is how far behind the proposed limit would have left them (their read lag): a
@@ -19,6 +24,7 @@ use std::collections::VecDeque;
 
 use crate::config::Limits;
 use crate::consume::ConsumeLimit;
+use crate::limits::RateLimit;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -27,6 +33,18 @@ pub struct Trace {
     /// onLimit: reject (else delay).
     #[serde(default)]
     pub reject: bool,
+    pub seconds: Vec<Second>,
+    /// Client buckets and the traffic recorded of the clients in each (part of `seconds`).
+    #[serde(default)]
+    pub clients: Vec<ClientTrace>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientTrace {
+    /// The bucket's limits (rate and queue.maxMessages are replayed).
+    pub limits: Limits,
+    /// Ascending, as the tenant's.
     pub seconds: Vec<Second>,
 }
 
@@ -52,6 +70,8 @@ pub struct Outcome {
     pub refused_size: u64,
     pub refused_rate: u64,
     pub refused_queue: u64,
+    /// Refused by a client's bucket (its rate, or its share of the queue).
+    pub refused_client: u64,
     pub delayed: u64,
     pub max_delay_ms: u64,
     pub consumed: u64,
@@ -59,24 +79,80 @@ pub struct Outcome {
     pub read_lag_ms: u64,
 }
 
+/// A rate bucket and the messages held for it.
+struct Bucket {
+    rate: RateLimit,
+    state: [u64; 2],
+    /// When each held message will be admitted: only kept against a queue bound (without one,
+    /// an hour of overload would hold millions).
+    held: VecDeque<u64>,
+    max_held: Option<u64>,
+}
+
+impl Bucket {
+    fn new(l: &Limits) -> Bucket {
+        Bucket {
+            rate: l.rate(),
+            state: [0; 2],
+            held: VecDeque::new(),
+            max_held: l.queue_max_messages,
+        }
+    }
+
+    /// Ok: the state after taking the message at `at`; Err: how long until it could.
+    fn check(&self, at: u64, size: u64) -> Result<[u64; 2], u64> {
+        self.rate.check(self.state, at, size)
+    }
+
+    fn release(&mut self, at: u64) {
+        while self.held.front().is_some_and(|&t| t <= at) {
+            self.held.pop_front();
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.max_held.is_some_and(|m| self.held.len() as u64 >= m)
+    }
+
+    fn hold(&mut self, ready: u64) {
+        if self.max_held.is_some() {
+            self.held.push_back(ready);
+        }
+    }
+}
+
+/// One message of the second: when it comes, its size, and its client's bucket (None: the
+/// tenant's only).
+#[derive(Clone, Copy)]
+struct Arrival {
+    at: u64,
+    size: u64,
+    client: Option<usize>,
+}
+
+/// `messages` of `bytes` spread evenly over the second from `start` (ns).
+fn spread(out: &mut Vec<Arrival>, start: u64, messages: u64, bytes: u64, client: Option<usize>) {
+    let size = bytes.checked_div(messages).unwrap_or(0);
+    let spacing = 1_000_000_000u64.checked_div(messages).unwrap_or(0);
+    out.extend((0..messages).map(|i| Arrival {
+        at: start + spacing / 2 + i * spacing,
+        size,
+        client,
+    }));
+}
+
 /// Replays `trace`; one outcome per second, in the trace's order (seconds must ascend).
 pub fn replay(trace: &Trace) -> Vec<Outcome> {
-    let rate = trace.limits.rate();
     let max_wait_ns = trace
         .limits
         .queue_max_wait_ms
         .map_or(u64::MAX, |ms| ms.saturating_mul(1_000_000));
-    let max_held = trace.limits.queue_max_messages.unwrap_or(u64::MAX);
-    let mut state = [0u64; 2];
-    // When each held message will be admitted: only counted against a queue bound (without
-    // one, an hour of overload would hold millions).
-    let bounded = trace.limits.queue_max_messages.is_some();
-    let mut held: VecDeque<u64> = VecDeque::new();
-    let consume = trace
-        .limits
-        .consume_bytes_per_second
-        .and_then(|rate| ConsumeLimit::new(rate, trace.limits.consume_burst_bytes.unwrap_or(rate)));
+    let mut tenant = Bucket::new(&trace.limits);
+    let mut clients: Vec<Bucket> = trace.clients.iter().map(|c| Bucket::new(&c.limits)).collect();
+    let mut next_second = vec![0usize; trace.clients.len()];
+    let consume = ConsumeLimit::bytes_of(&trace.limits);
     let mut read_tat = 0u64;
+    let mut arrivals = Vec::new();
     let mut out = Vec::with_capacity(trace.seconds.len());
     for s in &trace.seconds {
         let mut o = Outcome {
@@ -93,52 +169,95 @@ pub fn replay(trace: &Trace) -> Vec<Outcome> {
         if let Some(c) = consume {
             o.read_lag_ms = c.wait_ns(read_tat, start + 1_000_000_000).div_ceil(1_000_000);
         }
-        let size = s.bytes.checked_div(s.messages).unwrap_or(0);
-        let spacing = 1_000_000_000u64.checked_div(s.messages).unwrap_or(0);
-        for i in 0..s.messages {
-            let at = start + spacing / 2 + i * spacing;
-            while held.front().is_some_and(|&t| t <= at) {
-                held.pop_front();
+        arrivals.clear();
+        let (mut rest, mut rest_bytes) = (s.messages, s.bytes);
+        for (k, c) in trace.clients.iter().enumerate() {
+            let seconds = &c.seconds[next_second[k].min(c.seconds.len())..];
+            let skipped = seconds.iter().take_while(|cs| cs.start_ms < s.start_ms).count();
+            next_second[k] += skipped;
+            if let Some(cs) = c.seconds.get(next_second[k]).filter(|cs| cs.start_ms == s.start_ms) {
+                // A client's row is part of its tenant's; never more than it.
+                let messages = cs.messages.min(rest);
+                let bytes = cs.bytes.min(rest_bytes);
+                (rest, rest_bytes) = (rest - messages, rest_bytes - bytes);
+                spread(&mut arrivals, start, messages, bytes, Some(k));
+                next_second[k] += 1;
             }
-            if trace.limits.max_message_bytes.is_some_and(|m| size > m) {
-                o.refused_size += 1;
-                continue;
-            }
-            let wait = match rate.check(state, at, size) {
-                Ok(next) => {
-                    state = next;
-                    o.admitted += 1;
-                    continue;
-                }
-                Err(wait) => wait,
-            };
-            if trace.reject {
-                o.refused_rate += 1;
-                continue;
-            }
-            if wait > max_wait_ns || held.len() as u64 >= max_held {
-                o.refused_queue += 1;
-                continue;
-            }
-            let ready = at + wait;
-            match rate.check(state, ready, size) {
-                Ok(next) => state = next,
-                // The rate admits it at `ready` by construction; should it not, nothing is taken.
-                Err(_) => {
-                    o.refused_queue += 1;
-                    continue;
-                }
-            }
-            if bounded {
-                held.push_back(ready);
-            }
-            o.admitted += 1;
-            o.delayed += 1;
-            o.max_delay_ms = o.max_delay_ms.max(wait.div_ceil(1_000_000));
+        }
+        spread(&mut arrivals, start, rest, rest_bytes, None);
+        arrivals.sort_by_key(|a| a.at);
+        for a in &arrivals {
+            decide(trace, max_wait_ns, &mut tenant, &mut clients, *a, &mut o);
         }
         out.push(o);
     }
     out
+}
+
+/// One message: the size, then its client's bucket and its tenant's, as the filter decides.
+fn decide(trace: &Trace, max_wait_ns: u64, tenant: &mut Bucket, clients: &mut [Bucket], a: Arrival, o: &mut Outcome) {
+    let Arrival { at, size, client } = a;
+    tenant.release(at);
+    let mut client = client.and_then(|k| clients.get_mut(k));
+    if let Some(c) = client.as_deref_mut() {
+        c.release(at);
+    }
+    if trace.limits.max_message_bytes.is_some_and(|m| size > m) {
+        o.refused_size += 1;
+        return;
+    }
+    let by_client = client.as_deref().map(|c| c.check(at, size));
+    let by_tenant = tenant.check(at, size);
+    match (by_client, by_tenant) {
+        (None | Some(Ok(_)), Ok(next)) => {
+            if let (Some(c), Some(Ok(cn))) = (client.as_deref_mut(), by_client) {
+                c.state = cn;
+            }
+            tenant.state = next;
+            o.admitted += 1;
+            return;
+        }
+        (Some(Err(_)), _) if trace.reject => {
+            o.refused_client += 1;
+            return;
+        }
+        (_, Err(_)) if trace.reject => {
+            o.refused_rate += 1;
+            return;
+        }
+        _ => {}
+    }
+    let client_wait = match by_client {
+        Some(Err(w)) => w,
+        _ => 0,
+    };
+    let wait = client_wait.max(by_tenant.err().unwrap_or(0));
+    if wait > max_wait_ns || tenant.full() {
+        o.refused_queue += 1;
+        return;
+    }
+    if client.as_deref().is_some_and(Bucket::full) {
+        o.refused_client += 1;
+        return;
+    }
+    let ready = at + wait;
+    let (Ok(next), Ok(cn)) = (
+        tenant.check(ready, size),
+        client.as_deref().map_or(Ok([0; 2]), |c| c.check(ready, size)),
+    ) else {
+        // Both admit it at `ready` by construction; should one not, nothing is taken.
+        o.refused_queue += 1;
+        return;
+    };
+    tenant.state = next;
+    tenant.hold(ready);
+    if let Some(c) = client {
+        c.state = cn;
+        c.hold(ready);
+    }
+    o.admitted += 1;
+    o.delayed += 1;
+    o.max_delay_ms = o.max_delay_ms.max(wait.div_ceil(1_000_000));
 }
 
 #[cfg(test)]
@@ -180,6 +299,7 @@ mod tests {
             limits: l,
             reject: true,
             seconds: s,
+            clients: Vec::new(),
         });
         let lag: Vec<u64> = out.iter().map(|o| o.read_lag_ms).collect();
         // 500 B within the rate; then 3000 B, beyond the second's 1000 B and the 500 B left in
@@ -195,6 +315,7 @@ mod tests {
             limits: limits(100, 10),
             reject: true,
             seconds: seconds(&[50, 300, 100]),
+            clients: Vec::new(),
         };
         let out = replay(&trace);
         assert_eq!(out[0].admitted, 50, "under the rate: all");
@@ -213,6 +334,7 @@ mod tests {
             limits: l,
             reject: false,
             seconds: seconds(&[150, 150]),
+            clients: Vec::new(),
         });
         let total: Outcome = out.iter().fold(Outcome::default(), |a, o| Outcome {
             admitted: a.admitted + o.admitted,
@@ -236,8 +358,58 @@ mod tests {
             limits: l,
             reject: true,
             seconds: seconds(&[80]),
+            clients: Vec::new(),
         });
         assert_eq!((out[0].refused_size, out[0].admitted), (80, 0));
+    }
+
+    #[test]
+    fn a_client_is_held_to_its_bucket_and_its_neighbours_are_not() {
+        // Tenant 300/s; the runaway client 1000/s against its 100/s; the rest 50/s.
+        let runaway = ClientTrace {
+            limits: limits(100, 10),
+            seconds: seconds(&[1000, 1000]),
+        };
+        let out = replay(&Trace {
+            limits: limits(300, 30),
+            reject: true,
+            seconds: seconds(&[1050, 1050]),
+            clients: vec![runaway],
+        });
+        let second = out[1];
+        assert_eq!(
+            second.refused_rate, 0,
+            "the tenant's bucket refuses nothing: {second:?}"
+        );
+        assert!(
+            (100..=111).contains(&(second.admitted - 50)),
+            "the runaway at its 100/s: {second:?}"
+        );
+        assert_eq!(second.admitted + second.refused_client, 1050);
+    }
+
+    #[test]
+    fn in_delay_a_client_holds_only_its_share_of_the_queue() {
+        let mut tenant = limits(1000, 10);
+        tenant.queue_max_wait_ms = Some(2000);
+        tenant.queue_max_messages = Some(1000);
+        let mut client = limits(100, 10);
+        client.queue_max_messages = Some(5);
+        let out = replay(&Trace {
+            limits: tenant,
+            reject: false,
+            seconds: seconds(&[500]),
+            clients: vec![ClientTrace {
+                limits: client,
+                seconds: seconds(&[400]),
+            }],
+        });
+        let o = out[0];
+        // The other 100 pass; the client gets its rate's share plus five held at a time.
+        assert_eq!(o.refused_queue, 0, "{o:?}");
+        assert!(o.refused_client > 250, "beyond its queue share it is refused: {o:?}");
+        assert!(o.admitted >= 100 && o.admitted <= 100 + 100 + 10 + 5, "{o:?}");
+        assert_eq!(o.admitted + o.refused_client, 500);
     }
 
     #[test]
@@ -246,6 +418,7 @@ mod tests {
             limits: Limits::default(),
             reject: true,
             seconds: seconds(&[1_000_000]),
+            clients: Vec::new(),
         });
         assert_eq!(out[0].admitted, 1_000_000);
     }

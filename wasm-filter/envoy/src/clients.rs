@@ -51,8 +51,6 @@ pub struct ClientBucket {
     pub consume_messages: Option<(ConsumeLimit, Rc<str>)>,
     /// Names it in refusals: `client billing-a`.
     pub label: String,
-    /// Names it in usage reports: the client's name, or a named entry's names.
-    pub name: String,
     kind: Kind,
 }
 
@@ -90,7 +88,6 @@ impl ClientBucket {
             messages_per_second: limits.messages_per_second,
             bytes_per_second: limits.bytes_per_second,
             label,
-            name,
             kind,
         }
     }
@@ -205,7 +202,7 @@ impl ClientSeat {
             let limit = Some(*max).filter(|_| !tenant.dry_run);
             if !shared::acquire(key, limit) {
                 who.metrics.refused(Reason::Connections, 1);
-                reports::client_refused(who.metrics.usage_slot(), &b.name, 1);
+                reports::client_refused(who.metrics.usage_slot(), name, 1);
                 return Err(format!(
                     "maximum connections exceeded (connections limit of {} of tenant {}: {max})",
                     b.label, tenant.name

@@ -75,6 +75,9 @@ pub struct Ask<'a> {
     pub over: Option<usize>,
     /// The bucket of the client it comes from, if its tenant limits its clients.
     pub client: Option<&'a ClientBucket>,
+    /// That client's own name (a named entry's bucket may be shared by several), for the usage
+    /// report.
+    pub client_name: &'a [u8],
     pub bytes: u64,
     /// Messages in the batch (Kafka); 1 for NATS.
     pub messages: u64,
@@ -402,12 +405,12 @@ pub fn admit(ask: &Ask<'_>, held: &mut Held) -> Admit {
             if let Some(ns) = delayed {
                 m.delayed(ns);
             }
-            m.accepted(ask.messages, ask.bytes);
+            accepted(ask);
             Admit::Forward(slot, delayed)
         }
         Check::TooLarge(..) if tenant.dry_run => {
             m.would_refuse(Reason::Size, ask.messages);
-            m.accepted(ask.messages, ask.bytes);
+            accepted(ask);
             Admit::Forward(None, None)
         }
         Check::TooLarge(detail, by) => {
@@ -416,7 +419,7 @@ pub fn admit(ask: &Ask<'_>, held: &mut Held) -> Admit {
         }
         Check::Exhausted { reason, .. } if tenant.dry_run => {
             m.would_refuse(reason, ask.messages);
-            m.accepted(ask.messages, ask.bytes);
+            accepted(ask);
             Admit::Forward(None, None)
         }
         Check::Exhausted {
@@ -496,12 +499,21 @@ fn hold(ask: &Ask<'_>, held: &mut Held, retry_ns: Option<u64>, paced_ns: u64, de
     Admit::Hold
 }
 
+/// Counts an admitted message for its tenant and, in the usage report, for its client.
+fn accepted(ask: &Ask<'_>) {
+    let m = &ask.who.metrics;
+    m.accepted(ask.messages, ask.bytes);
+    if ask.client.is_some() {
+        reports::client_admitted(m.usage_slot(), ask.client_name, ask.messages, ask.bytes);
+    }
+}
+
 /// Counts a refused message for its tenant and, in the usage report, for its client.
 fn refused(ask: &Ask<'_>, reason: Reason) {
     let m = &ask.who.metrics;
     m.refused(reason, ask.messages);
-    if let Some(c) = ask.client {
-        reports::client_refused(m.usage_slot(), &c.name, ask.messages);
+    if ask.client.is_some() {
+        reports::client_refused(m.usage_slot(), ask.client_name, ask.messages);
     }
 }
 

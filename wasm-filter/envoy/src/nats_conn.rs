@@ -133,6 +133,7 @@ impl Gate for NatsGate<'_> {
             who,
             over,
             client: client.as_deref(),
+            client_name: conn.who.client_name(None),
             bytes: p.total_bytes as u64,
             messages: 1,
             // A pull is answered by a stream of messages on the consumer's subscription, not by

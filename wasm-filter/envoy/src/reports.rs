@@ -126,8 +126,13 @@ pub fn kafka_topic(slot: usize, topic: &[u8], records: u64) {
 }
 
 /// Counts a refusal of `messages` of a client of the tenant at `slot` (its client limits).
-pub fn client_refused(slot: usize, client: &str, messages: u64) {
-    count(slot, |u| u.clients.refused(client.as_bytes(), messages));
+pub fn client_refused(slot: usize, client: &[u8], messages: u64) {
+    count(slot, |u| u.clients.refused(client, messages));
+}
+
+/// Counts `messages` (`bytes`) of a client of the tenant at `slot` that the gateway let through.
+pub fn client_admitted(slot: usize, client: &[u8], messages: u64, bytes: u64) {
+    count(slot, |u| u.clients.admitted(client, messages, bytes));
 }
 
 /// Where a decision was made: the configuration and tenant in force, the override whose limit

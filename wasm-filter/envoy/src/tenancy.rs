@@ -103,6 +103,11 @@ impl Attribution {
         self.client.bucket(who, principal, name, now)
     }
 
+    /// The name of the client a message comes from (weighstation_core::clients).
+    pub fn client_name<'a>(&'a self, kafka_client_id: Option<&'a [u8]>) -> &'a [u8] {
+        client_of(self.protocol, &self.identity, kafka_client_id).1
+    }
+
     /// Counts the connection for its client (NATS: once authenticated; Kafka: at each
     /// request, whose client id may name another client), or says why the client's connection
     /// limit refuses it.

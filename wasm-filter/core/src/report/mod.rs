@@ -5,13 +5,15 @@
 //! the first few per second of each tenant and reason. The body is JSON, built off the data
 //! path; the control plane reads it in control-plane/internal/usage.
 
+mod clients;
 mod decision;
 mod sampler;
 mod tally;
 
+pub use clients::TopClients;
 pub use decision::{configured, consume_configured, limit_name, observed, Decision, Outcome};
 pub use sampler::{Kind, Sampler, Suppressed};
-pub use tally::{SubjectCount, Tally, TenantUsage, TopClients, TopSubjects};
+pub use tally::{SubjectCount, Tally, TenantUsage, TopSubjects};
 
 use serde::{Deserialize, Serialize};
 

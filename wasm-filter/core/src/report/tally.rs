@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::clients::TopClients;
 use crate::limits::Reason;
 use crate::protocol::Protocol;
 
@@ -28,44 +29,9 @@ pub struct TenantUsage {
     pub consume_throttled: u64,
     /// The busiest subjects (NATS, sampled) or topics (Kafka) since the last report.
     pub subjects: TopSubjects,
-    /// The clients refused most since the last report (tenants with client limits).
+    /// The busiest clients since the last report (tenants with client limits).
     #[serde(skip_serializing_if = "TopClients::is_empty")]
     pub clients: TopClients,
-}
-
-/// The clients refused most, kept as [`TopSubjects`] keeps subjects; reported as
-/// `[{"client": …, "refused": …}]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TopClients(TopSubjects);
-
-impl TopClients {
-    pub fn refused(&mut self, client: &[u8], messages: u64) {
-        self.0.add(client, messages);
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.entries().is_empty()
-    }
-}
-
-impl Serialize for TopClients {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeSeq;
-        #[derive(Serialize)]
-        struct Entry<'a> {
-            client: &'a str,
-            refused: u64,
-        }
-        let entries = self.0.entries();
-        let mut seq = s.serialize_seq(Some(entries.len()))?;
-        for e in entries {
-            seq.serialize_element(&Entry {
-                client: &e.subject,
-                refused: e.messages,
-            })?;
-        }
-        seq.end()
-    }
 }
 
 /// How many subjects a tenant's table keeps.
@@ -148,7 +114,7 @@ impl Tally {
     pub fn reported(&mut self) {
         for t in &mut self.tenants {
             t.subjects.clear();
-            t.clients.0.clear();
+            t.clients.clear();
         }
     }
 }
@@ -185,23 +151,6 @@ mod tests {
         assert_eq!(t.tenants()[a].messages, 3);
         assert_eq!(t.tenants()[a].refused, [0, 2, 0, 0, 0, 0]);
         assert_eq!(t.tenants()[k].messages, 0);
-    }
-
-    #[test]
-    fn top_clients_are_reported_by_name_and_refusals() {
-        let mut u = TenantUsage::default();
-        u.clients.refused(b"billing-a", 40);
-        u.clients.refused(b"billing-b", 2);
-        u.clients.refused(b"billing-a", 1);
-        let json = serde_json::to_value(&u).unwrap();
-        assert_eq!(
-            json["clients"],
-            serde_json::json!([{"client": "billing-a", "refused": 41}, {"client": "billing-b", "refused": 2}])
-        );
-        assert!(serde_json::to_value(TenantUsage::default())
-            .unwrap()
-            .get("clients")
-            .is_none());
     }
 
     #[test]

@@ -152,6 +152,7 @@ impl Conn {
             who,
             over,
             client: client.as_deref(),
+            client_name: self.who.client_name(h.client_id),
             bytes: summary.bytes,
             messages: summary.records,
             awaits_reply,
