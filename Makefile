@@ -70,7 +70,7 @@ test-go:
 # Drives the real Envoy, nats-server and Kafka started on free loopback ports, and a real
 # kube-apiserver with etcd for policies as objects (under the RBAC the chart renders, hence helm).
 test-integration: wasm control-plane $(BIN)/otelcol
-	@scripts/install-tools.sh helm k8s
+	@scripts/install-tools.sh helm k8s kubectl
 	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 20m -v ./e2e/ 2>&1 | tee $(TOOLS)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 # In front of clusters: three nats-servers with JetStream behind the gateway, servers restarted,

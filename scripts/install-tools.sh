@@ -203,6 +203,20 @@ install_k8s() {
   stamp_set k8s "$k8s+etcd$etcd"
 }
 
+# kubectl of the same release, built from the same module: the e2e test of a LimitPolicy's
+# Events reads them as `kubectl describe` shows them. About a minute on 2 cores.
+install_kubectl() {
+  local k8s
+  k8s=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2}' helm/k8s/tools/go.mod)
+  stamp_ok kubectl "$k8s" && [ -x "$TOOLS/k8s/bin/kubectl" ] && return
+  say "kubectl $k8s (go build)"
+  mkdir -p "$TOOLS/k8s/bin"
+  local x="-X k8s.io/component-base/version.gitVersion=$k8s -X k8s.io/component-base/version.gitTreeState=clean"
+  x+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$k8s" | cut -d. -f2)"
+  (cd helm/k8s/tools && go build -o "$TOOLS/k8s/bin/kubectl" -ldflags "$x" k8s.io/kubernetes/cmd/kubectl)
+  stamp_set kubectl "$k8s"
+}
+
 install_cargo_fuzz() {
   stamp_ok cargo-fuzz "$CARGO_FUZZ_VERSION" && [ -x "$TOOLS/cargo/bin/cargo-fuzz" ] && return
   say "cargo-fuzz $CARGO_FUZZ_VERSION (crates.io) and the nightly toolchain it needs (rustup)"
@@ -211,7 +225,7 @@ install_cargo_fuzz() {
   stamp_set cargo-fuzz "$CARGO_FUZZ_VERSION"
 }
 
-for tool in "${@:-envoy nats-server kafka confluent-kafka natscli redis tmux rust-target k8s}"; do
+for tool in "${@:-envoy nats-server kafka confluent-kafka natscli redis tmux rust-target k8s kubectl}"; do
   for t in $tool; do
     case "$t" in
       envoy) install_envoy ;;
@@ -228,6 +242,7 @@ for tool in "${@:-envoy nats-server kafka confluent-kafka natscli redis tmux rus
       k8s-schemas) install_k8s_schemas ;;
       promtool) install_promtool ;;
       k8s) install_k8s ;;
+      kubectl) install_kubectl ;;
       *) say "unknown tool $t"; exit 2 ;;
     esac
   done

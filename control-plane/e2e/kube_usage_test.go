@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -39,14 +43,16 @@ spec:
 
 // editorClient is a ServiceAccount of team-a bound in team-a to the chart's LimitPolicy editor
 // ClusterRole: what a tenant team is given.
-func editorClient(t *testing.T, k *k8sStack) kubernetes.Interface {
+// It returns a client and the kubeconfig.
+func editorClient(t *testing.T, k *k8sStack) (kubernetes.Interface, string) {
 	t.Helper()
 	role := rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "gw-weighstation-control-plane-limitpolicy-editor"}
-	cfg, err := clientcmd.BuildConfigFromFlags("", boundServiceAccount(t, k, "team-a", "editor", role))
+	kubeconfig := boundServiceAccount(t, k, "team-a", "editor", role)
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return kubernetes.NewForConfigOrDie(cfg)
+	return kubernetes.NewForConfigOrDie(cfg), kubeconfig
 }
 
 // usageOf reads a LimitPolicy's status.usage (nil: none).
@@ -57,7 +63,8 @@ func usageOf(u *unstructured.Unstructured) map[string]any {
 
 // The tenant team sees its limits at work on its own LimitPolicy: status.usage sums the last
 // minute (admitted, refused by reason, the clients refused most), written at most every 10 s; an
-// Event says when refusals start and when they stop; the chart's editor role reads its own
+// Event says when refusals start (counted again every 10 s while they go on, as the team's
+// `kubectl describe` shows it) and when they stop; the chart's editor role reads its own
 // namespace's Events and not another's; another team's policy shows nothing of it.
 func testTeamSeesItsLimitsAtWork(t *testing.T, k *k8sStack) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -183,7 +190,7 @@ func testTeamSeesItsLimitsAtWork(t *testing.T, k *k8sStack) {
 		}
 	}
 
-	editor := editorClient(t, k)
+	editor, editorKubeconfig := editorClient(t, k)
 	eventsOf := func(reason string) []corev1.Event {
 		list, err := editor.CoreV1().Events("team-a").List(ctx, metav1.ListOptions{
 			FieldSelector: "involvedObject.kind=LimitPolicy,involvedObject.name=acme,involvedObject.uid=" + string(u.GetUID()) + ",reason=" + reason})
@@ -212,11 +219,36 @@ func testTeamSeesItsLimitsAtWork(t *testing.T, k *k8sStack) {
 		t.Errorf("globex's status shows acme's traffic: %v", g)
 	}
 
+	// While the last minute has refusals, the Refusing Event is told again every 10 s: counted
+	// on the Event of its minute, as the team's kubectl describe shows it.
+	var described string
+	eventually(t, 30*time.Second, "kubectl describe shows the Refusing Event counted again", func() bool {
+		out, err := exec.Command(filepath.Join(root, ".tools/k8s/bin/kubectl"), "--kubeconfig", editorKubeconfig,
+			"describe", "limitpolicy", "acme", "-n", "team-a").CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl describe limitpolicy acme as the team's editor: %v\n%s", err, out)
+		}
+		described = string(out)
+		return regexp.MustCompile(`Warning\s+Refusing\s+\S+ \(x[2-9]\d* over \S+\)\s+weighstation-control-plane\s+Refusing rate \d+ in the last minute, top client billing-a`).MatchString(described)
+	})
+	t.Logf("kubectl describe limitpolicy acme -n team-a (as the team's editor):\n%s", described[strings.Index(described, "Events:"):])
+
 	// A minute after the last refusal, the refusals have stopped: Recovered.
 	eventually(t, 90*time.Second-time.Since(refusedAt), "a Recovered Event on acme", func() bool { return len(eventsOf("Recovered")) > 0 })
 	t.Logf("Recovered %s after the last refusal", time.Since(refusedAt).Round(time.Second))
-	if n := len(eventsOf("Refusing")); n != 1 {
-		t.Errorf("%d Refusing Events for one episode, want 1", n)
+	// At most one new Refusing Event per minute; the tells within its minute are its count.
+	refusing = eventsOf("Refusing")
+	sort.Slice(refusing, func(i, j int) bool { return refusing[i].FirstTimestamp.Before(&refusing[j].FirstTimestamp) })
+	var counts []int32
+	for i, e := range refusing {
+		counts = append(counts, e.Count)
+		if i > 0 && e.FirstTimestamp.Sub(refusing[i-1].FirstTimestamp.Time) < time.Minute {
+			t.Errorf("Refusing Events made %s apart: want at most one new Event a minute", e.FirstTimestamp.Sub(refusing[i-1].FirstTimestamp.Time))
+		}
+	}
+	t.Logf("Refusing Events of the episode, by count: %v", counts)
+	if len(refusing) == 0 || counts[0] < 2 {
+		t.Errorf("Refusing Events %v: want the first counted again while the refusals went on", counts)
 	}
 	cancel()
 	var prev time.Time

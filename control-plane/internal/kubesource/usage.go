@@ -24,13 +24,19 @@ const usageEvery = 10 * time.Second
 // on the Event already made (as the kubelet aggregates its events).
 const eventEvery = time.Minute
 
+// While a tenant is refused, its LimitPolicy's Refusing Event is told again this often, with the
+// last minute's figures: `kubectl describe` shows it counted (x6 over 50s) and current.
+const refusingEvery = usageEvery
+
 // told is what a LimitPolicy's status and Events last said of its tenant's usage.
 type told struct {
 	uid      string
 	written  time.Time
 	summary  usage.Summary
 	refusing bool
-	events   map[string]*sentEvent // by reason
+	// refusingTold is when the Refusing Event was last told.
+	refusingTold time.Time
+	events       map[string]*sentEvent // by reason
 }
 
 type sentEvent struct {
@@ -67,7 +73,8 @@ func usageTargets(ev evaluation, stored map[string]*unstructured.Unstructured) [
 }
 
 // tellUsage writes each LimitPolicy in force its tenant's last minute, and an Event when its
-// refusals start ("Refusing") and stop ("Recovered").
+// refusals start ("Refusing", told again every refusingEvery while they go on) and stop
+// ("Recovered").
 func (s *Source) tellUsage(ctx context.Context, targets []usageTarget, now time.Time) {
 	if s.cfg.Usage == nil {
 		return
@@ -121,14 +128,15 @@ func (s *Source) tellRefusals(ctx context.Context, u *unstructured.Unstructured,
 		reasons = append(reasons, fmt.Sprintf("%s %d", r, n))
 	}
 	refusing := total > 0
-	if refusing == st.refusing {
-		return
-	}
-	st.refusing = refusing
-	if !refusing {
+	switch {
+	case !refusing && st.refusing:
+		st.refusing = false
 		s.event(ctx, u, st, corev1.EventTypeNormal, "Recovered", "No message refused in the last minute", now)
 		return
+	case !refusing || st.refusing && now.Sub(st.refusingTold) < refusingEvery:
+		return
 	}
+	st.refusing, st.refusingTold = true, now
 	sort.Strings(reasons)
 	msg := fmt.Sprintf("Refusing %s in the last minute", strings.Join(reasons, ", "))
 	if len(sum.TopClients) > 0 {
