@@ -42,7 +42,14 @@ type worker struct {
 	seen           time.Time              // when the last report arrived
 	// lastSeq and lastDecision are the highest report and decision numbers recorded.
 	lastSeq, lastDecision uint64
+	// askedSince: its last report could not be counted (no earlier one here), and it was asked
+	// for the counters of the last report a control plane counted.
+	askedSince bool
 }
+
+// maxSinceMs bounds the span a worker's `since` counters are spread over (a control plane down
+// longer has that worker's traffic before the last hour placed within it).
+const maxSinceMs = 3600_000
 
 // DefaultMinutes is how much per-minute usage a control plane keeps: a day; DefaultSeconds,
 // per-second usage (what `weighstation impact` replays): an hour.
@@ -76,9 +83,12 @@ const maxSkew = 5 * time.Second
 // maxSuppressedKeys bounds the suppressed-decision counts (protocol, tenant, decision).
 const maxSuppressedKeys = 100000
 
-// Ingest records one report received at now and returns the decisions it added. A report or a
-// decision already recorded (sent again after an answer was lost) is not counted twice.
-func (b *Book) Ingest(r Report, now time.Time) []Decision {
+// Ingest records one report received at now and returns the decisions it added, and whether the
+// worker should send the counters of the last report a control plane counted (Report.Since):
+// this report's could not be counted, as this control plane has no earlier report of the worker
+// (it restarted, or forgot a worker silent for a minute). A report or a decision already
+// recorded (sent again after an answer was lost) is not counted twice.
+func (b *Book) Ingest(r Report, now time.Time) (stored []Decision, needSince bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k := workerKey{r.Replica, r.Worker}
@@ -89,24 +99,39 @@ func (b *Book) Ingest(r Report, now time.Time) []Decision {
 	}
 	w.seen = now
 	if r.Seq != 0 && r.Seq <= w.lastSeq {
-		return nil
+		return nil, false
 	}
 	w.lastSeq = r.Seq
 	if r.AtMs > w.lastAt {
-		// What the worker counted since its last report we have — or, in its first report,
-		// since it started. A worker seen again after being forgotten is not counted whole.
-		if w.last != nil || r.Seq == 1 {
+		// What the worker counted since its last report we have, or since the last report a
+		// control plane counted (its since, when asked for) — or, in its first report, since it
+		// started. A worker seen first at a later report is asked for its since.
+		base, baseAt, span := w.last, w.lastAt, int64(60000)
+		// A report's clients are its own period's: its since spans more.
+		clientsSpan := int64(60000)
+		if w.askedSince && r.Since != nil && r.Since.AtMs < r.AtMs {
+			base, baseAt, span, clientsSpan = map[string]TenantCount{}, r.Since.AtMs, maxSinceMs, 1000
+			for _, t := range r.Since.Tenants {
+				base[key(t.Protocol, t.Tenant)] = t
+			}
+		}
+		w.askedSince = false
+		if base == nil && r.Seq > 1 {
+			w.askedSince, needSince = true, true
+		}
+		if base != nil || r.Seq == 1 {
 			to := r.AtMs
 			if skew := time.Duration(to-now.UnixMilli()) * time.Millisecond; skew > maxSkew || skew < -maxSkew {
 				to = now.UnixMilli()
 			}
 			from := to - 1000
-			if w.last != nil {
-				from = to - min(r.AtMs-w.lastAt, 60000)
+			if base != nil {
+				from = to - min(r.AtMs-baseAt, span)
 			}
+			clientsFrom := max(from, to-clientsSpan)
 			for _, t := range r.Tenants {
-				b.minutes.add(from, to, now.UnixMilli(), t, w.last[key(t.Protocol, t.Tenant)])
-				b.seconds.add(from, to, now.UnixMilli(), t, w.last[key(t.Protocol, t.Tenant)])
+				b.minutes.add(from, clientsFrom, to, now.UnixMilli(), t, base[key(t.Protocol, t.Tenant)])
+				b.seconds.add(from, clientsFrom, to, now.UnixMilli(), t, base[key(t.Protocol, t.Tenant)])
 				if len(t.Clients) > 0 {
 					ring := b.clients[key(t.Protocol, t.Tenant)]
 					if ring == nil {
@@ -131,7 +156,7 @@ func (b *Book) Ingest(r Report, now time.Time) []Decision {
 			b.suppressed[sk] += s.Count
 		}
 	}
-	stored := make([]Decision, 0, len(r.Decisions))
+	stored = make([]Decision, 0, len(r.Decisions))
 	for _, d := range r.Decisions {
 		if d.WorkerSeq != 0 && d.WorkerSeq <= w.lastDecision {
 			continue
@@ -156,7 +181,7 @@ func (b *Book) Ingest(r Report, now time.Time) []Decision {
 		close(b.wake)
 		b.wake = make(chan struct{})
 	}
-	return stored
+	return stored, needSince
 }
 
 // History is the per-minute usage of the minutes starting at or after from; with perSecond,

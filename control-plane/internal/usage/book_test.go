@@ -213,6 +213,51 @@ func TestHistoryAddsWhatWorkersCountedBetweenReports(t *testing.T) {
 	}
 }
 
+// A control plane that has no earlier report of a worker (it restarted) cannot count the
+// worker's report, so it asks for the counters of the last report a control plane counted, and
+// counts from those: nothing the worker did while no control plane counted it is lost. A worker
+// that does not send them (an older filter) is counted from its next report, as before.
+func TestARestartedControlPlaneCountsFromTheLastCountedReport(t *testing.T) {
+	minute := int64(29_450_000) * 60000
+	at := func(s int64) time.Time { return time.UnixMilli(minute + s*1000) }
+	b := New(10, DefaultMinutes, DefaultSeconds)
+	// The worker's report 5 was counted by the control plane before it restarted (1000
+	// messages); 6 did not get through; 7 reaches the restarted one.
+	_, ask := b.Ingest(Report{Replica: "a", Worker: 1, Seq: 7, AtMs: at(7).UnixMilli(), Tenants: []TenantCount{count("nats", "acme", 1300, 0, 1)}}, at(7))
+	if !ask {
+		t.Fatal("a worker first seen at its 7th report was not asked for its since")
+	}
+	since := &Since{AtMs: at(5).UnixMilli(), Tenants: []TenantCount{count("nats", "acme", 1000, 0, 1)}}
+	_, ask = b.Ingest(Report{Replica: "a", Worker: 1, Seq: 8, AtMs: at(8).UnixMilli(), Tenants: []TenantCount{count("nats", "acme", 1400, 0, 1)}, Since: since}, at(8))
+	if ask {
+		t.Error("asked again after the since came")
+	}
+	var total uint64
+	for _, r := range b.History(time.UnixMilli(minute), true) {
+		total += r.Messages
+	}
+	if total != 400 {
+		t.Errorf("counted %d messages: want the 400 since the last counted report", total)
+	}
+	_, ask = b.Ingest(Report{Replica: "a", Worker: 1, Seq: 9, AtMs: at(9).UnixMilli(), Tenants: []TenantCount{count("nats", "acme", 1450, 0, 1)}}, at(9))
+	if total = 0; ask {
+		t.Error("a counted worker was asked for its since")
+	}
+	for _, r := range b.History(time.UnixMilli(minute), true) {
+		total += r.Messages
+	}
+	if total != 450 {
+		t.Errorf("counted %d messages after the next report: want 450", total)
+	}
+
+	old := New(10, DefaultMinutes, DefaultSeconds)
+	old.Ingest(Report{Replica: "a", Worker: 1, Seq: 7, AtMs: at(7).UnixMilli(), Tenants: []TenantCount{count("nats", "acme", 1300, 0, 1)}}, at(7))
+	old.Ingest(Report{Replica: "a", Worker: 1, Seq: 8, AtMs: at(8).UnixMilli(), Tenants: []TenantCount{count("nats", "acme", 1400, 0, 1)}}, at(8))
+	if h := old.History(time.UnixMilli(minute), false); len(h) != 1 || h[0].Messages != 100 {
+		t.Errorf("a worker that sends no since: %+v, want its 100 from the report it was asked at", h)
+	}
+}
+
 // A tenant with client limits has its busiest clients' rows after its own, each with what its
 // workers reported of it, busiest first: at most clientRows of them per bucket.
 func TestHistoryHasTheBusiestClientsOfATenant(t *testing.T) {
@@ -281,7 +326,7 @@ func TestADecisionSentTwiceIsRecordedOnce(t *testing.T) {
 	b.Ingest(Report{Replica: "a", Worker: 1, Seq: 1, AtMs: now.UnixMilli(), Decisions: []Decision{d}}, now)
 	d2 := d
 	d2.WorkerSeq = 2
-	if added := b.Ingest(Report{Replica: "a", Worker: 1, Seq: 2, AtMs: now.UnixMilli() + 1000, Decisions: []Decision{d, d2}}, now); len(added) != 1 || added[0].WorkerSeq != 2 {
+	if added, _ := b.Ingest(Report{Replica: "a", Worker: 1, Seq: 2, AtMs: now.UnixMilli() + 1000, Decisions: []Decision{d, d2}}, now); len(added) != 1 || added[0].WorkerSeq != 2 {
 		t.Errorf("added %+v: want only decision 2", added)
 	}
 	if all, _ := b.Decisions(Filter{}, -1); len(all) != 2 {

@@ -45,13 +45,20 @@ func Routes(mux *http.ServeMux, b *Book, sinks Sinks) {
 			http.Error(w, "unreadable report: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		stored := b.Ingest(rep, time.Now())
+		stored, needSince := b.Ingest(rep, time.Now())
 		if sinks.Brokers != nil {
 			sinks.Brokers(rep.Brokers, time.Now())
 		}
 		if r.Header.Get(RelayedHeader) == "" {
 			sinks.Relay.Pass(body)
 			sinks.OTLP.Add(stored)
+		}
+		if needSince {
+			// Its decisions are recorded; its counters could not be: ask for its since (a filter
+			// that does not know this answer sends the report again, and its decisions are not
+			// recorded twice).
+			w.WriteHeader(http.StatusResetContent)
+			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})

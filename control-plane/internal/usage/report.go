@@ -7,6 +7,12 @@ package usage
 
 import "github.com/weighstation/weighstation/control-plane/internal/discovery"
 
+// Since are a worker's counters as of an earlier report.
+type Since struct {
+	AtMs    int64         `json:"atMs"`
+	Tenants []TenantCount `json:"tenants"`
+}
+
 // Reasons are the filter's refusal reasons, in the order of its per-reason arrays.
 var Reasons = [6]string{"size", "rate", "inflight", "queue", "connections", "permission"}
 
@@ -20,6 +26,9 @@ type Report struct {
 	Decisions  []Decision    `json:"decisions"`
 	Suppressed []Suppressed  `json:"suppressed"`
 	Dropped    uint64        `json:"dropped"`
+	// Since are the worker's counters as of the last report a control plane counted, sent
+	// when this one asked (IngestResult.NeedSince).
+	Since *Since `json:"since,omitempty"`
 	// Brokers are the Kafka brokers the worker has seen named on a discovered cluster's
 	// listeners (internal/discovery).
 	Brokers []discovery.Seen `json:"brokers"`

@@ -63,7 +63,9 @@ func apportion(fromMs, toMs, widthMs int64, totals []uint64, each func(slot int6
 	}
 }
 
-func (s *series) add(fromMs, toMs, nowMs int64, cur, prev TenantCount) {
+// add counts what a worker counted over (fromMs, toMs], and its report's clients over
+// (clientsFromMs, toMs].
+func (s *series) add(fromMs, clientsFromMs, toMs, nowMs int64, cur, prev TenantCount) {
 	if s.buckets == nil {
 		s.buckets = map[int64]map[string]*Bucket{}
 		s.clients = map[int64]map[string]map[string]*Bucket{}
@@ -127,7 +129,7 @@ func (s *series) add(fromMs, toMs, nowMs int64, cur, prev TenantCount) {
 	}
 	// A report's clients are counted since the worker's previous report already.
 	for _, c := range cur.Clients {
-		apportion(fromMs, toMs, s.widthMs, []uint64{c.Messages, c.Bytes, c.Refused}, func(slot int64, part []uint64) {
+		apportion(clientsFromMs, toMs, s.widthMs, []uint64{c.Messages, c.Bytes, c.Refused}, func(slot int64, part []uint64) {
 			if slot <= oldest || isZero(part) {
 				return
 			}

@@ -13,8 +13,8 @@ use weighstation_core::config::{Config, Protocol, Tenant};
 use weighstation_core::identity::Identity;
 use weighstation_core::limits::Reason;
 use weighstation_core::report::{
-    configured, consume_configured, limit_name, Decision, Kind, Outcome, Report, Reports, Sampler, Suppressed, Tally,
-    TenantUsage, REPORT_PATH, REPORT_PERIOD_NS,
+    configured, consume_configured, limit_name, Decision, Kind, Outcome, Report, Reports, Sampler, Since, Suppressed,
+    Tally, TenantUsage, TopClients, TopSubjects, ANSWER_SEND_SINCE, REPORT_PATH, REPORT_PERIOD_NS,
 };
 
 use crate::{discovery, state};
@@ -51,6 +51,12 @@ struct Reporter {
     sending: (Vec<Decision>, Vec<Suppressed>),
     /// Decisions dropped for want of a report getting through.
     dropped: u64,
+    /// The counters of the report on its way, and of the last one a control plane counted:
+    /// sent as `since` when a control plane asks (it has no report of this worker to count
+    /// from), so that none of the worker's traffic goes uncounted.
+    sending_counts: Option<(u64, Vec<TenantUsage>)>,
+    counted: Option<(u64, Vec<TenantUsage>)>,
+    send_since: bool,
     last_report: u64,
     pending: Option<(u32, u64)>,
     /// Whether the last report got through (logged on change).
@@ -298,18 +304,37 @@ pub fn tick(root: &dyn Context, now: u64) {
         suppressed.extend(r.sampler.take_suppressed(now));
         let n = r.decisions.len().min(MAX_REPORT_DECISIONS);
         let decisions: Vec<Decision> = r.decisions.drain(..n).collect();
+        let at_ms = now / 1_000_000;
+        let since = r
+            .counted
+            .as_ref()
+            .filter(|_| r.send_since)
+            .map(|(at_ms, tenants)| Since { at_ms: *at_ms, tenants });
         let body = Report {
             replica: &r.replica,
             worker: r.worker,
             seq: r.reports,
-            at_ms: now / 1_000_000,
+            at_ms,
             tenants: r.tally.tenants(),
             decisions: &decisions,
             suppressed: &suppressed,
             dropped: r.dropped,
             brokers: &discovery::seen(),
+            since,
         }
         .to_json();
+        // The counters alone (a period's subjects and clients are not counters).
+        let counts = r
+            .tally
+            .tenants()
+            .iter()
+            .map(|t| TenantUsage {
+                subjects: TopSubjects::default(),
+                clients: TopClients::default(),
+                ..t.clone()
+            })
+            .collect();
+        r.sending_counts = Some((at_ms, counts));
         // Counts are cumulative, so a lost report loses none; its decisions and suppressed
         // counts go back if it is lost. Subjects are per report period (a lost one loses them).
         r.sending = (decisions, suppressed);
@@ -363,13 +388,22 @@ pub fn answer(root: &dyn Context, token: u32) -> bool {
     });
     if ours {
         let status = root.get_http_call_response_header(":status").unwrap_or_default();
-        let ok = status == "204";
+        let counted = status == "204";
+        let ok = counted || status == ANSWER_SEND_SINCE;
         REPORTER.with(|r| {
             let mut r = r.borrow_mut();
             if ok {
+                // Its decisions arrived either way; its counters only if counted.
                 r.sending = Default::default();
             } else {
                 r.not_sent();
+            }
+            let counts = r.sending_counts.take();
+            if counted {
+                r.counted = counts;
+                r.send_since = false;
+            } else if ok {
+                r.send_since = true;
             }
         });
         reaching(ok, &format!("control plane answered {status}"));

@@ -61,7 +61,25 @@ pub struct Report<'a> {
     /// every report: a control plane that restarted learns them all again within a second.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub brokers: &'a [SeenBroker],
+    /// The counters of the last report a control plane counted, sent when the control plane
+    /// answering asked for them (it had no report of this worker before: it restarted, or the
+    /// worker's reports went elsewhere), so that it counts what the worker did since then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<Since<'a>>,
 }
+
+/// Counters as of an earlier report.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Since<'a> {
+    pub at_ms: u64,
+    pub tenants: &'a [TenantUsage],
+}
+
+/// A control plane's answer to a report whose counters it could not count: it has no earlier
+/// report of the worker to count them from. The worker sends its last counted report's counters
+/// with the next (`Report::since`).
+pub const ANSWER_SEND_SINCE: &str = "205";
 
 /// A broker a response named: node id and address as the broker advertises itself, on the
 /// listeners of one discovered cluster (by filter chain), and when it was last seen.
