@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,33 +34,24 @@ func TestUsageExportAndMetricsHaveATenantsClients(t *testing.T) {
 		t.Fatalf("the burst was refused %d times, the calm client %d: want some, and none", want[names[0]].refused, want[names[1]].refused)
 	}
 
-	bin := filepath.Join(root, ".tools/bin/weighstation")
 	got := map[string]told{}
 	var clientBytes int
-	var out []byte
+	var out string
 	eventually(t, 5*time.Second, "the export has both clients' rows", func() bool {
-		var err error
-		out, err = exec.Command(bin, "usage", "export", "--control-plane", "http://"+addr(ports.ControlPlane), "--since", "10m").Output()
-		if err != nil {
-			t.Fatalf("weighstation usage export: %v", err)
+		sums, csv, ok := usageExport(t)
+		if !ok {
+			t.Fatal("weighstation usage export failed")
 		}
-		got, clientBytes = map[string]told{}, 0
-		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n")[1:] {
-			f := strings.Split(line, ",")
-			if len(f) != 9 || f[1] != "nats" || f[2] != billingTenant || (f[8] != names[0] && f[8] != names[1]) {
-				continue
-			}
-			m, _ := strconv.Atoi(f[3])
-			b, _ := strconv.Atoi(f[4])
-			r, _ := strconv.Atoi(f[5])
-			g := got[f[8]]
-			got[f[8]] = told{g.delivered + m, g.refused + r}
-			clientBytes += b
+		out, clientBytes = csv, 0
+		for _, n := range names {
+			s := sums[[3]string{"nats", billingTenant, n}]
+			got[n] = told{s.messages, s.refused}
+			clientBytes += s.bytes
 		}
 		return got[names[0]] == want[names[0]] && got[names[1]] == want[names[1]]
 	})
 	t.Logf("export: %+v for what the clients were told %+v; %d bytes", got, want, clientBytes)
-	for _, line := range strings.Split(string(out), "\n") {
+	for _, line := range strings.Split(out, "\n") {
 		if strings.Contains(line, ",nats,"+billingTenant+",") && (strings.HasSuffix(line, ",") || strings.Contains(line, "export-")) {
 			t.Logf("export: %s", line)
 		}

@@ -1,10 +1,6 @@
 package e2e
 
 import (
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -34,24 +30,12 @@ func TestARestartedControlPlaneCountsWhatTheGatewayDidMeanwhile(t *testing.T) {
 	restarted = true
 	started := time.Now()
 
-	bin := filepath.Join(root, ".tools/bin/weighstation")
-	var messages, refusals int
+	var got billed
 	eventually(t, 10*time.Second, "the restarted control plane's export counts the messages", func() bool {
-		out, err := exec.Command(bin, "usage", "export", "--control-plane", "http://"+addr(ports.ControlPlane), "--since", "10m").Output()
-		if err != nil {
-			return false
-		}
-		messages, refusals = 0, 0
-		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n")[1:] {
-			f := strings.Split(line, ",")
-			if len(f) == 9 && f[1] == "nats" && f[2] == tenant && f[8] == "" {
-				m, _ := strconv.Atoi(f[3])
-				r, _ := strconv.Atoi(f[5])
-				messages, refusals = messages+m, refusals+r
-			}
-		}
-		return messages == delivered && refusals == refused
+		sums, _, ok := usageExport(t)
+		got = sums[[3]string{"nats", tenant, ""}]
+		return ok && got.messages == delivered && got.refused == refused
 	})
 	t.Logf("published %d while the control plane was down (%d delivered, %d refused); its export counted %d and %d, %s after it started",
-		sent, delivered, refused, messages, refusals, time.Since(started).Round(10*time.Millisecond))
+		sent, delivered, refused, got.messages, got.refused, time.Since(started).Round(10*time.Millisecond))
 }
