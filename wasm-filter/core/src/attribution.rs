@@ -12,10 +12,27 @@
 //!    (`kafka.clientIdPrefixes`), longest first;
 //! 4. the default tenant.
 
+use serde::Deserialize;
 use std::collections::HashMap;
 
-use crate::config::{Identify, TenantId};
 use crate::identity::{Authenticated, Identity};
+
+/// Index of a tenant in [`crate::config::Config::tenants`].
+pub type TenantId = usize;
+
+/// What a tenant is recognised by (its policy's `identify`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Identify {
+    pub nats_users: Vec<String>,
+    pub nats_nkeys: Vec<String>,
+    pub nats_accounts: Vec<String>,
+    pub kafka_client_id_prefixes: Vec<String>,
+    pub kafka_sasl_principals: Vec<String>,
+    pub kafka_oauth_claim: Option<String>,
+    pub tls_subjects: Vec<String>,
+    pub tls_sans: Vec<String>,
+}
 
 /// The OAUTHBEARER claim matched when a tenant names none.
 const DEFAULT_OAUTH_CLAIM: &str = "sub";

@@ -5,6 +5,7 @@ use serde::Deserialize;
 use std::rc::Rc;
 
 use crate::attribution::Directory;
+pub use crate::attribution::{Identify, TenantId};
 use crate::clients::{Clients, ClientsPlan};
 use crate::consume::ConsumeLimit;
 use crate::identity::Identity;
@@ -17,19 +18,6 @@ use crate::patterns;
 pub use crate::protocol::Protocol;
 use crate::quota::QuotaService;
 use crate::report::Reports;
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct Identify {
-    pub nats_users: Vec<String>,
-    pub nats_nkeys: Vec<String>,
-    pub nats_accounts: Vec<String>,
-    pub kafka_client_id_prefixes: Vec<String>,
-    pub kafka_sasl_principals: Vec<String>,
-    pub kafka_oauth_claim: Option<String>,
-    pub tls_subjects: Vec<String>,
-    pub tls_sans: Vec<String>,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Override {
@@ -133,9 +121,6 @@ fn split_host_port(s: &str) -> Option<(String, i32)> {
         port.parse().ok()?,
     ))
 }
-
-/// Index of a tenant in [`Config::tenants`].
-pub type TenantId = usize;
 
 /// A parsed configuration with its attribution tables built.
 #[derive(Debug)]

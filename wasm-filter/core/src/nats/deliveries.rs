@@ -17,20 +17,14 @@ use std::collections::VecDeque;
 
 use serde_json::{Map, Value};
 
+use super::pulls::PULL_PREFIX;
 use super::stream::Publish;
-
-/// The subject prefix of JetStream's pull requests.
-pub const PULL_PREFIX: &[u8] = b"$JS.API.CONSUMER.MSG.NEXT.";
 
 /// The consumers a connection pulls from that are remembered (a connection has few).
 const PULLED_CONSUMERS: usize = 16;
 
 /// The prefix of the subject that acknowledges a JetStream delivery.
 const ACK_PREFIX: &[u8] = b"$JS.ACK.";
-
-pub fn is_pull(subject: &[u8]) -> bool {
-    subject.starts_with(PULL_PREFIX)
-}
 
 /// A pull that asks for more than `most` bytes (its JSON `max_bytes`) rewritten to ask for
 /// `most`; None if it asks for no more, sets no `max_bytes`, or its body is not JSON the filter
@@ -179,8 +173,6 @@ mod tests {
     #[test]
     fn deliveries_acknowledged_to_a_pulled_consumer_answer_its_pulls_and_others_are_core() {
         let mut d = Deliveries::default();
-        assert!(is_pull(b"$JS.API.CONSUMER.MSG.NEXT.ORDERS.worker"));
-        assert!(!is_pull(b"$JS.API.CONSUMER.INFO.ORDERS.worker"));
         assert_eq!(
             d.delivery(Some(ACK_V1)),
             Delivery::Core,

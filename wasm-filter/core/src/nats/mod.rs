@@ -6,15 +6,17 @@ mod deliveries;
 mod info;
 mod line;
 mod proxy;
+mod pulls;
 mod reading;
 mod server;
 mod session;
 mod stream;
 
-pub use deliveries::{is_pull, pull_within, Deliveries, Delivery, Tally, PULL_PREFIX};
+pub use deliveries::{pull_within, Deliveries, Delivery, Tally};
 pub use info::{ClientView, Listener, Unreadable};
 pub use line::{parse_client_line, ClientOp, Parsed, ProtocolError, MAX_CONTROL_LINE};
 pub use proxy::ProxyKey;
+pub use pulls::{is_pull, PULL_PREFIX};
 pub use server::{Delivered, ServerEdit, ServerHandler, ServerOp, ServerStream, MAX_SERVER_LINE};
 pub use session::{Gate, Session, Verdict, SERVER_REFUSES_PAYLOAD, TLS_FIRST_CONNECT, TLS_FIRST_REQUIRED};
 pub use stream::{ClientHandler, ClientStream, Publish};

@@ -4,8 +4,8 @@
 //! far into a held buffer it got, so nothing is parsed twice, and how much of a message payload
 //! is still to come, so payloads are skipped without being copied or scanned.
 
-use super::deliveries::is_pull;
 use super::line::{parse_client_line, ClientOp, Parsed, MAX_CONTROL_LINE};
+use super::pulls::is_pull;
 use super::reading::{ahead_after, line_at};
 use crate::edit::Editor;
 use crate::scan::{Admission, Outcome};
