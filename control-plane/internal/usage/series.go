@@ -205,13 +205,8 @@ func (s *series) since(from time.Time, clients bool) []Bucket {
 		if a.Protocol+"/"+a.Tenant != b.Protocol+"/"+b.Tenant {
 			return a.Protocol+"/"+a.Tenant < b.Protocol+"/"+b.Tenant
 		}
-		if (a.Client == "") != (b.Client == "") {
-			return a.Client == ""
-		}
-		if a.Client == "" {
-			return false
-		}
-		return a.Messages+a.Refused > b.Messages+b.Refused || a.Messages+a.Refused == b.Messages+b.Refused && a.Client < b.Client
+		// A tenant's row first; its clients stay busiest first, as appended.
+		return a.Client == "" && b.Client != ""
 	})
 	return out
 }

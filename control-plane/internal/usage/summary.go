@@ -121,12 +121,11 @@ func (b *Book) ClientRates(now time.Time, top int) []ClientRate {
 	defer b.mu.Unlock()
 	window := summaryWindow.Seconds()
 	sums := map[[3]string]*ClientRate{}
-	for slot, byTenant := range b.seconds.clients {
-		start := time.UnixMilli(slot * b.seconds.widthMs)
-		if start.Before(now.Add(-summaryWindow)) || !start.Before(now) {
-			continue
-		}
-		for _, rows := range byTenant {
+	// The seconds that began in the minute before now.
+	width := b.seconds.widthMs
+	from, to := (now.Add(-summaryWindow).UnixMilli()+width-1)/width, (now.UnixMilli()+width-1)/width
+	for slot := from; slot < to; slot++ {
+		for _, rows := range b.seconds.clients[slot] {
 			for _, r := range rows {
 				k := [3]string{r.Protocol, r.Tenant, r.Client}
 				s := sums[k]

@@ -54,11 +54,7 @@ impl TopClients {
                 entries.len() - 1
             }
             None => {
-                let (i, _) = entries
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|(_, e)| e.weight)
-                    .unwrap_or((0, &ClientCount::default()));
+                let i = (0..entries.len()).min_by_key(|&i| entries[i].weight).unwrap_or(0);
                 let e = &mut entries[i];
                 e.client.clear();
                 e.client.push_str(&String::from_utf8_lossy(client));

@@ -30,7 +30,12 @@ impl Conn {
         if let Some(refused) = self.authorize_fetch(h, body.all()) {
             return (refused, None);
         }
-        let client = self.who.client_bucket(h.client_id, now);
+        // A client bucket is looked up only where one limits reads.
+        let client = if self.who.current().is_some_and(consume::clients_limit_reads) {
+            self.who.client_bucket(h.client_id, now)
+        } else {
+            None
+        };
         let Some(who) = self.who.current() else {
             return (Admission::Forward, None);
         };

@@ -42,7 +42,11 @@ impl Conn {
     /// than the server's max_payload: a message larger than a pull's max_bytes is never
     /// delivered to it).
     pub(super) fn pull(&mut self, p: &Publish<'_>, now: u64) -> Pull {
-        let client = self.who.client_bucket(None, now);
+        let client = if self.who.current().is_some_and(consume::clients_limit_reads) {
+            self.who.client_bucket(None, now)
+        } else {
+            None
+        };
         let client = client.as_deref();
         let Some(who) = self.who.current() else {
             return Pull::Go(None);
