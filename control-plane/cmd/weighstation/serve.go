@@ -61,6 +61,7 @@ func serve(args []string) int {
 	tlsPoll := fs.Duration("tls-poll", 5*time.Second, "how often the TLS files are re-read for rotation")
 	fs.StringVar(&g.KafkaUpstream, "kafka-upstream", "127.0.0.1:19092", "Kafka bootstrap broker address")
 	bufferLimit := fs.Uint("buffer-limit-bytes", 32<<10, "per-connection buffer in Envoy before TCP backpressure; under sustained overload a held connection forwards in steps of about this much")
+	fs.DurationVar(&g.SlowConsumerDeadline, "slow-consumer-deadline", 10*time.Second, "a client the gateway owes --buffer-limit-bytes of its own answers (refusals it does not read) is read no further; one that takes nothing of them for this long is closed as a slow consumer")
 	fs.StringVar(&g.Wasm.File, "wasm-file", "", "path of the filter module Envoy loads")
 	fs.StringVar(&g.Wasm.URL, "wasm-url", "", "URL Envoy fetches the filter module from (with --wasm-sha256)")
 	fs.StringVar(&g.Wasm.SHA256, "wasm-sha256", "", "sha256 of the module at --wasm-url")

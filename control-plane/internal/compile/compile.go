@@ -41,6 +41,17 @@ type FilterConfig struct {
 	// Reports is where the filter's workers report usage and sampled decisions (the control
 	// plane's /v1/report); absent: they do not.
 	Reports *Reports `json:"reports,omitempty"`
+	// Backlog bounds what the gateway may owe one client of its own answers (refusals, PONGs);
+	// absent: the filter's defaults (32 KiB, 10 s).
+	Backlog *Backlog `json:"backlog,omitempty"`
+}
+
+// Backlog is what the filter may owe one client before it reads nothing more from it, and how
+// long such a client may take nothing before it is closed as a slow consumer
+// (wasm-filter/core/src/backlog.rs).
+type Backlog struct {
+	MaxBytes   uint32 `json:"maxBytes"`
+	DeadlineMs int64  `json:"deadlineMs"`
 }
 
 // ReportsCluster is the Envoy cluster through which the filter reaches the control plane.

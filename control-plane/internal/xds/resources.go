@@ -94,6 +94,9 @@ type Gateway struct {
 	// (Server.SetTLS), so listeners refer to it by name and never change on rotation.
 	TLSFiles         tlssecrets.Files
 	BufferLimitBytes uint32 // per_connection_buffer_limit_bytes: where TCP backpressure starts
+	// SlowConsumerDeadline: a client the filter owes BufferLimitBytes of its own answers and that
+	// takes nothing for this long is closed (0: the filter's default, 10 s).
+	SlowConsumerDeadline time.Duration
 	Wasm             WasmSource
 	// Replicas is how many Envoys are connected: a global limit's fallback divides by it.
 	Replicas int
@@ -110,6 +113,22 @@ type Reports struct {
 	Address            string // host:port
 	DecisionsPerSecond uint32
 	DelayThreshold     time.Duration
+}
+
+// backlog is the filter's per-client bound on what it owes: the same budget as Envoy's own
+// per-connection buffer.
+func (g Gateway) backlog() *compile.Backlog {
+	if g.BufferLimitBytes == 0 && g.SlowConsumerDeadline == 0 {
+		return nil
+	}
+	b := &compile.Backlog{MaxBytes: g.BufferLimitBytes, DeadlineMs: g.SlowConsumerDeadline.Milliseconds()}
+	if b.MaxBytes == 0 {
+		b.MaxBytes = 32 << 10
+	}
+	if b.DeadlineMs == 0 {
+		b.DeadlineMs = 10_000
+	}
+	return b
 }
 
 func (r *Reports) filter() *compile.Reports {
@@ -351,6 +370,7 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 			}
 		}
 		fc.Reports = g.Reports.filter()
+		fc.Backlog = g.backlog()
 		ext, err := filterConfig(l.proto, g.Wasm, fc)
 		if err != nil {
 			return nil, err
@@ -423,6 +443,32 @@ func cluster(c clusterSpec, g Gateway) (*clusterv3.Cluster, error) {
 	return out, nil
 }
 
+// Linux's TCP_USER_TIMEOUT (IPPROTO_TCP 6, option 18), in milliseconds.
+const (
+	ipprotoTCP     = 6
+	tcpUserTimeout = 18
+)
+
+// slowConsumerTimeout has the kernel abort a client connection that acknowledges nothing the
+// gateway sends it for twice the slow-consumer deadline (a zero window counts since Linux 5.11).
+// The filter's own slow-consumer close waits for Envoy's buffer toward the client to flush, which
+// a client that reads nothing never lets happen; this completes it, and ends alike a client that
+// leaves the broker's own bytes unread (docs/security.md). Twice: the filter decides first (its
+// deadline starts once the client is held, a little after its window closed), so it is the one
+// that names and counts the slow consumer. Accepted sockets inherit it.
+func slowConsumerTimeout(deadline time.Duration) []*corev3.SocketOption {
+	if deadline <= 0 {
+		return nil
+	}
+	return []*corev3.SocketOption{{
+		Description: "TCP_USER_TIMEOUT: twice the slow-consumer deadline",
+		Level:       ipprotoTCP,
+		Name:        tcpUserTimeout,
+		Value:       &corev3.SocketOption_IntValue{IntValue: 2 * deadline.Milliseconds()},
+		State:       corev3.SocketOption_STATE_PREBIND,
+	}}
+}
+
 func mustAny(m proto.Message) (*anypb.Any, error) { return anypb.New(m) }
 
 // listener builds a listener whose filter chain is the protocol's Wasm filter (unless plain)
@@ -444,6 +490,7 @@ func listener(l listenerSpec, g Gateway) (*listenerv3.Listener, error) {
 	}
 	if !l.plain {
 		out.FilterChains[0].Name = l.chain
+		out.SocketOptions = slowConsumerTimeout(g.SlowConsumerDeadline)
 	}
 	if l.downstream == Plaintext {
 		return out, nil

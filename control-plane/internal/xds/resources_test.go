@@ -273,3 +273,35 @@ func TestSnapshotVersionCarriesTheGatewayAndItsModule(t *testing.T) {
 		t.Error("another listener gave the same fingerprint")
 	}
 }
+
+// A client that reads nothing: the filter owes it at most Envoy's own per-connection buffer, and
+// the client listeners (not the plain baselines) have the kernel abort a connection that
+// acknowledges nothing for twice the slow-consumer deadline.
+func TestClientListenersBoundWhatAClientThatDoesNotReadCosts(t *testing.T) {
+	g := gateway
+	g.NATSPlainListen = "127.0.0.1:4223"
+	g.SlowConsumerDeadline = 7 * time.Second
+	res, err := Resources(g, examples(t), "1-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []compile.Protocol{compile.NATS, compile.Kafka} {
+		want := compile.Backlog{MaxBytes: 1 << 20, DeadlineMs: 7000}
+		if got := filterConfigFor(t, res, p).Backlog; got == nil || *got != want {
+			t.Errorf("%s filter backlog %+v, want %+v", p, got, want)
+		}
+	}
+	for _, r := range res[resourcev3.ListenerType] {
+		l := r.(*listenerv3.Listener)
+		opts := l.GetSocketOptions()
+		if l.Name == "nats_plain" {
+			if len(opts) != 0 {
+				t.Errorf("the plain baseline has socket options %v", opts)
+			}
+			continue
+		}
+		if len(opts) != 1 || opts[0].GetLevel() != 6 || opts[0].GetName() != 18 || opts[0].GetIntValue() != 14000 {
+			t.Errorf("listener %s socket options %v, want TCP_USER_TIMEOUT 14000 ms", l.Name, opts)
+		}
+	}
+}

@@ -6,6 +6,7 @@ use std::rc::Rc;
 
 use crate::attribution::Directory;
 pub use crate::attribution::{Identify, TenantId};
+use crate::backlog::BacklogPolicy;
 use crate::clients::{Clients, ClientsPlan};
 use crate::consume::ConsumeLimit;
 use crate::identity::Identity;
@@ -112,6 +113,8 @@ struct Document {
     quota: Option<QuotaService>,
     #[serde(default)]
     reports: Option<Reports>,
+    #[serde(default)]
+    backlog: BacklogPolicy,
 }
 
 fn split_host_port(s: &str) -> Option<(String, i32)> {
@@ -143,6 +146,9 @@ pub struct Config {
     pub quota: Option<QuotaService>,
     /// Where usage and sampled decisions are reported; None: nowhere.
     pub reports: Option<Reports>,
+    /// How much the gateway may owe one client of its own answers, and how long a client past
+    /// that may take nothing before it is closed (crate::backlog).
+    pub backlog: BacklogPolicy,
 }
 
 /// What the data path needs of a tenant, computed once per configuration.
@@ -316,6 +322,7 @@ impl Config {
             directory,
             quota: doc.quota,
             reports: doc.reports,
+            backlog: doc.backlog,
         })
     }
 

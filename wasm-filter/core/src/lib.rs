@@ -4,6 +4,7 @@
 //! turns their verdicts into host calls.
 
 pub mod attribution;
+pub mod backlog;
 pub mod carry;
 pub mod clients;
 pub mod config;

@@ -105,6 +105,31 @@ pub fn reason_metric_name(metric: ReasonMetric, protocol: Protocol, reason: Reas
     )
 }
 
+/// Why the gateway closed a client connection itself, for `weighstation_connections_closed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// It took nothing the gateway owed it for the slow-consumer deadline (crate::backlog).
+    SlowConsumer,
+}
+
+impl CloseReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CloseReason::SlowConsumer => "slow_consumer",
+        }
+    }
+}
+
+/// Connections the gateway closed, by protocol, reason and tenant.
+pub fn connections_closed_metric_name(protocol: Protocol, reason: CloseReason, tenant: &str) -> String {
+    format!(
+        "weighstation_connections_closed.protocol.{}.reason.{}.tenant.{}",
+        protocol.as_str(),
+        reason.as_str(),
+        tenant
+    )
+}
+
 /// The stat name of the policy generation a protocol's filter has in force.
 pub fn generation_metric_name(protocol: Protocol) -> String {
     format!("weighstation_policy_generation.protocol.{}", protocol.as_str())
@@ -136,6 +161,10 @@ mod tests {
         assert_eq!(
             reason_metric_name(ReasonMetric::Refused, Protocol::Kafka, Reason::InFlight, "acme"),
             "weighstation_messages_refused.protocol.kafka.reason.inflight.tenant.acme"
+        );
+        assert_eq!(
+            connections_closed_metric_name(Protocol::Nats, CloseReason::SlowConsumer, "acme"),
+            "weighstation_connections_closed.protocol.nats.reason.slow_consumer.tenant.acme"
         );
         assert_eq!(
             generation_metric_name(Protocol::Kafka),

@@ -22,7 +22,8 @@ pub trait Protocol: 'static {
     /// Server bytes; Some replaces them.
     fn server_data(&mut self, buf: &mut dyn Source) -> Option<Vec<u8>>;
     /// True once after server bytes resolved what held client bytes were waiting for (the
-    /// broker's verdict on the client's credentials): they are decided at once.
+    /// broker's verdict on the client's credentials, or refusals owed that went out): they are
+    /// decided at once.
     fn release_held(&mut self) -> bool {
         false
     }

@@ -22,25 +22,28 @@ mod quotas;
 use fetch::Fetching;
 use std::collections::HashMap;
 use std::rc::Rc;
+use weighstation_core::backlog::{Backlog, BacklogPolicy, Standing};
 use weighstation_core::carry::{Carry, Plan};
 use weighstation_core::config::Protocol;
 use weighstation_core::decisions::Decisions;
 use weighstation_core::identity::{Authenticated, KafkaPrincipal};
 use weighstation_core::kafka::{
-    authenticate_answer, authenticate_step, cap_versions, handshake_mechanism, raise_produce_throttle, Batch, Gaps,
-    Interest, Mechanism, QuotaFilter, RequestHandler, RequestHeader, RequestStream, ResponseHandler, ResponseStream,
-    Retries, Step, API_DESCRIBE_CLIENT_QUOTAS, API_DESCRIBE_CLUSTER, API_FETCH, API_FIND_COORDINATOR, API_METADATA,
-    API_PRODUCE, API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE, API_VERSIONS, HORIZON_NS,
+    api_versions_request, authenticate_answer, authenticate_step, cap_versions, handshake_mechanism,
+    raise_produce_throttle, Batch, Gaps, Interest, Mechanism, QuotaFilter, RequestHandler, RequestHeader,
+    RequestStream, ResponseHandler, ResponseStream, Retries, Step, API_DESCRIBE_CLIENT_QUOTAS, API_DESCRIBE_CLUSTER,
+    API_FETCH, API_FIND_COORDINATOR, API_METADATA, API_PRODUCE, API_SASL_AUTHENTICATE, API_SASL_HANDSHAKE,
+    API_VERSIONS, HORIZON_NS,
 };
 use weighstation_core::scan::Admission;
 use weighstation_core::source::Source;
 
+use crate::backlog::BacklogWait;
 use crate::clients::ClientBucket;
 use crate::clock::now_ns;
 use crate::connection::{self, Connection};
 use crate::gatekeeper::{Held, InFlightSlot};
 use crate::tenancy::Attribution;
-use crate::{trust, waiters};
+use crate::{state, trust, waiters};
 
 /// What a forwarded request's response must do.
 enum Pending {
@@ -125,6 +128,9 @@ struct Conn {
     fetching: Option<Fetching>,
     /// The listener's filter chain, read once a response names brokers (brokers.rs).
     chain: Option<Option<String>>,
+    /// The refusal responses the client is owed (weighstation_core::backlog).
+    backlog: Backlog,
+    backlog_wait: BacklogWait,
 }
 
 impl Conn {
@@ -179,6 +185,26 @@ impl Conn {
             log::info!("weighstation: kafka connection refused: {why}");
             self.refused = true;
         }
+    }
+
+    /// Refuses a request: the broker answers a stand-in ApiVersions request with the same
+    /// correlation id, and `response` takes its answer's place.
+    fn answer_refused(&mut self, h: &RequestHeader<'_>, response: Vec<u8>) -> Admission {
+        self.backlog.owe(response.len());
+        self.pending.insert(h.correlation_id, Pending::Refused { response });
+        Admission::Replace(api_versions_request(h.correlation_id, h.client_id))
+    }
+
+    /// Holds a client the gateway owes too much, or ends it as a slow consumer (Err).
+    fn check_backlog(&mut self, policy: BacklogPolicy, held: bool, client_id: &[u8]) -> Result<(), &'static str> {
+        // The clock is read only while something is owed: a read costs no host call otherwise.
+        let standing = match self.backlog.owed() > 0 {
+            false => Standing::Open,
+            true => self.backlog.standing(now_ns(), policy.deadline_ns()),
+        };
+        let client = self.who.client_name(Some(client_id));
+        self.backlog_wait
+            .apply(standing, held, self.id, &self.who, client, Protocol::Kafka)
     }
 
     fn release(&mut self, slot: Option<InFlightSlot>) {
@@ -251,6 +277,10 @@ impl RequestHandler for Requests<'_> {
     fn fetch_most(&self) -> Option<i32> {
         self.fetch_most
     }
+
+    fn backlogged(&self, at: usize, rest: usize) -> bool {
+        self.conn.backlog.holds(at, rest)
+    }
 }
 
 struct Responses<'a> {
@@ -306,7 +336,10 @@ impl ResponseHandler for Responses<'_> {
 
     fn response(&mut self, correlation_id: i32, frame: &[u8]) -> Option<Vec<u8>> {
         match self.conn.pending.remove(&correlation_id)? {
-            Pending::Refused { response } => Some(response),
+            Pending::Refused { response } => {
+                self.conn.backlog.paid(response.len());
+                Some(response)
+            }
             Pending::Produced {
                 slot,
                 version,
@@ -353,7 +386,8 @@ const HOLD_LIMIT: usize = 4 << 20;
 
 /// A request being read whole is carried until complete; behind a held request, sarama's
 /// pipelining (five requests at most by default) is what is carried.
-type KafkaCarry = Carry<{ HOLD_LIMIT + (1 << 20) }>;
+const KAFKA_CARRY_LIMIT: usize = HOLD_LIMIT + (1 << 20);
+type KafkaCarry = Carry<KAFKA_CARRY_LIMIT>;
 
 /// A Kafka connection's state.
 pub struct State {
@@ -361,6 +395,8 @@ pub struct State {
     requests: RequestStream,
     responses: ResponseStream,
     carry: KafkaCarry,
+    /// The configuration's backlog bound and deadline, read at the start and after a reload.
+    backlog: Option<BacklogPolicy>,
 }
 
 impl State {
@@ -368,7 +404,11 @@ impl State {
     /// closes.
     fn client_data(&mut self, envoy: &mut dyn Source) -> Result<Plan, &'static str> {
         self.conn.who.read_certificate();
-        self.conn.who.refresh();
+        if self.conn.who.refresh() || self.backlog.is_none() {
+            let policy = state::active(Protocol::Kafka).map(|c| c.backlog).unwrap_or_default();
+            self.conn.backlog.set_limit(policy.max_bytes);
+            self.backlog = Some(policy);
+        }
         let State {
             conn, requests, carry, ..
         } = self;
@@ -383,6 +423,9 @@ impl State {
             )
         })?;
         requests.forwarded(forwarded);
+        let policy = self.backlog.unwrap_or_default();
+        let held = matches!(plan, Plan::Hold { .. });
+        self.conn.check_backlog(policy, held, self.requests.client_id())?;
         Ok(plan)
     }
 
@@ -430,10 +473,13 @@ pub fn connection(context_id: u32) -> Connection<State> {
                 fetch_overrides: Vec::new(),
                 fetching: None,
                 chain: None,
+                backlog: Backlog::default().carrying(KAFKA_CARRY_LIMIT).watching_anything(),
+                backlog_wait: BacklogWait::default(),
             },
             requests: RequestStream::new(HOLD_LIMIT),
             responses: ResponseStream::default(),
             carry: KafkaCarry::default(),
+            backlog: None,
         },
     )
 }
@@ -451,6 +497,10 @@ impl connection::Protocol for State {
     fn server_data(&mut self, buf: &mut dyn Source) -> Option<Vec<u8>> {
         let State { conn, responses, .. } = self;
         responses.process(buf, &mut Responses { conn, now: None })
+    }
+
+    fn release_held(&mut self) -> bool {
+        self.conn.backlog.released()
     }
 
     fn close(&mut self) {

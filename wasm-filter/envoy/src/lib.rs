@@ -3,6 +3,7 @@
 //! the connection's bytes to the core and applies its verdicts with limiter state kept in
 //! Envoy shared data.
 
+mod backlog;
 mod buffer;
 mod clients;
 mod clock;

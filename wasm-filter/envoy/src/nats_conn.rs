@@ -2,6 +2,7 @@
 //! the tenant's limits (shared across workers) and keeps the connection's in-flight requests.
 
 use std::collections::HashMap;
+use weighstation_core::backlog::{BacklogPolicy, Standing};
 use weighstation_core::carry::{Carry, Plan};
 use weighstation_core::config::Protocol;
 use weighstation_core::identity::{Authenticated, NatsCredentials};
@@ -10,6 +11,7 @@ use weighstation_core::metrics::UNREADABLE_INFO_METRIC;
 use weighstation_core::nats::{is_pull, pull_within, Delivered, Deliveries, Gate, Publish, Session, Verdict};
 use weighstation_core::source::Source;
 
+use crate::backlog::BacklogWait;
 use crate::clock::now_ns;
 use crate::connection::{self, Connection};
 use crate::gatekeeper::{self, Admit, Ask, Held, InFlightSlot, Prepaid};
@@ -223,7 +225,8 @@ impl Gate for NatsGate<'_> {
 
 /// NATS decides a message on its control line (at most 4096 bytes) and streams the payload, so
 /// nothing needs a large carry; a small one keeps the hidden backlog behind a held message small.
-type NatsCarry = Carry<{ 64 << 10 }>;
+const NATS_CARRY_LIMIT: usize = 64 << 10;
+type NatsCarry = Carry<NATS_CARRY_LIMIT>;
 
 /// A NATS connection's state.
 pub struct State {
@@ -234,15 +237,30 @@ pub struct State {
     started: bool,
     /// The server sent an INFO the rewriter could not read: the connection ends.
     info_refused: bool,
+    /// What the gateway may owe the client (weighstation_core::backlog), from the configuration.
+    backlog: BacklogPolicy,
+    backlog_wait: BacklogWait,
 }
 
 impl State {
+    /// The configuration's backlog bound and deadline, at the start and after a reload.
+    fn read_backlog_policy(&mut self) {
+        if let Some(config) = state::active(Protocol::Nats) {
+            self.backlog = config.backlog;
+            self.session.set_backlog_limit(config.backlog.max_bytes);
+        }
+    }
+
     fn gate(&mut self) -> (&mut Session, NatsGate<'_>) {
         let now = (!self.conn.pending.is_empty()).then(now_ns);
         if let Some(now) = now {
             self.conn.expire_pending(now);
         }
         if self.conn.who.refresh() {
+            if let Some(config) = self.conn.who.current().map(|w| w.config.backlog) {
+                self.backlog = config;
+                self.session.set_backlog_limit(config.max_bytes);
+            }
             let gate = NatsGate {
                 conn: &mut self.conn,
                 now,
@@ -264,6 +282,7 @@ impl State {
     /// where, which its INFOs must say.
     fn start(&mut self) {
         if !std::mem::replace(&mut self.started, true) {
+            self.read_backlog_policy();
             self.conn.who.read_certificate();
             let tls = trust::client_tls();
             self.session.client_tls(tls);
@@ -290,6 +309,18 @@ impl State {
         plan
     }
 
+    /// Holds a client the gateway owes too much, or ends it as a slow consumer (Err).
+    fn check_backlog(&mut self, held: bool) -> Result<(), &'static str> {
+        // The clock is read only past the bound: a read costs no host call otherwise.
+        let standing = match self.session.backlogged() {
+            false => Standing::Open,
+            true => self.session.backlog_standing(now_ns(), self.backlog.deadline_ns()),
+        };
+        let who = &self.conn.who;
+        self.backlog_wait
+            .apply(standing, held, self.conn.id, who, who.client_name(None), Protocol::Nats)
+    }
+
     /// Gives back everything the connection holds: in-flight slots, its queue place, its place
     /// in the tenant's connection count. Safe to call twice.
     fn close(&mut self) {
@@ -311,7 +342,11 @@ pub fn connection(context_id: u32) -> Connection<State> {
     Connection::new(
         context_id,
         State {
-            session: Session::default(),
+            session: {
+                let mut session = Session::default();
+                session.set_carry_limit(NATS_CARRY_LIMIT);
+                session
+            },
             conn: Conn {
                 id: context_id,
                 who: Attribution::new(Protocol::Nats),
@@ -328,13 +363,17 @@ pub fn connection(context_id: u32) -> Connection<State> {
             carry: NatsCarry::default(),
             started: false,
             info_refused: false,
+            backlog: BacklogPolicy::default(),
+            backlog_wait: BacklogWait::default(),
         },
     )
 }
 
 impl connection::Protocol for State {
     fn client_data(&mut self, envoy: &mut dyn Source) -> Result<Plan, &'static str> {
-        Ok(State::client_data(self, envoy))
+        let plan = State::client_data(self, envoy);
+        self.check_backlog(matches!(plan, Plan::Hold { .. }))?;
+        Ok(plan)
     }
 
     fn server_data(&mut self, buf: &mut dyn Source) -> Option<Vec<u8>> {

@@ -52,6 +52,13 @@ pub trait RequestHandler {
     fn fetch_most(&self) -> Option<i32> {
         None
     }
+
+    /// True while the gateway owes the client more than it may (crate::backlog): the next
+    /// request, whatever it is, is held until that changes. `at`: where the request starts in
+    /// the input; `rest`: the bytes of the input from it on.
+    fn backlogged(&self, _at: usize, _rest: usize) -> bool {
+        false
+    }
 }
 
 #[derive(Debug)]
@@ -107,7 +114,11 @@ impl RequestStream {
             if pos >= len {
                 break;
             }
-            match self.frame(src, pos, handler, &mut edit) {
+            let framed = match handler.backlogged(pos, len - pos) {
+                true => Frame::Held,
+                false => self.frame(src, pos, handler, &mut edit),
+            };
+            match framed {
                 Frame::Incomplete | Frame::Held => {
                     self.consumed = edit.output_offset(pos);
                     let decided = self.consumed;
@@ -135,6 +146,11 @@ impl RequestStream {
             replace: edit.finish(src, len),
             decided: 0,
         })
+    }
+
+    /// The client id of the latest request (empty: none yet, or it sent none).
+    pub fn client_id(&self) -> &[u8] {
+        &self.client_id
     }
 
     /// The first `n` bytes of a held buffer were forwarded: the next buffer starts after them.

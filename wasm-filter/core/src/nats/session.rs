@@ -35,6 +35,7 @@ use std::rc::Rc;
 use super::info::{self, ClientView, Listener, Unreadable};
 use super::server::{Delivered, ServerEdit, ServerHandler, ServerOp, ServerStream};
 use super::stream::{ClientHandler, ClientStream, Publish};
+use crate::backlog::{Backlog, Standing};
 use crate::identity::NatsCredentials;
 use crate::scan::{Admission, Outcome};
 use crate::source::Source;
@@ -89,6 +90,9 @@ pub trait Gate {
     fn max_payload(&self) -> Option<u64>;
 }
 
+/// `-ERR '…'\r\n` around an error's text.
+const ERR_LINE_FRAME: usize = "-ERR ''\r\n".len();
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum PongOwner {
     Client,
@@ -98,6 +102,18 @@ enum PongOwner {
     /// The PING the filter sent in place of a CONNECT it refuses: its PONG becomes this error,
     /// and the connection ends.
     Fatal(&'static str),
+}
+
+impl PongOwner {
+    /// What the client is sent when this PING's PONG comes back: what the gateway owes it.
+    fn owed(&self) -> usize {
+        match self {
+            PongOwner::Client => b"PONG\r\n".len(),
+            PongOwner::Refusal(text) => text.len() + ERR_LINE_FRAME,
+            PongOwner::Verdict => 0,
+            PongOwner::Fatal(text) => text.len() + ERR_LINE_FRAME,
+        }
+    }
 }
 
 /// Where the connection stands with nats-server.
@@ -126,6 +142,9 @@ pub struct Session {
 #[derive(Debug, Default)]
 struct State {
     pongs: VecDeque<PongOwner>,
+    /// What the outstanding PINGs will send the client (crate::backlog): past its bound nothing
+    /// more is read from the client.
+    backlog: Backlog,
     /// The client finished CONNECT: the INFO with its tenant's limit follows the next client PONG.
     info_after_pong: bool,
     /// The limit changed on a live connection: send an INFO at the next safe point.
@@ -149,6 +168,21 @@ struct State {
     client_ip: Option<String>,
     /// The server sent an INFO the rewriter could not read: the connection ends.
     unreadable_info: Option<Unreadable>,
+}
+
+impl State {
+    /// A PING goes to the server; its PONG is the owner's.
+    fn ping_for(&mut self, owner: PongOwner) {
+        self.backlog.owe(owner.owed());
+        self.pongs.push_back(owner);
+    }
+
+    /// A PONG came back: the PING it answers.
+    fn pong(&mut self) -> Option<PongOwner> {
+        let owner = self.pongs.pop_front()?;
+        self.backlog.paid(owner.owed());
+        Some(owner)
+    }
 }
 
 impl Session {
@@ -207,7 +241,36 @@ impl Session {
             self.state.authentication,
             Authentication::Accepted | Authentication::Refused
         );
-        known && std::mem::take(&mut self.state.held_for_verdict)
+        let verdict = known && std::mem::take(&mut self.state.held_for_verdict);
+        // Both are taken: either releases the same held bytes.
+        let backlog = self.state.backlog.released();
+        verdict || backlog
+    }
+
+    /// Bytes of its own the gateway may owe the client before reading nothing more from it.
+    pub fn set_backlog_limit(&mut self, bytes: u64) {
+        self.state.backlog.set_limit(bytes);
+    }
+
+    /// The most the glue carries behind a held operation (crate::backlog::Backlog::holds).
+    pub fn set_carry_limit(&mut self, bytes: usize) {
+        let backlog = std::mem::take(&mut self.state.backlog);
+        self.state.backlog = backlog.carrying(bytes);
+    }
+
+    /// Where the client stands with what it is owed (crate::backlog) at `now`.
+    pub fn backlog_standing(&mut self, now: u64, deadline_ns: u64) -> Standing {
+        self.state.backlog.standing(now, deadline_ns)
+    }
+
+    /// Past the bound: nothing more is read from the client.
+    pub fn backlogged(&self) -> bool {
+        self.state.backlog.over()
+    }
+
+    /// What the gateway owes the client, in bytes.
+    pub fn owed(&self) -> u64 {
+        self.state.backlog.owed()
     }
 
     /// The first `n` bytes of a held buffer were forwarded.
@@ -259,18 +322,22 @@ impl<G: Gate> ClientHandler for ClientSide<'_, G> {
             // nats-server otherwise assumes) and a PING, whose PONG carries the error to the
             // client in order.
             self.state.authentication = Authentication::Refused;
-            self.state.pongs.push_back(PongOwner::Fatal(TLS_FIRST_REQUIRED));
+            self.state.ping_for(PongOwner::Fatal(TLS_FIRST_REQUIRED));
             return Admission::Replace(self.signed_connect(TLS_FIRST_CONNECT));
         }
         let connect = super::parse_connect(json);
         self.state.headers = connect.headers;
         self.state.authentication = Authentication::Awaiting(connect.credentials());
-        self.state.pongs.push_back(PongOwner::Verdict);
+        self.state.ping_for(PongOwner::Verdict);
         Admission::Replace(self.signed_connect(json))
     }
 
     fn ping(&mut self) {
-        self.state.pongs.push_back(PongOwner::Client);
+        self.state.ping_for(PongOwner::Client);
+    }
+
+    fn backlogged(&self, at: usize, rest: usize) -> bool {
+        self.state.backlog.holds(at, rest)
     }
 
     fn subscribe(&mut self, subject: &[u8]) -> Admission {
@@ -282,7 +349,7 @@ impl<G: Gate> ClientHandler for ClientSide<'_, G> {
         match self.gate.subscribe(subject) {
             Verdict::Refuse(text) => {
                 // As a refused PUB: a PING in its place, whose PONG becomes the -ERR.
-                self.state.pongs.push_back(PongOwner::Refusal(text));
+                self.state.ping_for(PongOwner::Refusal(text));
                 Admission::Replace(b"PING\r\n".to_vec())
             }
             _ => Admission::Forward,
@@ -315,7 +382,7 @@ impl<G: Gate> ClientHandler for ClientSide<'_, G> {
             Verdict::Rewrite(with) => Admission::Replace(with),
             Verdict::Close => Admission::Close(SERVER_REFUSES_PAYLOAD.to_vec()),
             Verdict::Refuse(text) => {
-                self.state.pongs.push_back(PongOwner::Refusal(text));
+                self.state.ping_for(PongOwner::Refusal(text));
                 let mut with = Vec::with_capacity(64);
                 // Whoever waits for an answer hears no-responders at once instead of waiting
                 // out its timeout: the requester of a refused request from nats-server itself
@@ -482,7 +549,7 @@ impl<G: Gate> ServerHandler for ServerSide<'_, G> {
                 self.refused(text);
                 ServerEdit::Keep
             }
-            ServerOp::Pong => match self.state.pongs.pop_front() {
+            ServerOp::Pong => match self.state.pong() {
                 Some(PongOwner::Refusal(text)) => return ServerEdit::Replace(err_line(&text)),
                 Some(PongOwner::Fatal(text)) => return ServerEdit::ReplaceThenEnd(err_line(text)),
                 Some(PongOwner::Verdict) => {

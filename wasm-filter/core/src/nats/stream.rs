@@ -33,6 +33,12 @@ pub const PULL_BODY_MAX: usize = 4096;
 pub trait ClientHandler {
     fn connect(&mut self, json: &[u8]) -> Admission;
     fn ping(&mut self);
+    /// True while the gateway owes the client more than it may (crate::backlog): the next
+    /// operation, whatever it is, is held until that changes. `at`: where the operation starts
+    /// in the input; `rest`: the bytes of the input from it on.
+    fn backlogged(&self, _at: usize, _rest: usize) -> bool {
+        false
+    }
     fn publish(&mut self, publish: &Publish<'_>) -> Admission;
     /// A SUB to `subject`.
     fn subscribe(&mut self, subject: &[u8]) -> Admission;
@@ -82,6 +88,9 @@ impl ClientStream {
             }
             if pos >= len {
                 break;
+            }
+            if handler.backlogged(pos, len - pos) {
+                return self.hold_at(pos, edit, src);
             }
             let line = line_at(src, pos, ahead_after(self.last_size), MAX_CONTROL_LINE + 1);
             let (admission, line_len, payload) = match parse_client_line(line) {

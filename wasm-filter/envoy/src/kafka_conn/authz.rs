@@ -8,12 +8,12 @@
 mod metadata;
 
 use weighstation_core::kafka::authz::{self, Class, Verdict};
-use weighstation_core::kafka::{api_versions_request, RequestHeader, API_FETCH, API_METADATA, API_PRODUCE};
+use weighstation_core::kafka::{RequestHeader, API_FETCH, API_METADATA, API_PRODUCE};
 use weighstation_core::limits::Reason;
 use weighstation_core::scan::Admission;
 use weighstation_core::source::Source;
 
-use super::{Conn, Pending};
+use super::Conn;
 use crate::clock::now_ns;
 use crate::reports;
 
@@ -115,8 +115,7 @@ impl Conn {
                     n => format!("{api} of {resource} and {} more not granted", n - 1),
                 };
                 self.refused_permission(&detail, denied);
-                self.pending.insert(h.correlation_id, Pending::Refused { response });
-                Admission::Replace(api_versions_request(h.correlation_id, h.client_id))
+                self.answer_refused(h, response)
             }
         }
     }

@@ -6,8 +6,8 @@
 use weighstation_core::config::Protocol;
 use weighstation_core::kafka::authz::TOPIC_AUTHORIZATION_FAILED;
 use weighstation_core::kafka::{
-    api_versions_request, produce_response, visit_produce, Batch, PartitionError, ProduceSummary, RequestHeader,
-    Retries, HORIZON_NS, MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
+    produce_response, visit_produce, Batch, PartitionError, ProduceSummary, RequestHeader, Retries, HORIZON_NS,
+    MESSAGE_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED,
 };
 use weighstation_core::limits::Reason;
 use weighstation_core::report::observed;
@@ -343,8 +343,7 @@ impl Conn {
             throttle_ms,
             Some(detail.as_bytes()),
         );
-        self.pending.insert(h.correlation_id, Pending::Refused { response });
-        Admission::Replace(api_versions_request(h.correlation_id, h.client_id))
+        self.answer_refused(h, response)
     }
 }
 
