@@ -10,12 +10,12 @@ IMPACT_WASM := wasm-filter/target/wasm32-wasip1/release/weighstation_impact.wasm
 GO_SOURCES := $(shell find control-plane -name '*.go' -o -name go.mod -o -name go.sum)
 RUST_SOURCES := $(shell find wasm-filter/core/src wasm-filter/envoy/src wasm-filter/impact/src -name '*.rs') $(wildcard wasm-filter/*/Cargo.toml wasm-filter/Cargo.*)
 
-.PHONY: run test tools wasm control-plane validate test-unit test-rust test-go test-integration test-clusters-smoke test-clusters test-soak test-impact-long soak lint fuzz clean otelcol
+.PHONY: run test tools wasm control-plane validate test-unit test-rust test-go test-integration test-docs test-clusters-smoke test-clusters test-soak test-impact-long soak lint fuzz clean otelcol
 
 run: tools wasm control-plane
 	$(BIN)/weighstation-localstack -root $(ROOT)
 
-test: tools wasm control-plane lint test-unit test-load-harness test-image test-helm test-integration test-clusters-smoke test-soak
+test: tools wasm control-plane lint test-unit test-load-harness test-image test-helm test-integration test-docs test-clusters-smoke test-soak
 
 tools:
 	@scripts/install-tools.sh
@@ -72,6 +72,12 @@ test-go:
 test-integration: wasm control-plane $(BIN)/otelcol
 	@scripts/install-tools.sh helm k8s kubectl
 	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 20m -v ./e2e/ 2>&1 | tee $(TOOLS)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+
+# Every command the READMEs and docs give for the local stack (their ```sh local-stack blocks),
+# run against `make run` started on free ports, as written but for the ports and shortened
+# durations (control-plane/e2edocs).
+test-docs: wasm control-plane bench-install
+	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 15m -v ./e2edocs/ 2>&1 | tee $(TOOLS)/e2edocs.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 # In front of clusters: three nats-servers with JetStream behind the gateway, servers restarted,
 # stream leaders stepped down and Envoy killed under fixed-rate load (e2ecluster); three KRaft

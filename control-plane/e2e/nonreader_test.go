@@ -340,10 +340,10 @@ func TestClientsThatDoNotReadCannotGrowTheGateway(t *testing.T) {
 		if !slices.Contains(c.want, got) {
 			t.Errorf("%s: %s, want %s", c.name, got, strings.Join(c.want, " or "))
 		}
-		if got == "aborted" && closed != 0 || got == "held" && closed != 0 {
-			t.Errorf("%s: %s, but counted as a slow consumer", c.name, got)
+		if got == "held" && closed != 0 {
+			t.Errorf("%s: counted as a slow consumer, but still open at the end", c.name)
 		}
-		if got != "slow_consumer" && metric(t, "weighstation_messages_delayed", map[string]string{"protocol": c.protocol, "tenant": c.tenant}) == 0 {
+		if !slices.Contains(c.want, "slow_consumer") && metric(t, "weighstation_messages_delayed", map[string]string{"protocol": c.protocol, "tenant": c.tenant}) == 0 {
 			t.Errorf("%s: held, but no message of it was delayed", c.name)
 		}
 		if c.slowRead {

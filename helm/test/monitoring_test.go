@@ -32,6 +32,7 @@ var knownMetrics = map[string]bool{
 	"weighstation_consume_held_ms":                                true,
 	"weighstation_dryrun_consume_would_throttle":                  true,
 	"weighstation_consume_slow_consumers":                         true,
+	"weighstation_connections_closed":                             true,
 	"weighstation_policy_generation":                              true,
 	"weighstation_controlplane_policy_generation":                 true,
 	"weighstation_controlplane_policy_error":                      true,
@@ -74,7 +75,7 @@ func TestAlertsFireWhenTheyShould(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, stderr, code := run(t, nil, promtool, "check", "rules", filepath.Join(dir, "alerts.yaml"))
-	if code != 0 || !strings.Contains(out, "SUCCESS: 14 rules found") {
+	if code != 0 || !strings.Contains(out, "SUCCESS: 15 rules found") {
 		t.Fatalf("promtool check rules: exit %d\n%s%s", code, out, stderr)
 	}
 	for _, m := range metricRE.FindAllString(string(spec), -1) {

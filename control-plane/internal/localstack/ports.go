@@ -232,6 +232,28 @@ func (p Ports) checkSpans(c Counts) error {
 	return nil
 }
 
+// Env is the environment in which `make run` and every tool that honours PortEnv use p.
+func (p Ports) Env() []string {
+	var env []string
+	for _, e := range PortEnv {
+		if v := *e.field(&p); v != 0 {
+			env = append(env, fmt.Sprintf("%s=%d", e.Name, v))
+		}
+	}
+	return env
+}
+
+// Moved maps each default port to p's, for a command written against the defaults.
+func (p Ports) Moved() map[int]int {
+	moved := map[int]int{}
+	for _, e := range PortEnv {
+		if v := *e.field(&p); e.Default != 0 && v != 0 {
+			moved[e.Default] = v
+		}
+	}
+	return moved
+}
+
 // PortsFromEnv returns the defaults with any environment overrides applied.
 func PortsFromEnv() (Ports, error) {
 	var p Ports

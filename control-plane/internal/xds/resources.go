@@ -97,7 +97,7 @@ type Gateway struct {
 	// SlowConsumerDeadline: a client the filter owes BufferLimitBytes of its own answers and that
 	// takes nothing for this long is closed (0: the filter's default, 10 s).
 	SlowConsumerDeadline time.Duration
-	Wasm             WasmSource
+	Wasm                 WasmSource
 	// Replicas is how many Envoys are connected: a global limit's fallback divides by it.
 	Replicas int
 	// Reports, when set, has the filter report usage and decisions to the control plane.

@@ -4,7 +4,8 @@
 // between targets in short phases in one run and reports their ratios percentile by percentile.
 //
 // Exit status: 0 done, 1 could not run, 3 the run is invalid because the harness itself fell
-// behind its schedule (its figures are still written, flagged).
+// behind its schedule, 4 a target's limits shaped the run (it refused more than 1% of what it
+// was sent: the run measured a limit, not latency). The figures are still written, flagged.
 package main
 
 import (
@@ -19,7 +20,10 @@ import (
 	"github.com/weighstation/weighstation/load-tests/internal/report"
 )
 
-const exitInvalid = 3
+const (
+	exitInvalid = 3
+	exitLimited = 4
+)
 
 func main() {
 	gctune.Apply()
@@ -49,7 +53,10 @@ func main() {
 	}
 	report.PrintText(os.Stdout, s)
 	fmt.Printf("\nreport: %s/report.html\n", out)
-	if !s.Valid {
+	switch {
+	case !s.Valid:
 		os.Exit(exitInvalid)
+	case s.LimitedByPolicy:
+		os.Exit(exitLimited)
 	}
 }

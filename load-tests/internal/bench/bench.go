@@ -10,6 +10,7 @@ import (
 
 	"github.com/weighstation/weighstation/load-tests/internal/engine"
 	"github.com/weighstation/weighstation/load-tests/internal/machine"
+	"github.com/weighstation/weighstation/load-tests/internal/refusals"
 	"github.com/weighstation/weighstation/load-tests/internal/report"
 	"github.com/weighstation/weighstation/load-tests/internal/scenario"
 )
@@ -67,9 +68,15 @@ func Measure(ctx context.Context, o Options) (report.Summary, error) {
 	if err := ctx.Err(); err != nil {
 		return report.Summary{}, fmt.Errorf("interrupted: %w", err)
 	}
+	told := make([][]refusals.Reason, len(targets))
+	for i, t := range targets {
+		if rr, ok := t.(scenario.RefusalReasons); ok {
+			told[i] = rr.RefusalReasons()
+		}
+	}
 	return report.FromResult(report.Meta{
 		Scenario: o.Scenario, Description: scenario.Describe(o.Scenario), Plan: o.Plan,
-		MessageBytes: o.Config.Size, Addresses: addrs, StartedAt: started, Machine: m,
+		MessageBytes: o.Config.Size, Addresses: addrs, StartedAt: started, Machine: m, Refusals: told,
 	}, r), nil
 }
 

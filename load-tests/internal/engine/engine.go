@@ -192,8 +192,8 @@ func (e *Engine) Complete(seq int, o Outcome, err error) {
 		t.latency.Record(latency)
 		t.acked.Add(1)
 	case Refused:
+		// Told by what the refusals named (the scenario's refusals.Tally), not as an error.
 		t.refused.Add(1)
-		t.noteError(err)
 	default:
 		t.failed.Add(1)
 		t.noteError(err)

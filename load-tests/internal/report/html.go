@@ -28,10 +28,11 @@ th:first-child, td:first-child { text-align: left } .bad { background: #fdd; pad
 <p>Machine: {{.S.Machine}}.</p>
 {{if .S.Valid}}<p class="ok">The harness kept its schedule: started operations {{ms .S.Generator.LagMicros.P99}} ms late at p99, {{.S.Generator.MissedSchedule}} more than 1 ms late, none dropped.</p>
 {{else}}<p class="bad"><b>Invalid run.</b> {{range .S.InvalidReasons}}{{.}}. {{end}}These figures describe the harness, not the target.</p>{{end}}
+{{range $t := .S.Targets}}{{with $t.Limited}}<p class="bad"><b>{{.Headline $t.Name}}.</b> Its percentiles below are of the operations it admitted, not its latency at the offered rate, and no ratio is drawn with it.{{range .Reasons}}<br>told {{.Count}} times (warm-up included): <code>{{.Sample}}</code>{{end}}</p>{{end}}{{end}}
 
 <h2>Latency from intended send time (ms)</h2>
 <table><tr><th>target</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>p99.99</th><th>max</th><th>achieved/s</th><th>sent</th><th>acked</th><th>refused</th><th>errors</th><th>timeouts</th><th>dropped</th></tr>
-{{range .S.Targets}}<tr><td>{{.Name}} <small>{{.Address}}</small></td>{{range .LatencyMicros.Named}}<td>{{ms .Micro}}</td>{{end}}
+{{range .S.Targets}}<tr><td>{{.Name}}{{if .Limited}} (admitted only){{end}} <small>{{.Address}}</small></td>{{range .LatencyMicros.Named}}<td>{{ms .Micro}}</td>{{end}}
 <td>{{rate .AchievedRate}}</td><td>{{.Sent}}</td><td>{{.Acked}}</td><td>{{.Refused}}</td><td>{{.Errors}}</td><td>{{.Timeouts}}</td><td>{{.Dropped}}</td></tr>
 {{end}}</table>
 {{if .S.Ratios}}<h2>Ratios</h2>

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weighstation/weighstation/load-tests/internal/engine"
 	"github.com/weighstation/weighstation/load-tests/internal/hist"
+	"github.com/weighstation/weighstation/load-tests/internal/refusals"
 )
 
 // result is a two-target run in which the gateway is twice as slow as direct at every
@@ -129,5 +130,69 @@ func TestNinesTicks(t *testing.T) {
 	}
 	if got := strings.Join(labels, " "); got != "0% 90% 99% 99.9% 99.99% 99.999%" {
 		t.Fatalf("ticks %q", got)
+	}
+}
+
+// The quick start as a new user first ran it: as tenant anonymous (100 messages/s), 19,898 of
+// 20,000 requests refused through the gateway. The run is limited by policy: the summary, the
+// console and the page say so, name the tenant, limit and share from the refusals, present the
+// gateway's percentiles as the admitted operations' only, and draw no ratio with them.
+func TestARunShapedByALimitSaysSoAndDrawsNoRatio(t *testing.T) {
+	r := result()
+	r.Targets[1].Sent, r.Targets[1].Acked, r.Targets[1].Refused = 20_000, 102, 19_898
+	m := meta()
+	told := `nats: permissions violation: Permissions Violation for Publish to "weighstation.bench.x" (rate limit of tenant anonymous: 100 messages/s)`
+	m.Refusals = [][]refusals.Reason{nil, {{Tenant: "anonymous", Limit: "rate", Value: "100 messages/s", Count: 19_898, Sample: told}}}
+	s := FromResult(m, r)
+	if !s.LimitedByPolicy || s.Targets[0].Limited != nil || s.Targets[1].Limited == nil {
+		t.Fatalf("limited %v; direct %+v, gateway %+v", s.LimitedByPolicy, s.Targets[0].Limited, s.Targets[1].Limited)
+	}
+	if share := s.Targets[1].Limited.RefusedShare; share < 0.9948 || share > 0.9950 {
+		t.Errorf("refused share %.4f, want 0.9949", share)
+	}
+	if len(s.Ratios) != 0 {
+		t.Errorf("ratios %+v drawn with a limited target", s.Ratios)
+	}
+	var text strings.Builder
+	PrintText(&text, s)
+	for _, want := range []string{
+		"gateway (admitted only)",
+		"LIMITED BY POLICY: gateway refused 99.5% of what it was sent (rate limit of tenant anonymous: 100 messages/s)",
+		"gateway's percentiles are of the 102 operations it admitted, not its latency at 2000/s",
+		"told 19898 times (warm-up included): " + told,
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("console lacks %q:\n%s", want, text.String())
+		}
+	}
+	dir := t.TempDir()
+	if err := Write(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), "LIMITED BY POLICY: gateway refused 99.5%") || !strings.Contains(string(page), "gateway (admitted only)") {
+		t.Errorf("report.html does not say the run was limited by policy")
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var js struct {
+		LimitedByPolicy bool `json:"limitedByPolicy"`
+		Targets         []struct {
+			Limited *struct {
+				RefusedShare float64 `json:"refusedShare"`
+				Reasons      []struct{ Tenant, Limit, Value string }
+			} `json:"limitedByPolicy"`
+		}
+	}
+	if err := json.Unmarshal(raw, &js); err != nil {
+		t.Fatal(err)
+	}
+	if !js.LimitedByPolicy || js.Targets[1].Limited == nil || js.Targets[1].Limited.Reasons[0].Tenant != "anonymous" {
+		t.Errorf("summary.json: %s", raw)
 	}
 }

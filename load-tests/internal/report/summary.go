@@ -10,6 +10,7 @@ import (
 	"github.com/weighstation/weighstation/load-tests/internal/engine"
 	"github.com/weighstation/weighstation/load-tests/internal/hist"
 	"github.com/weighstation/weighstation/load-tests/internal/machine"
+	"github.com/weighstation/weighstation/load-tests/internal/refusals"
 )
 
 // Summary is summary.json.
@@ -27,11 +28,16 @@ type Summary struct {
 
 	// Valid is false when the harness itself fell behind its schedule (InvalidReasons says how):
 	// the figures then describe the harness, not the target.
-	Valid          bool         `json:"valid"`
-	InvalidReasons []string     `json:"invalidReasons,omitempty"`
-	Generator      Generator    `json:"generator"`
-	Machine        machine.Load `json:"machine"`
-	Targets        []Target     `json:"targets"`
+	Valid          bool     `json:"valid"`
+	InvalidReasons []string `json:"invalidReasons,omitempty"`
+	// LimitedByPolicy is true when a target refused more than 1% of what it was sent: the run
+	// measured a limit, not the target's latency at the offered rate (each such target's
+	// limitedByPolicy says which limit; its percentiles are of the admitted operations only, and
+	// no ratio is drawn with it).
+	LimitedByPolicy bool         `json:"limitedByPolicy"`
+	Generator       Generator    `json:"generator"`
+	Machine         machine.Load `json:"machine"`
+	Targets         []Target     `json:"targets"`
 	// Ratios compare each target with each one before it (gateway ÷ direct, …), percentile
 	// by percentile.
 	Ratios []Ratio `json:"ratios,omitempty"`
@@ -64,6 +70,9 @@ type Target struct {
 	Overflow     int64    `json:"latenciesOver60s,omitempty"`
 	ErrorSamples []string `json:"errorSamples,omitempty"`
 	Hgrm         string   `json:"hgrm"`
+	// Limited, when set, says that the target refused more than 1% of what it was sent, and why
+	// (the tenant, limit and value the refusals named).
+	Limited *refusals.Limited `json:"limitedByPolicy,omitempty"`
 
 	latency *hdrhistogram.Histogram
 }
@@ -86,8 +95,10 @@ type Meta struct {
 	Plan                  engine.Plan
 	MessageBytes          int
 	Addresses             []string // per target
-	StartedAt             time.Time
-	Machine               machine.Load
+	// Refusals are the limits each target's refusals named (per target).
+	Refusals  [][]refusals.Reason
+	StartedAt time.Time
+	Machine   machine.Load
 }
 
 // FromResult builds the summary of r.
@@ -110,17 +121,26 @@ func FromResult(m Meta, r engine.Result) Summary {
 		if i < len(m.Addresses) {
 			addr = m.Addresses[i]
 		}
+		var reasons []refusals.Reason
+		if i < len(m.Refusals) {
+			reasons = m.Refusals[i]
+		}
+		limited := refusals.Judge(t.Sent, t.Refused, reasons)
+		s.LimitedByPolicy = s.LimitedByPolicy || limited != nil
 		s.Targets = append(s.Targets, Target{
 			Name: t.Name, Address: addr, LatencyMicros: hist.PercentilesOf(t.Latency),
 			AchievedRate: float64(t.Delivered) / t.Active.Seconds(),
 			Sent:         t.Sent, Acked: t.Acked, Refused: t.Refused, Errors: t.Failed, Timeouts: t.Timeouts,
 			Dropped: t.Dropped, Overflow: t.Overflow, ErrorSamples: t.ErrorSamples,
-			Hgrm: t.Name + ".hgrm", latency: t.Latency,
+			Hgrm: t.Name + ".hgrm", latency: t.Latency, Limited: limited,
 		})
 	}
+	// A limited target's percentiles are of what it admitted: no ratio is drawn with them.
 	for i := 1; i < len(s.Targets); i++ {
 		for j := range i {
-			s.Ratios = append(s.Ratios, Compare(s.Targets[i], s.Targets[j]))
+			if s.Targets[i].Limited == nil && s.Targets[j].Limited == nil {
+				s.Ratios = append(s.Ratios, Compare(s.Targets[i], s.Targets[j]))
+			}
 		}
 	}
 	return s

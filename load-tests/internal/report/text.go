@@ -12,7 +12,11 @@ func PrintText(w io.Writer, s Summary) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "latency ms\tp50\tp90\tp99\tp99.9\tp99.99\tmax\tachieved/s\tsent\tacked\trefused\terrors\ttimeouts\t")
 	for _, t := range s.Targets {
-		fmt.Fprintf(tw, "%s\t", t.Name)
+		name := t.Name
+		if t.Limited != nil {
+			name += " (admitted only)"
+		}
+		fmt.Fprintf(tw, "%s\t", name)
 		for _, v := range t.LatencyMicros.Named() {
 			fmt.Fprintf(tw, "%.3f\t", float64(v.Micro)/1000)
 		}
@@ -29,6 +33,16 @@ func PrintText(w io.Writer, s Summary) {
 	for _, t := range s.Targets {
 		for _, e := range t.ErrorSamples {
 			fmt.Fprintf(w, "error via %s: %s\n", t.Name, e)
+		}
+	}
+	for _, t := range s.Targets {
+		if t.Limited == nil {
+			continue
+		}
+		fmt.Fprintln(w, t.Limited.Headline(t.Name))
+		fmt.Fprintf(w, "  %s's percentiles are of the %d operations it admitted, not its latency at %g/s: give the run a tenant with room for it (--nats-user, --kafka-client-id), or lower --rate.\n", t.Name, t.Acked, s.Rate)
+		for _, r := range t.Limited.Reasons {
+			fmt.Fprintf(w, "  told %d times (warm-up included): %s\n", r.Count, r.Sample)
 		}
 	}
 	g := s.Generator

@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weighstation/weighstation/load-tests/internal/engine"
+	"github.com/weighstation/weighstation/load-tests/internal/refusals"
 )
 
 type acks sarama.RequiredAcks
@@ -29,6 +30,10 @@ type kafkaProduce struct {
 	topic     string
 	size      int
 	drained   sync.WaitGroup // the goroutines reading successes and errors
+	// refused are the refusals by error code: sarama keeps no Produce error message, so a Kafka
+	// refusal names its limit by code (THROTTLING_QUOTA_EXCEEDED: rate, inFlight or queue) and
+	// its tenant only through the run's --kafka-client-id.
+	refused refusals.Tally
 
 	// Fire holds mu (shared) while it may send to a producer; Close takes it exclusively after
 	// closing closing, so no record is sent to a producer being closed.
@@ -133,9 +138,27 @@ func (t *kafkaProduce) successes(p sarama.AsyncProducer) {
 func (t *kafkaProduce) errors(p sarama.AsyncProducer) {
 	defer t.drained.Done()
 	for e := range p.Errors() {
-		t.c.Complete(e.Msg.Metadata.(int), outcome(e.Err), e.Err)
+		o := outcome(e.Err)
+		if o == engine.Refused {
+			t.refused.Code(kafkaCode(e.Err))
+		}
+		t.c.Complete(e.Msg.Metadata.(int), o, e.Err)
 	}
 }
+
+// kafkaCode names a refusal's error code as Kafka's protocol does.
+func kafkaCode(err error) string {
+	switch {
+	case errors.Is(err, sarama.ErrThrottlingQuotaExceeded):
+		return "THROTTLING_QUOTA_EXCEEDED"
+	case errors.Is(err, sarama.ErrMessageSizeTooLarge):
+		return "MESSAGE_TOO_LARGE"
+	}
+	return err.Error()
+}
+
+// RefusalReasons are the error codes the refusals carried.
+func (t *kafkaProduce) RefusalReasons() []refusals.Reason { return t.refused.Reasons() }
 
 func (t *kafkaProduce) Close() error {
 	close(t.closing)

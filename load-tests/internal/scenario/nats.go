@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/weighstation/weighstation/load-tests/internal/refusals"
 )
 
 // natsConn connects to a NATS address with the run's credentials, or the direct ones when the
-// address is nats-server itself. Refusals the server or
-// gateway reports asynchronously (-ERR 'Permissions Violation …') are counted in refused.
-func natsConn(cfg Config, addr string, direct bool, role string, refused *atomic.Int64) (*nats.Conn, error) {
+// address is nats-server itself. Refusals the server or gateway reports asynchronously (-ERR
+// 'Permissions Violation …') are counted in told.
+func natsConn(cfg Config, addr string, direct bool, role string, told *toldRefusals) (*nats.Conn, error) {
 	name := "weighstation-bench-" + role
 	if cfg.NATSName != "" && !direct {
 		name = cfg.NATSName
@@ -23,7 +25,8 @@ func natsConn(cfg Config, addr string, direct bool, role string, refused *atomic
 		nats.ReconnectBufSize(64 << 20),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			if isRefusalText(err.Error()) {
-				refused.Add(1)
+				told.count.Add(1)
+				told.reasons.Text(err.Error())
 			}
 		}),
 	}
@@ -41,11 +44,21 @@ func natsConn(cfg Config, addr string, direct bool, role string, refused *atomic
 	return nc, nil
 }
 
+// toldRefusals are the -ERR refusals a target's connections were told, by what they name.
+type toldRefusals struct {
+	count   atomic.Int64
+	reasons refusals.Tally
+}
+
 // natsPool is a target's publishing connections.
 type natsPool struct {
 	conns   []*nats.Conn
-	refused atomic.Int64
+	refused toldRefusals
 }
+
+// RefusalReasons are the limits the -ERR refusals named (a refused request's no-responders reply
+// names none; its -ERR on the same connection does).
+func (p *natsPool) RefusalReasons() []refusals.Reason { return p.refused.reasons.Reasons() }
 
 func openPool(cfg Config, ep Endpoint, role string) (*natsPool, error) {
 	p := &natsPool{}

@@ -67,7 +67,7 @@ func (t *natsPubSub) Fire(op engine.Op) {
 // AsyncRefusals counts the -ERR refusals of publishes: a refused message is never delivered, so
 // each is among the operations that did not complete. (Request/reply and JetStream refusals
 // come back as replies and are attributed to their operation instead.)
-func (t *natsPubSub) AsyncRefusals() int64 { return t.refused.Load() }
+func (t *natsPubSub) AsyncRefusals() int64 { return t.refused.count.Load() }
 
 func (t *natsPubSub) Close() error {
 	t.close()

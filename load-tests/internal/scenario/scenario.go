@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weighstation/weighstation/load-tests/internal/engine"
+	"github.com/weighstation/weighstation/load-tests/internal/refusals"
 )
 
 // Config is what every scenario shares.
@@ -65,6 +66,12 @@ type Target interface {
 // so they are reported as a count.
 type AsyncRefusals interface {
 	AsyncRefusals() int64
+}
+
+// RefusalReasons is implemented by every target: the limits its refusals named, most frequent
+// first (refusals.Tally).
+type RefusalReasons interface {
+	RefusalReasons() []refusals.Reason
 }
 
 type opener func(cfg Config, ep Endpoint, c engine.Completer) (Target, error)
