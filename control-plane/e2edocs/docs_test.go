@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -130,27 +131,38 @@ func asRun(text string, moved map[int]int) string {
 }
 
 // workspace is where the commands run: the repository's files as a user's checkout has them
-// (linked, so nothing the commands write lands in the repository), and proposed/, the policy
-// directory docs/operations.md's impact example compares against the trace it records.
+// (linked, so nothing the commands write lands in the repository: run/ and load-tests/out/ are
+// the workspace's own), and proposed/, the policy directory docs/operations.md's impact example
+// compares against the trace it records.
 func workspace(t *testing.T, root string) string {
 	t.Helper()
 	dir := t.TempDir()
-	entries, err := os.ReadDir(root)
-	if err != nil {
+	link(t, root, dir, "run", ".git", "load-tests")
+	if err := os.Mkdir(filepath.Join(dir, "load-tests"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range entries {
-		if e.Name() == "run" || e.Name() == ".git" {
-			continue
-		}
-		if err := os.Symlink(filepath.Join(root, e.Name()), filepath.Join(dir, e.Name())); err != nil {
-			t.Fatal(err)
-		}
-	}
+	link(t, filepath.Join(root, "load-tests"), filepath.Join(dir, "load-tests"), "out")
 	if err := os.CopyFS(filepath.Join(dir, "proposed"), os.DirFS(filepath.Join(root, "policies"))); err != nil {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// link links every entry of from into to, but those named in except.
+func link(t *testing.T, from, to string, except ...string) {
+	t.Helper()
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if slices.Contains(except, e.Name()) {
+			continue
+		}
+		if err := os.Symlink(filepath.Join(from, e.Name()), filepath.Join(to, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // startLocalStack runs `make run`'s command in dir on the given ports and waits until it says
