@@ -257,10 +257,7 @@ impl State {
             self.conn.expire_pending(now);
         }
         if self.conn.who.refresh() {
-            if let Some(config) = self.conn.who.current().map(|w| w.config.backlog) {
-                self.backlog = config;
-                self.session.set_backlog_limit(config.max_bytes);
-            }
+            self.read_backlog_policy();
             let gate = NatsGate {
                 conn: &mut self.conn,
                 now,

@@ -585,3 +585,7 @@ impl<G: Gate> ServerHandler for ServerSide<'_, G> {
 #[cfg(test)]
 #[path = "session_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "session_backlog_tests.rs"]
+mod backlog_tests;

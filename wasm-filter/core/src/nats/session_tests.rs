@@ -1,19 +1,18 @@
 //! The NATS session's tests: handshake and verdict, refusals, INFO ordering.
 
 use super::*;
-use crate::backlog::Standing;
 use crate::source::Ranges;
 
 #[derive(Default)]
-struct FakeGate {
+pub(super) struct FakeGate {
     accepted: Vec<NatsCredentials>,
     failures: usize,
     refuse_connection: bool,
     /// The tenant has no size limit to advertise.
     unlimited: bool,
     signs: bool,
-    verdicts: VecDeque<Verdict>,
-    published: usize,
+    pub(super) verdicts: VecDeque<Verdict>,
+    pub(super) published: usize,
     delivered: Vec<(Vec<u8>, usize)>,
     /// Deliveries after this many are a slow consumer's.
     slow_after: Option<usize>,
@@ -59,18 +58,18 @@ impl Gate for FakeGate {
 
 const SERVER_INFO: &[u8] = b"INFO {\"server_id\":\"S\",\"headers\":true,\"max_payload\":8388608}\r\n";
 
-fn client(s: &mut Session, g: &mut FakeGate, bytes: &[u8]) -> Vec<u8> {
+pub(super) fn client(s: &mut Session, g: &mut FakeGate, bytes: &[u8]) -> Vec<u8> {
     let o = s.client_data(&mut Ranges::new(bytes), g);
     assert!(!o.hold);
     o.replace.unwrap_or_else(|| bytes.to_vec())
 }
 
-fn server(s: &mut Session, g: &mut FakeGate, bytes: &[u8]) -> Vec<u8> {
+pub(super) fn server(s: &mut Session, g: &mut FakeGate, bytes: &[u8]) -> Vec<u8> {
     s.server_data(&mut Ranges::new(bytes), g)
         .unwrap_or_else(|| bytes.to_vec())
 }
 
-fn text(b: &[u8]) -> String {
+pub(super) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
@@ -89,7 +88,7 @@ fn plaintext_info(server_info: &[u8]) -> serde_json::Map<String, serde_json::Val
 }
 
 /// A session past its handshake, as nats.go does it.
-fn connected(g: &mut FakeGate) -> Session {
+pub(super) fn connected(g: &mut FakeGate) -> Session {
     let mut s = Session::default();
     server(&mut s, g, SERVER_INFO);
     client(&mut s, g, b"CONNECT {\"user\":\"acme\"}\r\nPING\r\n");
@@ -551,84 +550,4 @@ fn an_unreadable_info_ends_the_connection() {
         server(&mut s, &mut g, b"PING\r\n").is_empty(),
         "nothing more is forwarded"
     );
-}
-
-/// A client that refusals are owed to past the bound is read no further (crate::backlog): what
-/// it sent after is held, not refused, until PONGs carry what it is owed; what was owed is the
-/// length of the errors it is sent.
-#[test]
-fn a_client_owed_more_than_the_bound_is_held_until_its_errors_go_out() {
-    let mut g = FakeGate::default();
-    let mut s = connected(&mut g);
-    let refusal = "Permissions Violation for Publish to \"b\" (rate)";
-    let err = format!("-ERR '{refusal}'\r\n");
-    s.set_backlog_limit(2 * err.len() as u64);
-    g.verdicts = VecDeque::from(vec![Verdict::Refuse(refusal.into()); 3]);
-    let o = s.client_data(
-        &mut Ranges::new(b"PUB b 1\r\n1\r\nPUB b 1\r\n2\r\nPUB b 1\r\n3\r\n"),
-        &mut g,
-    );
-    assert!(o.hold, "the third message waits");
-    assert_eq!(g.published, 2, "and is not decided, so not refused");
-    assert_eq!(s.owed(), 2 * err.len() as u64);
-    assert_eq!(s.backlog_standing(0, 10), Standing::Held { until: 10 });
-    assert!(!s.release_held());
-    s.forwarded(o.decided);
-
-    let got = text(&server(&mut s, &mut g, b"PONG\r\n"));
-    assert_eq!(got, err);
-    assert_eq!(s.owed(), err.len() as u64);
-    assert!(s.release_held(), "under the bound: the held message is decided now");
-    assert!(!s.release_held());
-    let o = s.client_data(&mut Ranges::new(b"PUB b 1\r\n3\r\n"), &mut g);
-    assert!(!o.hold);
-    assert_eq!(g.published, 3);
-}
-
-/// A client's own PINGs count too: a flood of them unread is held like refusals.
-#[test]
-fn unread_pongs_count_against_the_bound() {
-    let mut g = FakeGate::default();
-    let mut s = connected(&mut g);
-    s.set_backlog_limit(12);
-    let sent = b"PING\r\nPING\r\nPING\r\n";
-    let o = s.client_data(&mut Ranges::new(sent), &mut g);
-    assert!(o.hold);
-    assert_eq!(o.decided, 12, "two PINGs go ahead, the third waits");
-    assert_eq!(s.owed(), 12);
-}
-
-/// Past the bound with nothing taken for the deadline, the client is a slow consumer.
-#[test]
-fn a_client_that_takes_nothing_for_the_deadline_is_a_slow_consumer() {
-    let mut g = FakeGate::default();
-    let mut s = connected(&mut g);
-    s.set_backlog_limit(1);
-    g.verdicts = VecDeque::from(vec![Verdict::Refuse("rate".into()); 2]);
-    client(&mut s, &mut g, b"PUB b 1\r\n1\r\n");
-    assert_eq!(s.backlog_standing(100, 50), Standing::Held { until: 150 });
-    assert_eq!(s.backlog_standing(150, 50), Standing::SlowConsumer);
-}
-
-/// Past the bound mid-read, a hold waits until what follows fits the glue's carry: a hold whose
-/// bytes behind do not fit would forward nothing decided ahead of it — the PINGs whose PONGs
-/// pay what is owed — and the client would wait for nothing.
-#[test]
-fn a_hold_for_the_backlog_waits_until_what_follows_fits_the_carry() {
-    let mut g = FakeGate::default();
-    let mut s = connected(&mut g);
-    s.set_backlog_limit(1);
-    s.set_carry_limit(12);
-    g.verdicts = VecDeque::from(vec![Verdict::Refuse("rate".into()); 4]);
-    let three = b"PUB b 1\r\n1\r\nPUB b 1\r\n2\r\nPUB b 1\r\n3\r\n";
-    let o = s.client_data(&mut Ranges::new(three), &mut g);
-    assert!(o.hold);
-    assert_eq!(
-        g.published, 2,
-        "the second is decided though the first is owed: 24 bytes follow it"
-    );
-    s.forwarded(o.decided);
-    let o = s.client_data(&mut Ranges::new(&three[24..]), &mut g);
-    assert!(o.hold, "nothing decided ahead of it: the third is held at once");
-    assert_eq!((o.decided, g.published), (0, 2));
 }
