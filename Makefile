@@ -159,3 +159,4 @@ include helm/helm.mk
 include load-tests/load-tests.mk
 include tools/image/image.mk
 include tools/generate.mk
+include helm/node/node.mk

@@ -97,7 +97,7 @@ install_rust_target() {
 HELM_VERSION=v3.22.0
 KUBECONFORM_VERSION=v0.8.0
 KUBERNETES_VALIDATE_VERSION=1.37.0   # PyPI; ships the Kubernetes JSON schemas
-K8S_SCHEMA_VERSIONS="1.29.0 1.37.0"  # the oldest and newest Kubernetes the chart supports
+K8S_SCHEMA_VERSIONS="1.30.0 1.37.0"  # the oldest and newest Kubernetes the chart supports
 PROMTOOL_DEBIAN_VERSION=2.42.0+ds-5+deb12u1
 
 # With the -X flags of helm's own release build: otherwise it reports no version and assumes
@@ -217,6 +217,53 @@ install_kubectl() {
   stamp_set kubectl "$k8s"
 }
 
+# CoreDNS for the single-node test cluster's DNS. No image can be pulled here, so it is built from
+# the github.com/coredns/coredns module pinned in helm/k8s/coredns/go.mod, with only the plugins a
+# cluster DNS needs (helm/k8s/coredns/main.go), static as it goes into a container image.
+# About 70 seconds cold on 2 cores.
+install_coredns() {
+  local v
+  v=$(awk '{ m = $1; v = $2 } $1 == "require" { m = $2; v = $3 } m == "github.com/coredns/coredns" && v ~ /^v/ { print v }' \
+    helm/k8s/coredns/go.mod)
+  stamp_ok coredns "$v" && [ -x "$TOOLS/k8s/node-bin/coredns" ] && return
+  say "coredns $v (go build)"
+  mkdir -p "$TOOLS/k8s/node-bin"
+  (cd helm/k8s/coredns && CGO_ENABLED=0 go build -trimpath -o "$TOOLS/k8s/node-bin/coredns" .)
+  stamp_set coredns "$v"
+}
+
+# The node's parts from the same k8s.io/kubernetes module and one `go build` (make test-k8s-node):
+# kube-controller-manager, kube-scheduler, kubelet and kube-proxy. About 4 minutes cold on 2 cores,
+# a minute with kube-apiserver's modules and build cache warm.
+install_k8s_node() {
+  local k8s
+  k8s=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2}' helm/k8s/tools/go.mod)
+  local bins="kube-controller-manager kube-scheduler kubelet kube-proxy" b ok=1
+  for b in $bins; do [ -x "$TOOLS/k8s/node-bin/$b" ] || ok=0; done
+  stamp_ok k8s-node "$k8s" && [ $ok = 1 ] && return
+  say "kube-controller-manager, kube-scheduler, kubelet and kube-proxy $k8s (go build)"
+  mkdir -p "$TOOLS/k8s/node-bin"
+  local x="-X k8s.io/component-base/version.gitVersion=$k8s -X k8s.io/component-base/version.gitTreeState=clean"
+  x+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$k8s" | cut -d. -f2)"
+  (cd helm/k8s/tools && go build -o "$TOOLS/k8s/node-bin/" -ldflags "$x" \
+    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy)
+  stamp_set k8s-node "$k8s"
+}
+
+# What the node runs from Debian (bookworm's, pinned by the release): containerd 1.6 with runc,
+# the CNI plugins (bridge, host-local, loopback, portmap) and iptables for kube-proxy. As root.
+NODE_DEBIAN_PACKAGES="containerd=1.6.20~ds1-1+deb12u3 runc=1.1.5+ds1-1+deb12u1 containernetworking-plugins=1.1.1+ds1-3+b5 iptables=1.8.9-2"
+install_node_packages() {
+  stamp_ok node-packages "$NODE_DEBIAN_PACKAGES" && command -v containerd >/dev/null && [ -x /usr/lib/cni/bridge ] && return
+  [ "$(id -u)" = 0 ] || { say "the node needs Debian's $NODE_DEBIAN_PACKAGES: install them as root"; exit 1; }
+  say "Debian packages for the node: $NODE_DEBIAN_PACKAGES"
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $NODE_DEBIAN_PACKAGES >/dev/null
+  stamp_set node-packages "$NODE_DEBIAN_PACKAGES"
+}
+
 install_cargo_fuzz() {
   stamp_ok cargo-fuzz "$CARGO_FUZZ_VERSION" && [ -x "$TOOLS/cargo/bin/cargo-fuzz" ] && return
   say "cargo-fuzz $CARGO_FUZZ_VERSION (crates.io) and the nightly toolchain it needs (rustup)"
@@ -243,6 +290,9 @@ for tool in "${@:-envoy nats-server kafka confluent-kafka natscli redis tmux rus
       promtool) install_promtool ;;
       k8s) install_k8s ;;
       kubectl) install_kubectl ;;
+      coredns) install_coredns ;;
+      k8s-node) install_k8s_node ;;
+      node-packages) install_node_packages ;;
       *) say "unknown tool $t"; exit 2 ;;
     esac
   done

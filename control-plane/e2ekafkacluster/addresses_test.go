@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/binary"
-	"hash/crc32"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/weighstation/weighstation/control-plane/internal/gatewaycheck"
 	"github.com/weighstation/weighstation/control-plane/internal/localstack"
 )
 
@@ -208,7 +207,7 @@ func produceToAFollower(ctx context.Context, t *testing.T, k kind, cl *kgo.Clien
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = 0, oneRecordBatch([]byte("to a follower"))
+	rp.Partition, rp.Records = 0, gatewaycheck.OneRecordBatch([]byte("to a follower"), time.Now())
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl.Broker(int(follower)))
@@ -231,37 +230,3 @@ func produceToAFollower(ctx context.Context, t *testing.T, k kind, cl *kgo.Clien
 }
 
 func errorsIs(code int16, want *kerr.Error) bool { return kerr.ErrorForCode(code) == want }
-
-// oneRecordBatch is a RecordBatch v2 of one record, no key, no producer id.
-func oneRecordBatch(value []byte) []byte {
-	var rec []byte
-	rec = append(rec, 0)                              // attributes
-	rec = binary.AppendVarint(rec, 0)                 // timestamp delta
-	rec = binary.AppendVarint(rec, 0)                 // offset delta
-	rec = binary.AppendVarint(rec, -1)                // null key
-	rec = binary.AppendVarint(rec, int64(len(value))) // value
-	rec = append(rec, value...)
-	rec = binary.AppendVarint(rec, 0) // no headers
-	records := binary.AppendVarint(nil, int64(len(rec)))
-	records = append(records, rec...)
-
-	now := time.Now().UnixMilli()
-	var tail []byte                                         // from attributes on: what the CRC covers
-	tail = binary.BigEndian.AppendUint16(tail, 0)           // attributes
-	tail = binary.BigEndian.AppendUint32(tail, 0)           // last offset delta
-	tail = binary.BigEndian.AppendUint64(tail, uint64(now)) // first timestamp
-	tail = binary.BigEndian.AppendUint64(tail, uint64(now)) // max timestamp
-	tail = binary.BigEndian.AppendUint64(tail, ^uint64(0))  // producer id -1
-	tail = binary.BigEndian.AppendUint16(tail, ^uint16(0))  // producer epoch -1
-	tail = binary.BigEndian.AppendUint32(tail, ^uint32(0))  // base sequence -1
-	tail = binary.BigEndian.AppendUint32(tail, 1)           // records
-	tail = append(tail, records...)
-
-	var b []byte
-	b = binary.BigEndian.AppendUint64(b, 0)                       // base offset
-	b = binary.BigEndian.AppendUint32(b, uint32(4+1+4+len(tail))) // batch length: from leader epoch on
-	b = binary.BigEndian.AppendUint32(b, ^uint32(0))              // partition leader epoch -1
-	b = append(b, 2)                                              // magic
-	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(tail, crc32.MakeTable(crc32.Castagnoli)))
-	return append(b, tail...)
-}

@@ -84,10 +84,9 @@ func TestEnvoyBootstrapIsRenderedByTheControlPlaneBinary(t *testing.T) {
 			if b.Admin.Address.SocketAddress.Address != "127.0.0.1" {
 				t.Errorf("Envoy admin bound to %s", b.Admin.Address.SocketAddress.Address)
 			}
-			for _, hook := range [][]string{strings_(get(envoy, "livenessProbe", "exec", "command")), strings_(get(envoy, "lifecycle", "preStop", "exec", "command"))} {
-				if len(hook) != 3 || !strings.Contains(hook[2], "/dev/tcp/127.0.0.1/"+adminPort+" ") {
-					t.Errorf("hook %q does not talk to the admin on 127.0.0.1:%s", hook, adminPort)
-				}
+			drain := container(t, envoyDeploy, "containers", "drain")
+			if a, _ := flagValue(strings_(drain["args"]), "admin"); a != "127.0.0.1:"+adminPort {
+				t.Errorf("the drain container asks the admin at %q, not 127.0.0.1:%s", a, adminPort)
 			}
 			metrics := b.listener(t, "weighstation_metrics")
 			if metrics.Address != "0.0.0.0" || metrics.PortValue != containerPort(t, envoy, "metrics") {

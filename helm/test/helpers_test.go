@@ -38,7 +38,7 @@ var (
 
 // The oldest and newest Kubernetes the chart supports (Chart.yaml kubeVersion; the schemas
 // installed by scripts/install-tools.sh k8s-schemas).
-var kubeVersions = []string{"1.29.0", "1.37.0"}
+var kubeVersions = []string{"1.30.0", "1.37.0"}
 
 const namespace = "weighstation-test"
 

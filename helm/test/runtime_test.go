@@ -69,21 +69,26 @@ func TestChartPodsRunWithRealEnvoy(t *testing.T) {
 		}
 	}
 
-	// Liveness: the exec probe exactly as rendered.
-	live := strings_(get(p.envoy, "livenessProbe", "exec", "command"))
-	if out, stderr, code := run(t, nil, live[0], live[1:]...); code != 0 {
-		t.Errorf("liveness probe failed against a live Envoy: %d %s%s", code, out, stderr)
+	// Liveness: the httpGet probe exactly as rendered (no shell in either image).
+	live := p.metricsURL + get(p.envoy, "livenessProbe", "httpGet", "path").(string)
+	if get(p.envoy, "livenessProbe", "httpGet", "port") != "metrics" {
+		t.Errorf("liveness probe %v is not on the metrics port", get(p.envoy, "livenessProbe"))
+	}
+	if code, body := httpGet(t, live); code != 200 {
+		t.Errorf("liveness probe failed against a live Envoy: %d %s", code, body)
 	}
 
-	// Termination: the preStop hook drains (Envoy stops accepting once drainSeconds are over),
-	// then SIGTERM ends Envoy well within terminationGracePeriodSeconds.
-	hook := strings_(get(p.envoy, "lifecycle", "preStop", "exec", "command"))
-	begin := time.Now()
-	if out, stderr, code := run(t, nil, hook[0], hook[1:]...); code != 0 {
-		t.Errorf("preStop: %d %s%s", code, out, stderr)
+	// Termination as the kubelet does it: the drain container (its args as rendered) gets
+	// SIGTERM while Envoy's preStop sleeps drainSeconds; Envoy stops accepting once its drain
+	// time is over, then SIGTERM ends it well within terminationGracePeriodSeconds.
+	drainC := container(t, p.envoyDeploy, "containers", "drain")
+	drain := start(t, filepath.Join(t.TempDir(), "drain.log"), weighBin, strings_(drainC["args"])...)
+	time.Sleep(300 * time.Millisecond) // its signal handler is installed
+	if sleep := get(p.envoy, "lifecycle", "preStop", "sleep", "seconds"); sleep != 2 {
+		t.Errorf("preStop sleeps %v, not drainSeconds (2)", sleep)
 	}
-	if d := time.Since(begin); d < 2*time.Second {
-		t.Errorf("preStop returned after %v, before drainSeconds", d)
+	if err := drain.stop(5 * time.Second); err != nil || drain.cmd.ProcessState.ExitCode() != 0 {
+		t.Errorf("drain container at SIGTERM: %v, exit %d", err, drain.cmd.ProcessState.ExitCode())
 	}
 	refused := false
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
@@ -98,8 +103,8 @@ func TestChartPodsRunWithRealEnvoy(t *testing.T) {
 		t.Error("Envoy still accepts client connections after the drain")
 	}
 	// A draining Envoy is alive: the liveness probe must not restart it before it is done.
-	if _, _, code := run(t, nil, live[0], live[1:]...); code != 0 {
-		t.Errorf("liveness probe fails during the drain (exit %d)", code)
+	if code, _ := httpGet(t, live); code != 200 {
+		t.Errorf("liveness probe fails during the drain (%d)", code)
 	}
 	grace := get(p.envoyDeploy, "spec", "template", "spec", "terminationGracePeriodSeconds").(int)
 	if err := p.envoyProc.stop(time.Duration(grace-2) * time.Second); err != nil {

@@ -1,7 +1,9 @@
 // Command weighstation-image assembles the control-plane image from the build outputs with
 // go-containerregistry — no container daemon, no base image pulled — and writes it as an OCI
-// layout and a docker-archive tarball (`make image`); `unpack` writes an image's root
-// filesystem to a directory (the chart's pod test runs what it finds there).
+// layout and a docker-archive tarball (`make image`); `node` assembles, the same way and from
+// files on this machine, the other images a single-node Kubernetes test imports into
+// containerd (pause, envoy, nats-server, kafka, clients: `make node-images`); `unpack` writes
+// an image's root filesystem to a directory (the chart's pod test runs what it finds there).
 package main
 
 import (
@@ -22,6 +24,9 @@ import (
 
 const usage = `usage:
   weighstation-image build --binary FILE --filter FILE --impact FILE --revision SHA --created UNIX --out DIR [--version V] [--ca-bundle FILE]
+  weighstation-image node --created UNIX --out DIR [--only pause,coredns,envoy,nats-server,kafka,clients]
+      [--pause FILE] [--coredns FILE] [--envoy FILE] [--nats-server FILE] [--nats FILE] [--bench FILE] [--k8s-client FILE]
+      [--java-home DIR] [--kafka DIR] [--probes DIR] [--clients-version V] [--registry weighstation.local]
   weighstation-image unpack --layout DIR --to DIR
 `
 
@@ -34,6 +39,8 @@ func main() {
 	switch os.Args[1] {
 	case "build":
 		err = buildCmd(os.Args[2:])
+	case "node":
+		err = nodeCmd(os.Args[2:])
 	case "unpack":
 		err = unpackCmd(os.Args[2:])
 	case "-h", "-help", "--help", "help":
@@ -76,7 +83,14 @@ func buildCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	digest, size, err := write(img, meta.Version, *out)
+	tag, err := name.NewTag("weighstation:" + meta.Version)
+	if err != nil {
+		return err
+	}
+	digest, size, err := write(img, output{
+		layout: filepath.Join(*out, "oci"), archive: filepath.Join(*out, "weighstation.tar"), digest: filepath.Join(*out, "digest"),
+		tag: tag, annotations: map[string]string{"org.opencontainers.image.ref.name": meta.Version},
+	})
 	if err != nil {
 		return err
 	}
@@ -85,31 +99,34 @@ func buildCmd(args []string) error {
 	return nil
 }
 
-// write stores img as an OCI layout (its ref name the version) and a docker-archive tarball
-// tagged weighstation:<version>, and the digest in a file beside them.
-func write(img v1.Image, version, out string) (v1.Hash, int64, error) {
+// output is where write puts one image: an OCI layout (annotated with the image's name), a
+// docker-archive tarball tagged with it, and a file holding its digest.
+type output struct {
+	layout, archive, digest string
+	tag                     name.Tag
+	annotations             map[string]string
+}
+
+// write stores img as out says and returns its digest and its compressed size.
+func write(img v1.Image, out output) (v1.Hash, int64, error) {
 	digest, err := img.Digest()
 	if err != nil {
 		return v1.Hash{}, 0, err
 	}
-	if err := os.RemoveAll(filepath.Join(out, "oci")); err != nil {
+	if err := os.RemoveAll(out.layout); err != nil {
 		return digest, 0, err
 	}
-	p, err := layout.Write(filepath.Join(out, "oci"), empty.Index)
+	p, err := layout.Write(out.layout, empty.Index)
 	if err != nil {
 		return digest, 0, err
 	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": version})); err != nil {
+	if err := p.AppendImage(img, layout.WithAnnotations(out.annotations)); err != nil {
 		return digest, 0, err
 	}
-	tag, err := name.NewTag("weighstation:" + version)
-	if err != nil {
+	if err := tarball.WriteToFile(out.archive, out.tag, img); err != nil {
 		return digest, 0, err
 	}
-	if err := tarball.WriteToFile(filepath.Join(out, "weighstation.tar"), tag, img); err != nil {
-		return digest, 0, err
-	}
-	if err := os.WriteFile(filepath.Join(out, "digest"), []byte(digest.String()+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(out.digest, []byte(digest.String()+"\n"), 0o644); err != nil {
 		return digest, 0, err
 	}
 	m, err := img.Manifest()

@@ -30,6 +30,11 @@ type entry struct {
 	dir  bool
 	uid  int
 	data []byte
+	// src is a file on this machine whose contents the entry carries instead of data, read
+	// only while the layer is written: the node images carry a JRE of some 200 MB.
+	src string
+	// owner names uid in the tar header; empty is root (or nonroot for uid 65532).
+	owner string
 }
 
 // Inputs are the build outputs the image carries.
@@ -96,28 +101,44 @@ func rootfs(in Inputs) ([]entry, error) {
 // (owner, mode, size, and modTime, the commit's time): the same inputs give the same bytes.
 func layerTar(entries []entry, modTime time.Time) ([]byte, error) {
 	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
+	if err := writeTar(&buf, entries, modTime); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// writeTar is layerTar writing to w, so that a large layer can be compressed as it is written.
+func writeTar(w io.Writer, entries []entry, modTime time.Time) error {
+	tw := tar.NewWriter(w)
 	for _, e := range entries {
 		h := &tar.Header{Name: e.path, Mode: e.mode, Uid: e.uid, Gid: e.uid, ModTime: modTime, Format: tar.FormatPAX}
-		if e.uid == nonroot {
+		switch {
+		case e.owner != "":
+			h.Uname, h.Gname = e.owner, e.owner
+		case e.uid == nonroot:
 			h.Uname, h.Gname = "nonroot", "nonroot"
-		} else {
+		default:
 			h.Uname, h.Gname = "root", "root"
+		}
+		data := e.data
+		if e.src != "" {
+			b, err := os.ReadFile(e.src)
+			if err != nil {
+				return err
+			}
+			data = b
 		}
 		if e.dir {
 			h.Typeflag, h.Name = tar.TypeDir, e.path+"/"
 		} else {
-			h.Typeflag, h.Size = tar.TypeReg, int64(len(e.data))
+			h.Typeflag, h.Size = tar.TypeReg, int64(len(data))
 		}
 		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
+			return err
 		}
-		if _, err := io.Copy(tw, bytes.NewReader(e.data)); err != nil {
-			return nil, err
+		if _, err := tw.Write(data); err != nil {
+			return err
 		}
 	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return tw.Close()
 }

@@ -18,6 +18,8 @@ func TestEveryCommandsHelpExitsZero(t *testing.T) {
 		"top":       topCmd,
 		"usage":     func(a []string, o, e io.Writer) int { return usageCmd(append([]string{"export"}, a...), o, e) },
 		"impact":    impactCmd,
+		"drain":     drainCmd,
+		"check":     checkCmd,
 	}
 	for name, run := range commands {
 		t.Run(name, func(t *testing.T) {

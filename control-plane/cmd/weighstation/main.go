@@ -21,6 +21,8 @@ commands:
   top         every tenant's traffic against its limits, across the gateway replicas, live
   usage       export: per-tenant, per-minute usage for chargeback (CSV, JSON lines, Parquet)
   impact      replay recorded usage against proposed policies: who would be refused or delayed
+  drain       the Envoy pod's drain sidecar: at SIGTERM, drain Envoy's listeners through its admin
+  check       dial the gateway as a client and see a limit refuse it (the chart's helm test)
 `
 
 func main() {
@@ -46,6 +48,10 @@ func main() {
 		code = usageCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "impact":
 		code = impactCmd(os.Args[2:], os.Stdout, os.Stderr)
+	case "drain":
+		code = drainCmd(os.Args[2:], os.Stdout, os.Stderr)
+	case "check":
+		code = checkCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(commands)
 	default:

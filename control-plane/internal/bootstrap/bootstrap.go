@@ -53,8 +53,13 @@ const (
 	metricsName   = "weighstation_metrics"
 	MetricsPath   = "/stats/prometheus"
 	ReadinessPath = "/ready"
-	routerFilter  = "envoy.filters.http.router"
-	hcmFilter     = "envoy.filters.network.http_connection_manager"
+	// LivenessPath answers from the admin's /server_info: 200 while Envoy's main thread serves
+	// the admin, whatever the server's state. /ready would fail a pod that waits for the control
+	// plane or drains, and the kubelet would restart it for that.
+	LivenessPath    = "/live"
+	livenessOfAdmin = "/server_info"
+	routerFilter    = "envoy.filters.http.router"
+	hcmFilter       = "envoy.filters.network.http_connection_manager"
 )
 
 // StatsTags turn the filter's metric names into Prometheus labels: the filter defines
@@ -178,9 +183,9 @@ func Render(o Options) ([]byte, error) {
 	return protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(b)
 }
 
-// metricsListener serves GET /stats/prometheus and /ready from the admin (through the
-// weighstation_admin cluster) and answers 404 to everything else: scrapers and kubelet probes
-// reach it, while the admin's mutating endpoints stay on localhost.
+// metricsListener serves GET /stats/prometheus, /ready and /live (the admin's /server_info) from
+// the admin (through the weighstation_admin cluster) and answers 404 to everything else: scrapers
+// and kubelet probes reach it, while the admin's mutating endpoints stay on localhost.
 func metricsListener(hostPort string) (*listenerv3.Listener, error) {
 	host, portStr, err := net.SplitHostPort(hostPort)
 	if err != nil {
@@ -190,7 +195,7 @@ func metricsListener(hostPort string) (*listenerv3.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics address %q: bad port", hostPort)
 	}
-	toAdmin := func(path string) *routev3.Route {
+	toAdmin := func(path, adminPath string) *routev3.Route {
 		return &routev3.Route{
 			Match: &routev3.RouteMatch{
 				PathSpecifier: &routev3.RouteMatch_Path{Path: path},
@@ -200,6 +205,7 @@ func metricsListener(hostPort string) (*listenerv3.Listener, error) {
 			},
 			Action: &routev3.Route_Route{Route: &routev3.RouteAction{
 				ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: adminCluster},
+				PrefixRewrite:    adminPath,
 			}},
 		}
 	}
@@ -215,8 +221,9 @@ func metricsListener(hostPort string) (*listenerv3.Listener, error) {
 				Name:    metricsName,
 				Domains: []string{"*"},
 				Routes: []*routev3.Route{
-					toAdmin(MetricsPath),
-					toAdmin(ReadinessPath),
+					toAdmin(MetricsPath, MetricsPath),
+					toAdmin(ReadinessPath, ReadinessPath),
+					toAdmin(LivenessPath, livenessOfAdmin),
 					{
 						Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
 						Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 404}},

@@ -26,8 +26,8 @@ func parse(t *testing.T, o Options) *bootstrapv3.Bootstrap {
 }
 
 // With --metrics the admin can stay on localhost: a separate listener forwards exactly the
-// scrape and readiness paths to it and answers 404 to the rest of the admin API.
-func TestMetricsListenerExposesOnlyScrapeAndReadiness(t *testing.T) {
+// scrape, readiness and liveness paths to it and answers 404 to the rest of the admin API.
+func TestMetricsListenerExposesOnlyScrapeReadinessAndLiveness(t *testing.T) {
 	b := parse(t, Options{NodeID: "n", XDS: "cp:18000", Admin: "127.0.0.1:9901", Metrics: "0.0.0.0:9102"})
 	if a := b.GetAdmin().GetAddress().GetSocketAddress(); a.GetAddress() != "127.0.0.1" || a.GetPortValue() != 9901 {
 		t.Errorf("admin on %v", a)
@@ -44,12 +44,17 @@ func TestMetricsListenerExposesOnlyScrapeAndReadiness(t *testing.T) {
 	for _, r := range hcm.GetRouteConfig().GetVirtualHosts()[0].GetRoutes() {
 		switch {
 		case r.GetRoute() != nil:
-			routed[r.GetMatch().GetPath()] = r.GetRoute().GetCluster()
+			routed[r.GetMatch().GetPath()] = r.GetRoute().GetCluster() + r.GetRoute().GetPrefixRewrite()
 		case r.GetDirectResponse().GetStatus() == 404 && r.GetMatch().GetPrefix() == "/":
 			routed["*"] = "404"
 		}
 	}
-	want := map[string]string{MetricsPath: adminCluster, ReadinessPath: adminCluster, "*": "404"}
+	want := map[string]string{
+		MetricsPath:   adminCluster + MetricsPath,
+		ReadinessPath: adminCluster + ReadinessPath,
+		LivenessPath:  adminCluster + "/server_info",
+		"*":           "404",
+	}
 	if len(routed) != len(want) {
 		t.Errorf("routes %v, want %v", routed, want)
 	}

@@ -334,11 +334,14 @@ capabilities:
   drop: [ALL]
 {{- end -}}
 
-{{/* A bash command sending one HTTP request to Envoy's admin on localhost and failing unless
-it answers 200 (the official image has bash but no curl). */}}
-{{- define "weighstation.envoy.adminRequest" -}}
-{{- $crlf := "\\r\\n" -}}
-{{- printf "exec 3<>/dev/tcp/127.0.0.1/%d && printf '%s %s HTTP/1.1%sHost: localhost%sConnection: close%s%s' >&3 && head -n1 <&3 | grep -q ' 200 '" (int .port) .method .path $crlf $crlf $crlf $crlf -}}
+{{/* The fixed node port of the clients' Service port named .name (envoy.service.nodePorts),
+for a NodePort or LoadBalancer Service; nothing otherwise. */}}
+{{- define "weighstation.envoy.nodePort" -}}
+{{- $svc := .root.Values.envoy.service -}}
+{{- $port := index $svc.nodePorts .name -}}
+{{- if and $port (ne $svc.type "ClusterIP") -}}
+nodePort: {{ $port }}
+{{- end -}}
 {{- end -}}
 
 {{/* The TLS Secrets the control plane mounts, as a JSON list of {name, dir, secret}. */}}

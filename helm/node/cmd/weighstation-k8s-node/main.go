@@ -1,0 +1,122 @@
+// Command weighstation-k8s-node runs a single-node Kubernetes cluster on this machine (package
+// node): `run` starts it in a network namespace of its own and stops it all on Ctrl-C;
+// `supervise` is what runs inside that namespace.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/weighstation/weighstation/helm/node/node"
+)
+
+const usage = `usage:
+  weighstation-k8s-node run --dir DIR [flags]        start the node, print how to reach it, stop it on Ctrl-C
+  weighstation-k8s-node supervise --dir DIR [flags]  (inside the node's namespace; run starts it)
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "run":
+		err = runCmd(os.Args[2:])
+	case "supervise":
+		err = superviseCmd(os.Args[2:])
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "weighstation-k8s-node:", err)
+		os.Exit(1)
+	}
+}
+
+// flags are shared by run and supervise: run passes them on.
+type flags struct {
+	dir, k8sBin, nodeBin, images, pause, coredns string
+}
+
+func parse(name string, args []string) (flags, *flag.FlagSet, error) {
+	var f flags
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.StringVar(&f.dir, "dir", "", "the node's directory (certificates, configuration, logs, etcd, containerd)")
+	fs.StringVar(&f.k8sBin, "k8s-bin", "", "directory of etcd, kube-apiserver and kubectl (.tools/k8s/bin)")
+	fs.StringVar(&f.nodeBin, "node-bin", "", "directory of kube-controller-manager, kube-scheduler, kubelet and kube-proxy (.tools/k8s/node-bin)")
+	fs.StringVar(&f.images, "images", "", "comma-separated docker-archive tarballs to import into containerd")
+	fs.StringVar(&f.pause, "pause-image", "weighstation.local/pause:1", "the pod sandbox image (imported, never pulled)")
+	fs.StringVar(&f.coredns, "coredns-image", "weighstation.local/coredns:1.15.0", "CoreDNS's image (imported, never pulled)")
+	if err := fs.Parse(args); err != nil {
+		return f, fs, err
+	}
+	if f.dir == "" || f.k8sBin == "" || f.nodeBin == "" {
+		return f, fs, fmt.Errorf("%s needs --dir, --k8s-bin and --node-bin\n%s", name, usage)
+	}
+	abs, err := filepath.Abs(f.dir)
+	f.dir = abs
+	return f, fs, err
+}
+
+func superviseCmd(args []string) error {
+	f, _, err := parse("supervise", args)
+	if err != nil {
+		return err
+	}
+	var archives []string
+	if f.images != "" {
+		archives = strings.Split(f.images, ",")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return node.Supervise(ctx, node.SuperviseOptions{
+		Dirs: node.Dirs{Root: f.dir},
+		Binaries: node.Binaries{
+			Etcd: filepath.Join(f.k8sBin, "etcd"), APIServer: filepath.Join(f.k8sBin, "kube-apiserver"),
+			Kubectl:           filepath.Join(f.k8sBin, "kubectl"),
+			ControllerManager: filepath.Join(f.nodeBin, "kube-controller-manager"),
+			Scheduler:         filepath.Join(f.nodeBin, "kube-scheduler"),
+			Kubelet:           filepath.Join(f.nodeBin, "kubelet"), KubeProxy: filepath.Join(f.nodeBin, "kube-proxy"),
+			Containerd: "/usr/bin/containerd", Ctr: "/usr/bin/ctr", CNIDir: "/usr/lib/cni",
+		},
+		Images:   node.Images{Pause: f.pause, CoreDNS: f.coredns},
+		Archives: archives,
+	})
+}
+
+func runCmd(args []string) error {
+	f, _, err := parse("run", args)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	begin := time.Now()
+	n, err := node.Start(ctx, node.Dirs{Root: f.dir}, self, args, 10*time.Minute)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("node %s ready in %.0fs: export KUBECONFIG=%s (API server %s); logs in %s\n",
+		n.ID, time.Since(begin).Seconds(), n.Dirs.Kubeconfig(), node.APIServer(), n.Dirs.Logs())
+	<-ctx.Done()
+	fmt.Println("stopping the node")
+	n.Stop()
+	if left := n.Leftovers(); len(left) > 0 {
+		return fmt.Errorf("left behind:\n  %s", strings.Join(left, "\n  "))
+	}
+	return nil
+}

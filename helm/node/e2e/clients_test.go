@@ -1,0 +1,139 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weighstation/weighstation/helm/node/node"
+)
+
+// report is what a client pod prints when it is done (helm/node/cmd/weighstation-k8s-client).
+type report struct {
+	Client       string   `json:"client"`
+	Mode         string   `json:"mode"`
+	Sent         int      `json:"sent"`
+	Acked        int      `json:"acked"`
+	Refused      int      `json:"refused"`
+	GaveUp       int      `json:"gaveUp"`
+	Errors       int      `json:"errors"`
+	Reconnects   int      `json:"reconnects"`
+	LongestGapMs int64    `json:"longestGapMs"`
+	Learnt       []string `json:"learnt"`
+}
+
+// clientPod is a client running as a pod of team-a.
+type clientPod struct{ name string }
+
+// startClient runs the client pod name in team-a with the k8s client's args.
+func startClient(t *testing.T, name string, args ...string) clientPod {
+	t.Helper()
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = strconv.Quote(a)
+	}
+	k.apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %[1]s, namespace: %[2]s, labels: {app: client}}
+spec:
+  restartPolicy: Never
+  securityContext: {runAsNonRoot: true, runAsUser: 1000}
+  containers:
+  - name: client
+    image: %[3]s
+    imagePullPolicy: IfNotPresent
+    command: ["/usr/local/bin/weighstation-k8s-client"]
+    args: [%[4]s]
+`, name, teamNS, clientsImage, strings.Join(append([]string{`"--name"`, strconv.Quote(name)}, quoted...), ", ")))
+	return clientPod{name: name}
+}
+
+// wait waits for the client to finish and returns its report; a client that fails is reported
+// with its pod's events and log.
+func (c clientPod) wait(t *testing.T, timeout time.Duration) report {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		phase, _ := k.kubectl("", "-n", teamNS, "get", "pod", c.name, "-o", "jsonpath={.status.phase}")
+		if phase == "Succeeded" {
+			break
+		}
+		if phase == "Failed" || time.Now().After(deadline) {
+			t.Fatalf("client %s: %s after %v%s", c.name, phase, timeout, k.diagnose(teamNS, "app=client"))
+		}
+		time.Sleep(time.Second)
+	}
+	logs := k.must(t, "", "-n", teamNS, "logs", c.name)
+	lines := strings.Split(strings.TrimSpace(logs), "\n")
+	var r report
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		t.Fatalf("client %s's report: %v\n%s", c.name, err, logs)
+	}
+	k.must(t, "", "-n", teamNS, "delete", "pod", c.name, "--wait=false")
+	return r
+}
+
+// learntOnlyTheGateway fails for an address a client was told that is not the gateway's: its
+// Service name, or the NATS node port.
+func learntOnlyTheGateway(t *testing.T, r report) {
+	t.Helper()
+	for _, a := range r.Learnt {
+		host := strings.TrimPrefix(a, "nats://")
+		if h, _, ok := strings.Cut(host, ":"); ok {
+			host = h
+		}
+		if host != envoyHost() && host != envoySvc && a != fmt.Sprintf("nats://%s:%d", node.NodeIP, natsNodePort) && host != node.NodeIP {
+			t.Errorf("%s was told %s: not the gateway's Service or node port", r.Client, a)
+		}
+	}
+}
+
+var sampleLine = regexp.MustCompile(`^(\w+)\{([^}]*)\} ([0-9.e+]+)$`)
+
+// envoyCounters scrapes every Envoy pod's metrics (from this machine: pod addresses are routed
+// to the node) and returns name{protocol,tenant,reason} → value per pod.
+func envoyCounters(t *testing.T, names ...string) map[string]map[string]float64 {
+	t.Helper()
+	out := map[string]map[string]float64{}
+	for pod, ip := range k.podIPs(t, gatewayNS, "app.kubernetes.io/component=envoy") {
+		resp, err := http.Get(fmt.Sprintf("http://%s:9102/stats/prometheus", ip))
+		if err != nil {
+			t.Fatalf("metrics of %s: %v", pod, err)
+		}
+		out[pod] = parseSamples(resp.Body, names)
+		resp.Body.Close()
+	}
+	return out
+}
+
+func parseSamples(r io.Reader, names []string) map[string]float64 {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	samples := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := sampleLine.FindStringSubmatch(sc.Text())
+		if m == nil || !want[m[1]] {
+			continue
+		}
+		labels := map[string]string{}
+		for _, kv := range strings.Split(m[2], ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				labels[k] = strings.Trim(v, `"`)
+			}
+		}
+		v, _ := strconv.ParseFloat(m[3], 64)
+		samples[fmt.Sprintf("%s{%s,%s}", m[1], labels["protocol"], labels["tenant"])] += v
+	}
+	return samples
+}

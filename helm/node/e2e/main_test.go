@@ -1,0 +1,124 @@
+// Package e2e installs the chart on a real single-node cluster (package node) and drives it as
+// a platform team and a tenant team would: brokers as StatefulSets, the chart with the values a
+// platform team writes, a team's LimitPolicy applied with kubectl, clients as pods reaching the
+// gateway by its Service, rollouts and failures under fixed-rate load, each counted at the
+// brokers. WEIGHSTATION_K8S_NODE=smoke runs the light form `make test` runs (one nats-server,
+// one broker, two Envoys, one rollout); full runs the whole table (`make test-k8s-node`).
+package e2e
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weighstation/weighstation/helm/node/node"
+)
+
+// root is the repository; mode smoke or full.
+var (
+	root = os.Getenv("WEIGHSTATION_ROOT")
+	mode = os.Getenv("WEIGHSTATION_K8S_NODE")
+	k    *kube
+)
+
+func full() bool { return mode == "full" }
+
+// nodeImages are the images make node-images assembles, imported into the node.
+var nodeImages = []string{"pause", "coredns", "envoy", "nats-server", "kafka", "clients"}
+
+func imageArchive(name string) string {
+	return filepath.Join(root, ".tools", "image", "node", name+".tar")
+}
+
+// imageTag is the tag an image's archive carries (docker-archive's manifest.json).
+func imageTag(name string) string {
+	f, err := os.Open(imageArchive(name))
+	if err != nil {
+		return "missing:" + err.Error()
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return "unreadable:" + name
+		}
+		if h.Name == "manifest.json" {
+			var m []struct{ RepoTags []string }
+			if json.NewDecoder(tr).Decode(&m) != nil || len(m) == 0 || len(m[0].RepoTags) == 0 {
+				return "untagged:" + name
+			}
+			return m[0].RepoTags[0]
+		}
+	}
+}
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	if root == "" || (mode != "smoke" && mode != "full") {
+		fmt.Fprintln(os.Stderr, "set WEIGHSTATION_ROOT (the repository) and WEIGHSTATION_K8S_NODE=smoke or full (make test-k8s-node-smoke, make test-k8s-node)")
+		return 2
+	}
+	dir, err := os.MkdirTemp("", "weighstation-k8s-node-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	tools := filepath.Join(root, ".tools")
+	archives := []string{filepath.Join(tools, "image", "weighstation.tar")}
+	for _, name := range nodeImages {
+		archives = append(archives, imageArchive(name))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	begin := time.Now()
+	n, err := node.Start(ctx, node.Dirs{Root: dir}, filepath.Join(tools, "bin", "weighstation-k8s-node"), []string{
+		"--dir", dir, "--k8s-bin", filepath.Join(tools, "k8s", "bin"), "--node-bin", filepath.Join(tools, "k8s", "node-bin"),
+		"--images", strings.Join(archives, ","), "--pause-image", imageTag("pause"), "--coredns-image", imageTag("coredns"),
+	}, 5*time.Minute)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "node:", err)
+		return 1
+	}
+	fmt.Printf("node %s ready in %.1fs (%s)\n", n.ID, time.Since(begin).Seconds(), dir)
+	k = &kube{kubeconfig: n.Dirs.Kubeconfig(), bin: filepath.Join(tools, "k8s", "bin", "kubectl"), helm: filepath.Join(tools, "bin", "helm")}
+	// Interrupted (Ctrl-C; go test's -timeout panics instead, so it is set well above the
+	// tests' own deadlines): the node is stopped all the same.
+	interrupted := make(chan os.Signal, 1)
+	signal.Notify(interrupted, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		if _, ok := <-interrupted; ok {
+			fmt.Fprintln(os.Stderr, "interrupted: stopping the node")
+			n.Stop()
+			os.Exit(1)
+		}
+	}()
+	code := m.Run()
+	signal.Stop(interrupted)
+	close(interrupted)
+
+	begin = time.Now()
+	n.Stop()
+	fmt.Printf("node stopped in %.1fs\n", time.Since(begin).Seconds())
+	// Nothing the node made may outlive it, whether the tests passed or not: a second run on
+	// this machine must start as clean as the first.
+	if left := n.Leftovers(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the node left behind:\n  %s\n", strings.Join(left, "\n  "))
+		return 1
+	}
+	if code == 0 {
+		_ = os.RemoveAll(dir)
+	} else {
+		fmt.Printf("the node's logs: %s\n", n.Dirs.Logs())
+	}
+	return code
+}

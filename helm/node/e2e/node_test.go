@@ -1,0 +1,236 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/weighstation/weighstation/helm/node/node"
+)
+
+// ordersRate is orders' limit on each gateway replica (perGateway scope).
+const ordersRate = 100
+
+// TestTheChartOnANode installs the brokers and the chart, lets team-a apply its policies, and
+// runs its clients as pods through the gateway's Service: held to the limit on each Envoy pod,
+// then an Envoy rollout under fixed-rate load, counted at the brokers.
+func TestTheChartOnANode(t *testing.T) {
+	natsN, kafkaN, envoys, drain := 1, 1, 2, 5
+	if full() {
+		natsN, kafkaN, envoys, drain = 3, 3, 3, 10
+	}
+	nats, kafka := installNATS(t, natsN), installKafka(t, kafkaN)
+	t.Logf("ready: %d nats-server pods in %.1fs, %d Kafka brokers in %.1fs", natsN, nats.Seconds(), kafkaN, kafka.Seconds())
+	g := installChart(t, natsN, envoys, drain)
+	t.Logf("ready: the chart (%d control planes, %d Envoys) %.1fs after helm install", g.controlPlanes, g.envoys, g.readyAfter.Seconds())
+	setUpTeam(t)
+	asEditor(t, teamPolicies(ordersRate), "apply", "-f", "-")
+	waitPolicyProgrammed(t, "orders")
+	createStream(t, natsN)
+	createTopic(t, kafkaN)
+
+	t.Run("helm test sees a limit refuse its client", helmTest)
+	t.Run("a client on the node connects through the NodePort", nodePortClient)
+	t.Run("each Envoy pod holds its clients to the limit", func(t *testing.T) { heldToTheLimit(t, envoys) })
+	t.Run("an Envoy rollout under load loses and duplicates nothing", func(t *testing.T) { rolloutUnderLoad(t, envoys, drain) })
+}
+
+// waitPolicyProgrammed waits for the LimitPolicy's Programmed condition, as its team sees it.
+func waitPolicyProgrammed(t *testing.T, name string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out := asEditor(t, "", "-n", teamNS, "get", "limitpolicy", name, "-o", `jsonpath={.status.conditions[?(@.type=="Programmed")].status}`)
+		if strings.TrimSpace(out) == "True" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LimitPolicy %s not Programmed after 60s:\n%s", name, asEditor(t, "", "-n", teamNS, "describe", "limitpolicy", name))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// heldToTheLimit offers orders four times its limit over eight NATS connections, which the
+// Service spreads over the Envoy pods. Every pod that refused some was admitting exactly its
+// limit (±5%), counted from its own metrics over a steady window.
+func heldToTheLimit(t *testing.T, envoys int) {
+	offered := 4 * ordersRate * envoys
+	pub := startClient(t, "orders-pub", "--mode", "nats-pub", "--url", "nats://"+envoyHost()+":4222", "--user", "orders",
+		"--subject", "orders.created", "--rate", itoa(offered), "--duration", "25s", "--connections", "8")
+	names := []string{"weighstation_messages_accepted", "weighstation_messages_refused"}
+	time.Sleep(8 * time.Second) // connected, past the first burst
+	begin, t0 := envoyCounters(t, names...), time.Now()
+	time.Sleep(10 * time.Second)
+	end, t1 := envoyCounters(t, names...), time.Now()
+	r := pub.wait(t, 2*time.Minute)
+	learntOnlyTheGateway(t, r)
+	if r.Refused == 0 || r.Errors > 0 {
+		t.Errorf("orders-pub, 4× over its limit: %+v", r)
+	}
+	limited := 0
+	for pod := range end {
+		key := "weighstation_messages_accepted{nats,orders}"
+		accepted := (end[pod][key] - begin[pod][key]) / t1.Sub(t0).Seconds()
+		refused := end[pod]["weighstation_messages_refused{nats,orders}"] - begin[pod]["weighstation_messages_refused{nats,orders}"]
+		t.Logf("%s: orders admitted %.1f/s (limit %d/s), %0.f refused", pod, accepted, ordersRate, refused)
+		if refused == 0 {
+			continue
+		}
+		limited++
+		if accepted < 0.95*ordersRate || accepted > 1.05*ordersRate {
+			t.Errorf("%s admitted orders at %.1f/s while refusing: not its limit %d/s ±5%%", pod, accepted, ordersRate)
+		}
+	}
+	if limited == 0 {
+		t.Error("no Envoy pod was over orders' limit: the load did not reach the gateway")
+	}
+	// status.usage and kubectl describe show it to the team.
+	describe := asEditor(t, "", "-n", teamNS, "describe", "limitpolicy", "orders")
+	if !strings.Contains(describe, "Usage") {
+		t.Errorf("kubectl describe limitpolicy orders shows no usage:\n%s", describe)
+	}
+}
+
+// rolloutUnderLoad runs payments' JetStream and Kafka publishers at a fixed rate, rolls the
+// Envoy pods with a values change (helm upgrade), and counts at the brokers: nothing lost or
+// duplicated, every client back through the Service, and each old pod drained (its listeners)
+// before its SIGTERM.
+func rolloutUnderLoad(t *testing.T, envoys, drain int) {
+	old := k.podIPs(t, gatewayNS, "app.kubernetes.io/component=envoy")
+	logs := followLogs(t, old)
+	duration := fmt.Sprintf("%ds", 30+envoys*(drain+20))
+	js := startClient(t, "payments-js", "--mode", "nats-js", "--url", "nats://"+envoyHost()+":4222", "--user", "payments",
+		"--subject", "orders.paid", "--rate", "50", "--duration", duration)
+	kp := startClient(t, "payments-kafka", "--mode", "kafka", "--bootstrap", envoyHost()+":9092", "--topic", topicName,
+		"--rate", "50", "--duration", duration)
+	time.Sleep(10 * time.Second)
+	begin := time.Now()
+	k.runHelm(t, "upgrade", release, root+"/helm/weighstation", "-n", gatewayNS, "--reuse-values",
+		"--set-string", "envoy.podAnnotations.weighstation\\.io/rollout="+begin.Format("150405"))
+	k.must(t, "", "-n", gatewayNS, "rollout", "status", "deployment/"+envoySvc, "--timeout", "5m")
+	t.Logf("rollout of %d Envoy pods done in %.1fs", envoys, time.Since(begin).Seconds())
+	jsReport, kafkaReport := js.wait(t, 5*time.Minute), kp.wait(t, 5*time.Minute)
+
+	stored := storedMsgIDs(t)
+	keys := storedKeys(t)
+	for _, c := range []struct {
+		r      report
+		stored map[string]int
+	}{{jsReport, stored}, {kafkaReport, keys}} {
+		lost, dup := ledger(t, c.r, c.stored)
+		t.Logf("%s: sent %d, acknowledged %d, gave up %d, lost %d, duplicated %d, reconnects %d, longest gap %dms",
+			c.r.Client, c.r.Sent, c.r.Acked, c.r.GaveUp, lost, dup, c.r.Reconnects, c.r.LongestGapMs)
+		if lost > 0 || dup > 0 || c.r.GaveUp > 0 || c.r.Acked != c.r.Sent {
+			t.Errorf("%s through the rollout: %+v, lost %d, duplicated %d", c.r.Client, c.r, lost, dup)
+		}
+		learntOnlyTheGateway(t, c.r)
+	}
+	for pod := range old {
+		logs.check(t, pod, drain)
+	}
+}
+
+// podLogs follows the drain and Envoy containers of pods, stamping each line with when it came.
+type podLogs struct {
+	mu    sync.Mutex
+	lines map[string][]stamped
+}
+
+type stamped struct {
+	at   time.Time
+	text string
+}
+
+func followLogs(t *testing.T, pods map[string]string) *podLogs {
+	t.Helper()
+	l := &podLogs{lines: map[string][]stamped{}}
+	for pod := range pods {
+		for _, c := range []string{"drain", "envoy"} {
+			cmd := exec.Command(k.bin, "--kubeconfig", k.kubeconfig, "-n", gatewayNS, "logs", "-f", pod, "-c", c)
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			go func() {
+				sc := bufio.NewScanner(out)
+				for sc.Scan() {
+					l.mu.Lock()
+					l.lines[pod+"/"+c] = append(l.lines[pod+"/"+c], stamped{time.Now(), sc.Text()})
+					l.mu.Unlock()
+				}
+			}()
+		}
+	}
+	return l
+}
+
+// check: the pod's drain container drained Envoy's listeners, and Envoy's SIGTERM came
+// drainSeconds later (its preStop sleep), not before.
+func (l *podLogs) check(t *testing.T, pod string, drain int) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	find := func(c, text string) (time.Time, bool) {
+		for _, s := range l.lines[pod+"/"+c] {
+			if strings.Contains(s.text, text) {
+				return s.at, true
+			}
+		}
+		return time.Time{}, false
+	}
+	drained, ok1 := find("drain", "Envoy is draining its listeners")
+	term, ok2 := find("envoy", "caught ENVOY_SIGTERM")
+	switch {
+	case !ok1:
+		t.Errorf("%s: its drain container never drained Envoy: %v", pod, l.lines[pod+"/drain"])
+	case !ok2:
+		t.Errorf("%s: Envoy never logged its SIGTERM: %v", pod, l.lines[pod+"/envoy"])
+	case term.Sub(drained) < time.Duration(drain)*time.Second-time.Second:
+		t.Errorf("%s: SIGTERM %v after the drain, before drainSeconds (%ds)", pod, term.Sub(drained), drain)
+	default:
+		t.Logf("%s: listeners drained, SIGTERM %.1fs later", pod, term.Sub(drained).Seconds())
+	}
+}
+
+// helmTest runs the chart's own test: its pod dials the Service and is refused over a limit.
+func helmTest(t *testing.T) {
+	out := k.runHelm(t, "test", release, "-n", gatewayNS, "--logs")
+	for _, want := range []string{"was refused", "MESSAGE_TOO_LARGE", "Phase:          Succeeded"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("helm test: no %q in\n%s", want, out)
+		}
+	}
+}
+
+// nodePortClient is nats.go on the node itself (this machine, through the link to the node's
+// namespace), at the advertised node port: it is told only that address, and its messages
+// are admitted.
+func nodePortClient(t *testing.T) {
+	url := fmt.Sprintf("nats://%s:%d", node.NodeIP, natsNodePort)
+	nc, err := nats.Connect(url, nats.UserInfo("payments", ""), nats.Timeout(5*time.Second))
+	if err != nil {
+		t.Fatalf("%s: %v", url, err)
+	}
+	defer nc.Close()
+	for _, s := range append(nc.Servers(), nc.DiscoveredServers()...) {
+		if s != url {
+			t.Errorf("the node's client was told %s, not the advertised %s", s, url)
+		}
+	}
+	for i := 0; i < 10; i++ {
+		if err := nc.Publish("orders.node", []byte("from the node")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.FlushTimeout(5 * time.Second); err != nil || nc.LastError() != nil {
+		t.Errorf("publishing through the node port: %v %v", err, nc.LastError())
+	}
+}
