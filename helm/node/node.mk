@@ -33,3 +33,11 @@ test-k8s-node-smoke: k8s-node-tools image node-images $(BIN)/weighstation-k8s-no
 
 test-k8s-node: k8s-node-tools image node-images $(BIN)/weighstation-k8s-node
 	$(call K8S_NODE_TEST,full,45m)
+
+# The node with the quick start's setup (docs/operations.md): full topology unless
+# K8S_NODE_TOPOLOGY=smoke. Its files are in .tools/k8s-node-run (removed at the next run).
+K8S_NODE_TOPOLOGY ?= full
+run-k8s: k8s-node-tools image node-images $(BIN)/weighstation-k8s-node
+	rm -rf $(TOOLS)/k8s-node-run
+	$(BIN)/weighstation-k8s-node run --dir $(TOOLS)/k8s-node-run --root $(ROOT) --topology $(K8S_NODE_TOPOLOGY) \
+		--k8s-bin $(TOOLS)/k8s/bin --node-bin $(TOOLS)/k8s/node-bin

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weighstation/weighstation/helm/node/cluster"
 	"github.com/weighstation/weighstation/helm/node/node"
 )
 
@@ -39,7 +40,7 @@ func startClient(t *testing.T, name string, args ...string) clientPod {
 	for i, a := range args {
 		quoted[i] = strconv.Quote(a)
 	}
-	k.apply(t, fmt.Sprintf(`apiVersion: v1
+	if err := k.Apply("client-"+name+".yaml", fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: %[1]s, namespace: %[2]s, labels: {app: client}}
 spec:
@@ -51,7 +52,9 @@ spec:
     imagePullPolicy: IfNotPresent
     command: ["/usr/local/bin/weighstation-k8s-client"]
     args: [%[4]s]
-`, name, teamNS, clientsImage, strings.Join(append([]string{`"--name"`, strconv.Quote(name)}, quoted...), ", ")))
+`, name, cluster.TeamNS, im.Clients, strings.Join(append([]string{`"--name"`, strconv.Quote(name)}, quoted...), ", ")), ""); err != nil {
+		t.Fatal(err)
+	}
 	return clientPod{name: name}
 }
 
@@ -61,22 +64,22 @@ func (c clientPod) wait(t *testing.T, timeout time.Duration) report {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		phase, _ := k.kubectl("", "-n", teamNS, "get", "pod", c.name, "-o", "jsonpath={.status.phase}")
+		phase, _ := k.Run("", "-n", cluster.TeamNS, "get", "pod", c.name, "-o", "jsonpath={.status.phase}")
 		if phase == "Succeeded" {
 			break
 		}
 		if phase == "Failed" || time.Now().After(deadline) {
-			t.Fatalf("client %s: %s after %v%s", c.name, phase, timeout, k.diagnose(teamNS, "app=client"))
+			t.Fatalf("client %s: %s after %v%s", c.name, phase, timeout, k.Diagnose(cluster.TeamNS, "app=client"))
 		}
 		time.Sleep(time.Second)
 	}
-	logs := k.must(t, "", "-n", teamNS, "logs", c.name)
+	logs := kubectl(t, "-n", cluster.TeamNS, "logs", c.name)
 	lines := strings.Split(strings.TrimSpace(logs), "\n")
 	var r report
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
 		t.Fatalf("client %s's report: %v\n%s", c.name, err, logs)
 	}
-	k.must(t, "", "-n", teamNS, "delete", "pod", c.name, "--wait=false")
+	kubectl(t, "-n", cluster.TeamNS, "delete", "pod", c.name, "--wait=false")
 	return r
 }
 
@@ -89,7 +92,7 @@ func learntOnlyTheGateway(t *testing.T, r report) {
 		if h, _, ok := strings.Cut(host, ":"); ok {
 			host = h
 		}
-		if host != envoyHost() && host != envoySvc && a != fmt.Sprintf("nats://%s:%d", node.NodeIP, natsNodePort) && host != node.NodeIP {
+		if host != cluster.EnvoyHost() && host != cluster.EnvoySvc && host != node.NodeIP {
 			t.Errorf("%s was told %s: not the gateway's Service or node port", r.Client, a)
 		}
 	}
@@ -102,7 +105,7 @@ var sampleLine = regexp.MustCompile(`^(\w+)\{([^}]*)\} ([0-9.e+]+)$`)
 func envoyCounters(t *testing.T, names ...string) map[string]map[string]float64 {
 	t.Helper()
 	out := map[string]map[string]float64{}
-	for pod, ip := range k.podIPs(t, gatewayNS, "app.kubernetes.io/component=envoy") {
+	for pod, ip := range podIPs(t, cluster.GatewayNS, cluster.EnvoyLabels) {
 		resp, err := http.Get(fmt.Sprintf("http://%s:9102/stats/prometheus", ip))
 		if err != nil {
 			t.Fatalf("metrics of %s: %v", pod, err)

@@ -30,7 +30,7 @@ const (
 // natsDirect connects to the first nats-server pod itself.
 func natsDirect(t *testing.T) *nats.Conn {
 	t.Helper()
-	ips := k.podIPs(t, "nats", "app=nats")
+	ips := podIPs(t, "nats", "app=nats")
 	ip, ok := ips["nats-0"]
 	if !ok {
 		t.Fatalf("no nats-0 pod: %v", ips)

@@ -1,15 +1,14 @@
 // Package e2e installs the chart on a real single-node cluster (package node) and drives it as
-// a platform team and a tenant team would: brokers as StatefulSets, the chart with the values a
-// platform team writes, a team's LimitPolicy applied with kubectl, clients as pods reaching the
-// gateway by its Service, rollouts and failures under fixed-rate load, each counted at the
-// brokers. WEIGHSTATION_K8S_NODE=smoke runs the light form `make test` runs (one nats-server,
-// one broker, two Envoys, one rollout); full runs the whole table (`make test-k8s-node`).
+// a platform team and a tenant team would (package cluster): brokers as StatefulSets, the chart
+// with the values a platform team writes, a team's LimitPolicy applied with kubectl, clients as
+// pods reaching the gateway by its Service, rollouts and failures under fixed-rate load, each
+// counted at the brokers. WEIGHSTATION_K8S_NODE=smoke runs the light form `make test` runs (one
+// nats-server, one broker, two Envoys, one rollout); full runs the whole table (`make
+// test-k8s-node`).
 package e2e
 
 import (
-	"archive/tar"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -19,54 +18,38 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weighstation/weighstation/helm/node/cluster"
 	"github.com/weighstation/weighstation/helm/node/node"
 )
 
-// root is the repository; mode smoke or full.
 var (
 	root = os.Getenv("WEIGHSTATION_ROOT")
 	mode = os.Getenv("WEIGHSTATION_K8S_NODE")
-	k    *kube
+	k    *cluster.Kube
+	im   cluster.Images
+	topo cluster.Topology
 )
 
 func full() bool { return mode == "full" }
 
-// nodeImages are the images make node-images assembles, imported into the node.
-var nodeImages = []string{"pause", "coredns", "envoy", "nats-server", "kafka", "clients"}
-
-func imageArchive(name string) string {
-	return filepath.Join(root, ".tools", "image", "node", name+".tar")
-}
-
-// imageTag is the tag an image's archive carries (docker-archive's manifest.json).
-func imageTag(name string) string {
-	f, err := os.Open(imageArchive(name))
-	if err != nil {
-		return "missing:" + err.Error()
-	}
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err != nil {
-			return "unreadable:" + name
-		}
-		if h.Name == "manifest.json" {
-			var m []struct{ RepoTags []string }
-			if json.NewDecoder(tr).Decode(&m) != nil || len(m) == 0 || len(m[0].RepoTags) == 0 {
-				return "untagged:" + name
-			}
-			return m[0].RepoTags[0]
-		}
-	}
-}
-
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	if root == "" || (mode != "smoke" && mode != "full") {
+	switch {
+	case root == "":
+	case mode == "smoke":
+		topo = cluster.Smoke
+	case mode == "full":
+		topo = cluster.Full
+	}
+	if topo.Name == "" {
 		fmt.Fprintln(os.Stderr, "set WEIGHSTATION_ROOT (the repository) and WEIGHSTATION_K8S_NODE=smoke or full (make test-k8s-node-smoke, make test-k8s-node)")
 		return 2
+	}
+	var err error
+	if im, err = cluster.ImagesIn(root); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	dir, err := os.MkdirTemp("", "weighstation-k8s-node-")
 	if err != nil {
@@ -74,23 +57,20 @@ func run(m *testing.M) int {
 		return 1
 	}
 	tools := filepath.Join(root, ".tools")
-	archives := []string{filepath.Join(tools, "image", "weighstation.tar")}
-	for _, name := range nodeImages {
-		archives = append(archives, imageArchive(name))
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	begin := time.Now()
 	n, err := node.Start(ctx, node.Dirs{Root: dir}, filepath.Join(tools, "bin", "weighstation-k8s-node"), []string{
 		"--dir", dir, "--k8s-bin", filepath.Join(tools, "k8s", "bin"), "--node-bin", filepath.Join(tools, "k8s", "node-bin"),
-		"--images", strings.Join(archives, ","), "--pause-image", imageTag("pause"), "--coredns-image", imageTag("coredns"),
+		"--images", strings.Join(im.Archives, ","), "--pause-image", im.Pause, "--coredns-image", im.CoreDNS,
 	}, 5*time.Minute)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "node:", err)
 		return 1
 	}
 	fmt.Printf("node %s ready in %.1fs (%s)\n", n.ID, time.Since(begin).Seconds(), dir)
-	k = &kube{kubeconfig: n.Dirs.Kubeconfig(), bin: filepath.Join(tools, "k8s", "bin", "kubectl"), helm: filepath.Join(tools, "bin", "helm")}
+	k = &cluster.Kube{Kubeconfig: n.Dirs.Kubeconfig(), Kubectl: filepath.Join(tools, "k8s", "bin", "kubectl"),
+		Helm: filepath.Join(tools, "bin", "helm"), Root: root, Manifests: filepath.Join(dir, "manifests")}
 	// Interrupted (Ctrl-C; go test's -timeout panics instead, so it is set well above the
 	// tests' own deadlines): the node is stopped all the same.
 	interrupted := make(chan os.Signal, 1)
@@ -121,4 +101,41 @@ func run(m *testing.M) int {
 		fmt.Printf("the node's logs: %s\n", n.Dirs.Logs())
 	}
 	return code
+}
+
+// kubectl, asEditor, helm and podIPs run k's commands and fail the test on an error.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := k.Run("", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func asEditor(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := k.AsEditor(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func helm(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := k.RunHelm(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func podIPs(t *testing.T, ns, selector string) map[string]string {
+	t.Helper()
+	ips, err := k.PodIPs(ns, selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ips
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -11,59 +12,44 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weighstation/weighstation/helm/node/cluster"
 	"github.com/weighstation/weighstation/helm/node/node"
 )
 
-// ordersRate is orders' limit on each gateway replica (perGateway scope).
-const ordersRate = 100
-
-// TestTheChartOnANode installs the brokers and the chart, lets team-a apply its policies, and
-// runs its clients as pods through the gateway's Service: held to the limit on each Envoy pod,
-// then an Envoy rollout under fixed-rate load, counted at the brokers.
+// TestTheChartOnANode sets up the brokers and the chart as a platform team does and team-a's
+// policies as its editor does (package cluster, the quick start of docs/operations.md), then
+// runs the team's clients as pods through the gateway's Service: held to the limit on each Envoy
+// pod, then an Envoy rollout under fixed-rate load, counted at the brokers.
 func TestTheChartOnANode(t *testing.T) {
-	natsN, kafkaN, envoys, drain := 1, 1, 2, 5
-	if full() {
-		natsN, kafkaN, envoys, drain = 3, 3, 3, 10
+	g, err := k.Setup(root+"/helm/weighstation", topo, im, testLog{t})
+	if err != nil {
+		t.Fatal(err)
 	}
-	nats, kafka := installNATS(t, natsN), installKafka(t, kafkaN)
-	t.Logf("ready: %d nats-server pods in %.1fs, %d Kafka brokers in %.1fs", natsN, nats.Seconds(), kafkaN, kafka.Seconds())
-	g := installChart(t, natsN, envoys, drain)
-	t.Logf("ready: the chart (%d control planes, %d Envoys) %.1fs after helm install", g.controlPlanes, g.envoys, g.readyAfter.Seconds())
-	setUpTeam(t)
-	asEditor(t, teamPolicies(ordersRate), "apply", "-f", "-")
-	waitPolicyProgrammed(t, "orders")
-	createStream(t, natsN)
-	createTopic(t, kafkaN)
-
-	t.Run("helm test sees a limit refuse its client", helmTest)
+	_ = g
+	setup := append([]string(nil), k.Transcript...)
+	t.Run("the quick start lists the commands run, in order", func(t *testing.T) { quickStartMatches(t, setup) })
+	createStream(t, topo.NATS)
+	createTopic(t, topo.Kafka)
 	t.Run("a client on the node connects through the NodePort", nodePortClient)
-	t.Run("each Envoy pod holds its clients to the limit", func(t *testing.T) { heldToTheLimit(t, envoys) })
-	t.Run("an Envoy rollout under load loses and duplicates nothing", func(t *testing.T) { rolloutUnderLoad(t, envoys, drain) })
+	t.Run("each Envoy pod holds its clients to the limit", func(t *testing.T) { heldToTheLimit(t, topo.Envoys) })
+	t.Run("an Envoy rollout under load loses and duplicates nothing", func(t *testing.T) { rolloutUnderLoad(t, topo.Envoys, topo.DrainSeconds) })
 }
 
-// waitPolicyProgrammed waits for the LimitPolicy's Programmed condition, as its team sees it.
-func waitPolicyProgrammed(t *testing.T, name string) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		out := asEditor(t, "", "-n", teamNS, "get", "limitpolicy", name, "-o", `jsonpath={.status.conditions[?(@.type=="Programmed")].status}`)
-		if strings.TrimSpace(out) == "True" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("LimitPolicy %s not Programmed after 60s:\n%s", name, asEditor(t, "", "-n", teamNS, "describe", "limitpolicy", name))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+// testLog writes to the test's log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // heldToTheLimit offers orders four times its limit over eight NATS connections, which the
 // Service spreads over the Envoy pods. Every pod that refused some was admitting exactly its
 // limit (±5%), counted from its own metrics over a steady window.
 func heldToTheLimit(t *testing.T, envoys int) {
-	offered := 4 * ordersRate * envoys
-	pub := startClient(t, "orders-pub", "--mode", "nats-pub", "--url", "nats://"+envoyHost()+":4222", "--user", "orders",
-		"--subject", "orders.created", "--rate", itoa(offered), "--duration", "25s", "--connections", "8")
+	offered := 4 * cluster.OrdersRate * envoys
+	pub := startClient(t, "orders-pub", "--mode", "nats-pub", "--url", "nats://"+cluster.EnvoyHost()+":4222", "--user", "orders",
+		"--subject", "orders.created", "--rate", strconv.Itoa(offered), "--duration", "25s", "--connections", "8")
 	names := []string{"weighstation_messages_accepted", "weighstation_messages_refused"}
 	time.Sleep(8 * time.Second) // connected, past the first burst
 	begin, t0 := envoyCounters(t, names...), time.Now()
@@ -79,20 +65,20 @@ func heldToTheLimit(t *testing.T, envoys int) {
 		key := "weighstation_messages_accepted{nats,orders}"
 		accepted := (end[pod][key] - begin[pod][key]) / t1.Sub(t0).Seconds()
 		refused := end[pod]["weighstation_messages_refused{nats,orders}"] - begin[pod]["weighstation_messages_refused{nats,orders}"]
-		t.Logf("%s: orders admitted %.1f/s (limit %d/s), %0.f refused", pod, accepted, ordersRate, refused)
+		t.Logf("%s: orders admitted %.1f/s (limit %d/s), %0.f refused", pod, accepted, cluster.OrdersRate, refused)
 		if refused == 0 {
 			continue
 		}
 		limited++
-		if accepted < 0.95*ordersRate || accepted > 1.05*ordersRate {
-			t.Errorf("%s admitted orders at %.1f/s while refusing: not its limit %d/s ±5%%", pod, accepted, ordersRate)
+		if accepted < 0.95*cluster.OrdersRate || accepted > 1.05*cluster.OrdersRate {
+			t.Errorf("%s admitted orders at %.1f/s while refusing: not its limit %d/s ±5%%", pod, accepted, cluster.OrdersRate)
 		}
 	}
 	if limited == 0 {
 		t.Error("no Envoy pod was over orders' limit: the load did not reach the gateway")
 	}
 	// status.usage and kubectl describe show it to the team.
-	describe := asEditor(t, "", "-n", teamNS, "describe", "limitpolicy", "orders")
+	describe := asEditor(t, "-n", cluster.TeamNS, "describe", "limitpolicy", "orders")
 	if !strings.Contains(describe, "Usage") {
 		t.Errorf("kubectl describe limitpolicy orders shows no usage:\n%s", describe)
 	}
@@ -103,18 +89,18 @@ func heldToTheLimit(t *testing.T, envoys int) {
 // duplicated, every client back through the Service, and each old pod drained (its listeners)
 // before its SIGTERM.
 func rolloutUnderLoad(t *testing.T, envoys, drain int) {
-	old := k.podIPs(t, gatewayNS, "app.kubernetes.io/component=envoy")
+	old := podIPs(t, cluster.GatewayNS, cluster.EnvoyLabels)
 	logs := followLogs(t, old)
 	duration := fmt.Sprintf("%ds", 30+envoys*(drain+20))
-	js := startClient(t, "payments-js", "--mode", "nats-js", "--url", "nats://"+envoyHost()+":4222", "--user", "payments",
+	js := startClient(t, "payments-js", "--mode", "nats-js", "--url", "nats://"+cluster.EnvoyHost()+":4222", "--user", "payments",
 		"--subject", "orders.paid", "--rate", "50", "--duration", duration)
-	kp := startClient(t, "payments-kafka", "--mode", "kafka", "--bootstrap", envoyHost()+":9092", "--topic", topicName,
+	kp := startClient(t, "payments-kafka", "--mode", "kafka", "--bootstrap", cluster.EnvoyHost()+":9092", "--topic", topicName,
 		"--rate", "50", "--duration", duration)
 	time.Sleep(10 * time.Second)
 	begin := time.Now()
-	k.runHelm(t, "upgrade", release, root+"/helm/weighstation", "-n", gatewayNS, "--reuse-values",
+	helm(t, "upgrade", cluster.Release, root+"/helm/weighstation", "-n", cluster.GatewayNS, "--reuse-values",
 		"--set-string", "envoy.podAnnotations.weighstation\\.io/rollout="+begin.Format("150405"))
-	k.must(t, "", "-n", gatewayNS, "rollout", "status", "deployment/"+envoySvc, "--timeout", "5m")
+	kubectl(t, "-n", cluster.GatewayNS, "rollout", "status", "deployment/"+cluster.EnvoySvc, "--timeout", "5m")
 	t.Logf("rollout of %d Envoy pods done in %.1fs", envoys, time.Since(begin).Seconds())
 	jsReport, kafkaReport := js.wait(t, 5*time.Minute), kp.wait(t, 5*time.Minute)
 
@@ -153,7 +139,7 @@ func followLogs(t *testing.T, pods map[string]string) *podLogs {
 	l := &podLogs{lines: map[string][]stamped{}}
 	for pod := range pods {
 		for _, c := range []string{"drain", "envoy"} {
-			cmd := exec.Command(k.bin, "--kubeconfig", k.kubeconfig, "-n", gatewayNS, "logs", "-f", pod, "-c", c)
+			cmd := exec.Command(k.Kubectl, "--kubeconfig", k.Kubeconfig, "-n", cluster.GatewayNS, "logs", "-f", pod, "-c", c)
 			out, _ := cmd.StdoutPipe()
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -200,21 +186,11 @@ func (l *podLogs) check(t *testing.T, pod string, drain int) {
 	}
 }
 
-// helmTest runs the chart's own test: its pod dials the Service and is refused over a limit.
-func helmTest(t *testing.T) {
-	out := k.runHelm(t, "test", release, "-n", gatewayNS, "--logs")
-	for _, want := range []string{"was refused", "MESSAGE_TOO_LARGE", "Phase:          Succeeded"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("helm test: no %q in\n%s", want, out)
-		}
-	}
-}
-
 // nodePortClient is nats.go on the node itself (this machine, through the link to the node's
 // namespace), at the advertised node port: it is told only that address, and its messages
 // are admitted.
 func nodePortClient(t *testing.T) {
-	url := fmt.Sprintf("nats://%s:%d", node.NodeIP, natsNodePort)
+	url := fmt.Sprintf("nats://%s:%d", node.NodeIP, cluster.NATSNodePort)
 	nc, err := nats.Connect(url, nats.UserInfo("payments", ""), nats.Timeout(5*time.Second))
 	if err != nil {
 		t.Fatalf("%s: %v", url, err)

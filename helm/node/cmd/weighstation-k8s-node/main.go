@@ -14,12 +14,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/weighstation/weighstation/helm/node/cluster"
 	"github.com/weighstation/weighstation/helm/node/node"
 )
 
 const usage = `usage:
-  weighstation-k8s-node run --dir DIR [flags]        start the node, print how to reach it, stop it on Ctrl-C
-  weighstation-k8s-node supervise --dir DIR [flags]  (inside the node's namespace; run starts it)
+  weighstation-k8s-node run --dir DIR [--root REPO] [flags]  start the node (with --root: the brokers, the
+                                                             chart and team-a, as the quick start), print
+                                                             how to reach it, stop it all on Ctrl-C
+  weighstation-k8s-node supervise --dir DIR [flags]          (inside the node's namespace; run starts it)
 `
 
 func main() {
@@ -46,6 +49,7 @@ func main() {
 // flags are shared by run and supervise: run passes them on.
 type flags struct {
 	dir, k8sBin, nodeBin, images, pause, coredns string
+	root, topology                               string
 }
 
 func parse(name string, args []string) (flags, *flag.FlagSet, error) {
@@ -57,6 +61,8 @@ func parse(name string, args []string) (flags, *flag.FlagSet, error) {
 	fs.StringVar(&f.images, "images", "", "comma-separated docker-archive tarballs to import into containerd")
 	fs.StringVar(&f.pause, "pause-image", "weighstation.local/pause:1", "the pod sandbox image (imported, never pulled)")
 	fs.StringVar(&f.coredns, "coredns-image", "weighstation.local/coredns:1.15.0", "CoreDNS's image (imported, never pulled)")
+	fs.StringVar(&f.root, "root", "", "run: the repository; its images (make image node-images) are imported and the quick start's setup runs")
+	fs.StringVar(&f.topology, "topology", "full", "run --root: full (3 nats-servers, 3 brokers, 3 Envoys) or smoke (1, 1, 2)")
 	if err := fs.Parse(args); err != nil {
 		return f, fs, err
 	}
@@ -103,6 +109,17 @@ func runCmd(args []string) error {
 	if err != nil {
 		return err
 	}
+	var im cluster.Images
+	topology := cluster.Full
+	if f.topology == "smoke" {
+		topology = cluster.Smoke
+	}
+	if f.root != "" {
+		if im, err = cluster.ImagesIn(f.root); err != nil {
+			return err
+		}
+		args = append(args, "--images", strings.Join(im.Archives, ","), "--pause-image", im.Pause, "--coredns-image", im.CoreDNS)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	begin := time.Now()
@@ -110,13 +127,30 @@ func runCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("node %s ready in %.0fs: export KUBECONFIG=%s (API server %s); logs in %s\n",
-		n.ID, time.Since(begin).Seconds(), n.Dirs.Kubeconfig(), node.APIServer(), n.Dirs.Logs())
-	<-ctx.Done()
-	fmt.Println("stopping the node")
-	n.Stop()
-	if left := n.Leftovers(); len(left) > 0 {
-		return fmt.Errorf("left behind:\n  %s", strings.Join(left, "\n  "))
+	defer func() {
+		fmt.Println("stopping the node")
+		n.Stop()
+		if left := n.Leftovers(); len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "left behind:\n  %s\n", strings.Join(left, "\n  "))
+		}
+	}()
+	fmt.Printf("node %s ready in %.0fs; logs in %s\n", n.ID, time.Since(begin).Seconds(), n.Dirs.Logs())
+	manifests := filepath.Join(f.dir, "manifests")
+	fmt.Printf("export KUBECONFIG=%s MANIFESTS=%s\n", n.Dirs.Kubeconfig(), manifests)
+	if f.root != "" {
+		k := &cluster.Kube{Kubeconfig: n.Dirs.Kubeconfig(), Kubectl: filepath.Join(f.k8sBin, "kubectl"),
+			Helm: filepath.Join(f.root, ".tools", "bin", "helm"), Root: f.root, Manifests: manifests, Log: os.Stdout}
+		if _, err := k.Setup(filepath.Join(f.root, "helm", "weighstation"), topology, im, os.Stdout); err != nil {
+			return err
+		}
+		fmt.Printf(`
+The gateway: NATS at nats://%[1]s:%[2]d from this machine (user orders: %[3]d/s on each Envoy
+pod, refused above; user payments), or nats://%[4]s:4222 from pods; Kafka at %[4]s:9092 from
+pods (client ids orders-… and payments-…). Pods and Services are routed from this machine
+(%[5]s, %[6]s); the cluster's DNS answers at %[7]s.
+Ctrl-C stops it all.
+`, node.NodeIP, cluster.NATSNodePort, cluster.OrdersRate, cluster.EnvoyHost(), node.ClusterCIDR, node.ServiceCIDR, node.DNSServiceIP)
 	}
+	<-ctx.Done()
 	return nil
 }

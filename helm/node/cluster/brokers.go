@@ -1,23 +1,13 @@
-package e2e
+package cluster
 
 import (
 	"fmt"
 	"strings"
-	"testing"
 	"time"
 )
 
-// Images assembled here (tools/image, make node-images) and imported into the node's containerd,
-// by the tags their archives carry.
-var (
-	natsImage    = imageTag("nats-server")
-	kafkaImage   = imageTag("kafka")
-	clientsImage = imageTag("clients")
-	envoyImage   = imageTag("envoy")
-)
-
-// natsServers are the StatefulSet's servers' client URLs, as the chart's nats.servers names them.
-func natsServers(n int) []string {
+// NATSServers are the StatefulSet's servers' client URLs, as the chart's nats.servers names them.
+func NATSServers(n int) []string {
 	var out []string
 	for i := 0; i < n; i++ {
 		out = append(out, fmt.Sprintf("nats://nats-%d.nats.nats.svc.cluster.local:4222", i))
@@ -25,10 +15,9 @@ func natsServers(n int) []string {
 	return out
 }
 
-// installNATS runs n nats-servers with JetStream as a StatefulSet in namespace nats, clustered
+// natsManifest is n nats-servers with JetStream as a StatefulSet in namespace nats, clustered
 // (routes by the pods' stable DNS names) when n > 1, as platform teams run NATS.
-func installNATS(t *testing.T, n int) time.Duration {
-	t.Helper()
+func natsManifest(n int, image string) string {
 	cluster := ""
 	if n > 1 {
 		var routes []string
@@ -42,7 +31,7 @@ func installNATS(t *testing.T, n int) time.Duration {
       routes: [%s]
     }`, strings.Join(routes, ", "))
 	}
-	k.apply(t, fmt.Sprintf(`apiVersion: v1
+	return fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata: {name: nats}
 ---
@@ -120,14 +109,12 @@ spec:
         configMap: {name: nats}
       - name: data
         emptyDir: {}
-`, cluster, n, natsImage))
-	return k.waitReady(t, "nats", "app=nats", n, 3*time.Minute)
+`, cluster, n, image)
 }
 
-// installKafka runs n KRaft brokers (each also a controller of the quorum) as a StatefulSet in
+// kafkaManifest is n KRaft brokers (each also a controller of the quorum) as a StatefulSet in
 // namespace kafka, with a bootstrap Service, as platform teams run Kafka.
-func installKafka(t *testing.T, n int) time.Duration {
-	t.Helper()
+func kafkaManifest(n int, image string) string {
 	var voters []string
 	for i := 0; i < n; i++ {
 		voters = append(voters, fmt.Sprintf("%d@kafka-%d.kafka.kafka.svc.cluster.local:9093", i, i))
@@ -136,7 +123,7 @@ func installKafka(t *testing.T, n int) time.Duration {
 	if n > 1 {
 		minISR = 2
 	}
-	k.apply(t, fmt.Sprintf(`apiVersion: v1
+	return fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata: {name: kafka}
 ---
@@ -222,6 +209,20 @@ spec:
         emptyDir: {}
       - name: work
         emptyDir: {}
-`, strings.Join(voters, ","), n, minISR, kafkaImage))
-	return k.waitReady(t, "kafka", "app=kafka", n, 4*time.Minute)
+`, strings.Join(voters, ","), n, minISR, image)
+}
+
+// InstallBrokers applies both StatefulSets (they start together) and waits for every pod.
+func (k *Kube) InstallBrokers(t Topology, im Images) (natsReady, kafkaReady time.Duration, err error) {
+	if err := k.Apply("nats.yaml", natsManifest(t.NATS, im.NATS), ""); err != nil {
+		return 0, 0, err
+	}
+	if err := k.Apply("kafka.yaml", kafkaManifest(t.Kafka, im.Kafka), ""); err != nil {
+		return 0, 0, err
+	}
+	if natsReady, err = k.WaitReady("nats", "app=nats", t.NATS, 3*time.Minute); err != nil {
+		return 0, 0, err
+	}
+	kafkaReady, err = k.WaitReady("kafka", "app=kafka", t.Kafka, 4*time.Minute)
+	return natsReady, kafkaReady, err
 }

@@ -1,0 +1,179 @@
+package cluster
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/weighstation/weighstation/helm/node/node"
+)
+
+// The release as a platform team installs it.
+const (
+	Release   = "ws"
+	GatewayNS = "weighstation"
+	EnvoySvc  = "ws-weighstation-envoy"
+	// NATSNodePort is the clients' Service's fixed node port for NATS: clients on the node
+	// connect to NodeIP:NATSNodePort, and nats.advertise names it.
+	NATSNodePort = 30422
+	EnvoyLabels  = "app.kubernetes.io/component=envoy"
+	CPLabels     = "app.kubernetes.io/component=control-plane"
+)
+
+// EnvoyHost is the clients' Service's DNS name.
+func EnvoyHost() string { return EnvoySvc + "." + GatewayNS + ".svc.cluster.local" }
+
+// Gateway is what the chart's install set up.
+type Gateway struct {
+	// CA verifies the gateway's TLS certificate (the Secret gateway-tls).
+	CA []byte
+	// ReadyAfter is the time from helm install to every pod Ready.
+	ReadyAfter time.Duration
+}
+
+// values are the chart's values as a platform team writes them: the NATS cluster by its
+// servers' names, advertised at the node port; Kafka discovered from its bootstrap Service; TLS
+// from a Secret; policies as Kubernetes objects, with the CRDs.
+func values(t Topology, im Images) string {
+	return fmt.Sprintf(`controlPlane:
+  image: {repository: %[1]s, tag: "%[2]s", pullPolicy: IfNotPresent}
+  replicas: %[3]d
+envoy:
+  image: {repository: %[4]s, tag: "%[5]s", pullPolicy: IfNotPresent}
+  replicas: %[6]d
+  drainSeconds: %[7]d
+  concurrency: 1
+  resources:
+    requests: {cpu: 50m, memory: 64Mi}
+    limits: {memory: 512Mi}
+  service:
+    type: NodePort
+    nodePorts: {nats: %[8]d}
+nats:
+  servers: [%[9]s]
+  # The node's address: clients on the node and in pods alike reach the gateway there.
+  advertise: ["%[10]s:%[8]d"]
+kafka:
+  brokers: []
+  cluster:
+    enabled: true
+    bootstrap: kafka-bootstrap.kafka.svc.cluster.local:9092
+    nodeIds: {first: 0, last: 2}
+tls:
+  secretName: gateway-tls
+  nats:
+    enabled: true
+    port: 4443
+policies:
+  source: kubernetes
+crds:
+  install: true
+`, repository(im.ControlPlane), tag(im.ControlPlane), t.ControlPlanes, repository(im.Envoy), tag(im.Envoy), t.Envoys,
+		t.DrainSeconds, NATSNodePort, strings.Join(NATSServers(t.NATS), ", "), node.NodeIP)
+}
+
+// platform is the platform's objects, once the release has installed the CRDs: the default
+// tenant's policy in the release's namespace, and grants by which team-a's namespace may define
+// the tenants orders and payments for its own identities.
+const platform = `apiVersion: weighstation.io/v1alpha1
+kind: GatewayDefaults
+metadata: {name: default}
+spec:
+  defaultTenant: anonymous
+  grants:
+  - namespaces: [team-a]
+    tenants: [orders, payments]
+    identities:
+      natsUsers: [orders, payments]
+      clientIdPrefixes: ["orders-", "payments-"]
+---
+apiVersion: weighstation.io/v1alpha1
+kind: LimitPolicy
+metadata: {name: anonymous, namespace: weighstation}
+spec:
+  tenant: anonymous
+  onLimit: reject
+  limits: {maxMessageBytes: 64KiB, rate: {messagesPerSecond: 100}}
+`
+
+// InstallChart installs the chart from chartDir as the platform team does: the TLS Secret, the
+// release, the platform's objects; then waits for every pod.
+func (k *Kube) InstallChart(chartDir string, t Topology, im Images) (*Gateway, error) {
+	g := &Gateway{}
+	if _, err := k.Run("", "create", "namespace", GatewayNS); err != nil {
+		return nil, err
+	}
+	crt, key, ca, err := k.certificate([]string{EnvoyHost(), EnvoySvc + "." + GatewayNS, EnvoySvc}, []string{node.NodeIP})
+	if err != nil {
+		return nil, err
+	}
+	g.CA = ca
+	if _, err := k.Run("", "-n", GatewayNS, "create", "secret", "tls", "gateway-tls", "--cert", crt, "--key", key); err != nil {
+		return nil, err
+	}
+	valuesFile, err := k.Write("values.yaml", values(t, im))
+	if err != nil {
+		return nil, err
+	}
+	begin := time.Now()
+	if _, err := k.RunHelm("install", Release, chartDir, "-n", GatewayNS, "-f", valuesFile); err != nil {
+		return nil, err
+	}
+	if err := k.Apply("platform.yaml", platform, ""); err != nil {
+		return nil, err
+	}
+	if _, err := k.Run("", "-n", GatewayNS, "rollout", "status", "deployment/"+EnvoySvc, "--timeout", "3m"); err != nil {
+		return nil, fmt.Errorf("%w%s", err, k.Diagnose(GatewayNS, EnvoyLabels))
+	}
+	for _, w := range []struct {
+		labels string
+		n      int
+	}{{CPLabels, t.ControlPlanes}, {EnvoyLabels, t.Envoys}} {
+		if _, err := k.WaitReady(GatewayNS, w.labels, w.n, 3*time.Minute); err != nil {
+			return nil, err
+		}
+	}
+	g.ReadyAfter = time.Since(begin)
+	return g, nil
+}
+
+// certificate issues a certificate for names and ips from a CA of its own, written as tls.crt
+// and tls.key into Manifests; it returns their paths and the CA's PEM.
+func (k *Kube) certificate(names, ips []string) (crtPath, keyPath string, caPEM []byte, err error) {
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "team-platform-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return "", "", nil, err
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	for _, ip := range ips {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return "", "", nil, err
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	if crtPath, err = k.Write("tls.crt", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))); err != nil {
+		return "", "", nil, err
+	}
+	if keyPath, err = k.Write("tls.key", string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))); err != nil {
+		return "", "", nil, err
+	}
+	return crtPath, keyPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
+}
