@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -33,7 +34,19 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	size := *kafkaSize
 	if *natsAddr != "" {
-		maxPayload, err := gatewaycheck.NATS(ctx, *natsAddr, *natsUser, os.Getenv("WEIGHSTATION_CHECK_NATS_PASSWORD"))
+		// A session the gateway ends before the server's INFO (no server reachable from it yet,
+		// right after an install) is tried again, as a client reconnects, until the timeout;
+		// each such try is reported.
+		var maxPayload int
+		var err error
+		for {
+			maxPayload, err = gatewaycheck.NATS(ctx, *natsAddr, *natsUser, os.Getenv("WEIGHSTATION_CHECK_NATS_PASSWORD"))
+			if !errors.Is(err, gatewaycheck.ErrNoSession) || ctx.Err() != nil {
+				break
+			}
+			fmt.Fprintf(stderr, "weighstation check: %v; trying again\n", err)
+			time.Sleep(time.Second)
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "weighstation check: %v\n", err)
 			return 1

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -19,6 +20,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// ErrNoSession: the connection failed or ended before the server's INFO came through the
+// gateway (no server reachable from it).
+var ErrNoSession = errors.New("no NATS session through the gateway")
+
 // NATS connects to addr (as user, when not empty: where nats-server requires credentials),
 // reads the max_payload the gateway tells it, checks that PING is answered, and publishes one
 // byte more than max_payload: the gateway must refuse it with nats-server's own -ERR. It
@@ -27,7 +32,7 @@ func NATS(ctx context.Context, addr, user, password string) (int, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return 0, fmt.Errorf("nats %s: %w", addr, err)
+		return 0, fmt.Errorf("nats %s: %w: %v", addr, ErrNoSession, err)
 	}
 	defer conn.Close()
 	if deadline, ok := ctx.Deadline(); ok {
@@ -69,8 +74,11 @@ func NATS(ctx context.Context, addr, user, password string) (int, error) {
 	}
 	// As every client: the server's INFO first (the gateway signs CONNECT with its nonce).
 	line, err := r.ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "INFO ") {
-		return 0, fmt.Errorf("nats %s: no INFO first (%q, %v)", addr, line, err)
+	if err != nil {
+		return 0, fmt.Errorf("nats %s: %w: no INFO (%v)", addr, ErrNoSession, err)
+	}
+	if !strings.HasPrefix(line, "INFO ") {
+		return 0, fmt.Errorf("nats %s: %q first, not INFO", addr, line)
 	}
 	if err := takeInfo(line); err != nil {
 		return 0, err

@@ -28,6 +28,8 @@ type report struct {
 	Reconnects   int      `json:"reconnects"`
 	LongestGapMs int64    `json:"longestGapMs"`
 	Learnt       []string `json:"learnt"`
+	// FirstTryFailures (nats-churn): new connections that failed at their first try.
+	FirstTryFailures []string `json:"firstTryFailures"`
 }
 
 // clientPod is a client running as a pod of team-a.
@@ -139,4 +141,25 @@ func parseSamples(r io.Reader, names []string) map[string]float64 {
 		samples[fmt.Sprintf("%s{%s,%s}", m[1], labels["protocol"], labels["tenant"])] += v
 	}
 	return samples
+}
+
+// listenerConnections is the connections an Envoy pod's listener at address (0.0.0.0_4222) has
+// accepted, from its metrics; -1 when they cannot be read.
+func listenerConnections(ip, address string) float64 {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get(fmt.Sprintf("http://%s:9102/stats/prometheus", ip))
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	prefix := fmt.Sprintf(`envoy_listener_downstream_cx_total{envoy_listener_address="%s"} `, address)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			return n
+		}
+	}
+	return 0
 }

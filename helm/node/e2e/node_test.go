@@ -33,6 +33,9 @@ func TestTheChartOnANode(t *testing.T) {
 	t.Run("a client on the node connects through the NodePort", nodePortClient)
 	t.Run("each Envoy pod holds its clients to the limit", func(t *testing.T) { heldToTheLimit(t, topo.Envoys) })
 	t.Run("an Envoy rollout under load loses and duplicates nothing", func(t *testing.T) { rolloutUnderLoad(t, topo.Envoys, topo.DrainSeconds) })
+	if full() {
+		theTable(t)
+	}
 }
 
 // testLog writes to the test's log.

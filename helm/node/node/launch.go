@@ -218,6 +218,10 @@ func (n *Node) Leftovers() []string {
 	diff("directory", n.before.paths, now.paths)
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
+		// Processes only (not /proc/self), and not this one, which was given the directory.
+		if pid, err := strconv.Atoi(e.Name()); err != nil || pid == os.Getpid() {
+			continue
+		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		if err == nil && bytes.Contains(cmdline, []byte(n.Dirs.Root)) {
 			out = append(out, "process "+e.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))

@@ -33,6 +33,8 @@ type Report struct {
 	// Learnt is every address the servers told the client (NATS INFO connect_urls, Kafka
 	// Metadata brokers).
 	Learnt []string `json:"learnt"`
+	// FirstTryFailures (nats-churn) lists the new connections that failed at their first try.
+	FirstTryFailures []string `json:"firstTryFailures,omitempty"`
 	// FirstAck and LastAck bound the acknowledgements (RFC 3339).
 	FirstAck string `json:"firstAck"`
 	LastAck  string `json:"lastAck"`
@@ -99,7 +101,7 @@ func main() {
 	var o options
 	fs := flag.NewFlagSet("weighstation-k8s-client", flag.ExitOnError)
 	fs.StringVar(&o.name, "name", "", "the client's name: the prefix of its message ids")
-	fs.StringVar(&o.mode, "mode", "", "nats-js (JetStream, Nats-Msg-Id, retried until acknowledged), nats-pub (core publishes, refusals counted) or kafka (idempotent producer)")
+	fs.StringVar(&o.mode, "mode", "", "nats-js (JetStream, Nats-Msg-Id, retried until acknowledged), nats-pub (core publishes, refusals counted), nats-churn (a new connection per message, no retry: a failed first try counts) or kafka (idempotent producer)")
 	fs.StringVar(&o.url, "url", "", "NATS: the gateway's URL (nats://host:port)")
 	fs.StringVar(&o.user, "user", "", "NATS user or Kafka SASL PLAIN user (selects the tenant)")
 	fs.StringVar(&o.password, "password", "", "its password")
@@ -123,10 +125,12 @@ func main() {
 		err = natsJetStream(o, t)
 	case "nats-pub":
 		err = natsPublish(o, t)
+	case "nats-churn":
+		natsChurn(o, t)
 	case "kafka":
 		err = kafkaProduce(o, t)
 	default:
-		fail("--mode must be nats-js, nats-pub or kafka")
+		fail("--mode must be nats-js, nats-pub, nats-churn or kafka")
 	}
 	if err != nil {
 		fail(err.Error())

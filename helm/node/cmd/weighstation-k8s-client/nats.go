@@ -115,3 +115,34 @@ func natsPublish(o options, t *tally) error {
 	t.add(func(r *Report) { r.Acked = r.Sent - r.Refused - r.Errors })
 	return nil
 }
+
+// natsChurn is new clients arriving: each message on a connection of its own, made once with no
+// retry and closed after the message is flushed. A connection refused, reset or not answered at
+// its first try is counted with when and why: a user's client that fails to start.
+func natsChurn(o options, t *tally) {
+	payload := make([]byte, o.size)
+	every(o.rate, o.duration, func(seq int) {
+		t.add(func(r *Report) { r.Sent++ })
+		opts := []nats.Option{nats.Name(fmt.Sprintf("%s-%d", o.name, seq)), nats.NoReconnect(), nats.Timeout(5 * time.Second)}
+		if o.user != "" {
+			opts = append(opts, nats.UserInfo(o.user, o.password))
+		}
+		at := time.Now()
+		nc, err := nats.Connect(o.url, opts...)
+		if err == nil {
+			t.learn(nc.Servers()...)
+			err = nc.Publish(o.subject, payload)
+			if err == nil {
+				err = nc.FlushTimeout(5 * time.Second)
+			}
+			nc.Close()
+		}
+		if err != nil {
+			t.add(func(r *Report) {
+				r.FirstTryFailures = append(r.FirstTryFailures, fmt.Sprintf("%s: %v", at.UTC().Format("15:04:05.000"), err))
+			})
+			return
+		}
+		t.ack(time.Now())
+	})
+}
