@@ -264,6 +264,19 @@ install_node_packages() {
   stamp_set node-packages "$NODE_DEBIAN_PACKAGES"
 }
 
+# The NetworkPolicy enforcer of make test-k8s-node: SIG Network's kube-network-policies, pinned in
+# helm/k8s/netpol/go.mod, run as a process of the node (helm/k8s/netpol). About 90 s cold.
+install_netpol() {
+  local v
+  v=$(awk '{ m = $1; v = $2 } $1 == "require" { m = $2; v = $3 } m == "sigs.k8s.io/kube-network-policies" && v ~ /^v/ { print v }' \
+    helm/k8s/netpol/go.mod)
+  stamp_ok netpol "$v" && [ -x "$TOOLS/k8s/node-bin/weighstation-netpol" ] && return
+  say "kube-network-policies $v (go build)"
+  mkdir -p "$TOOLS/k8s/node-bin"
+  (cd helm/k8s/netpol && go build -trimpath -o "$TOOLS/k8s/node-bin/weighstation-netpol" .)
+  stamp_set netpol "$v"
+}
+
 install_cargo_fuzz() {
   stamp_ok cargo-fuzz "$CARGO_FUZZ_VERSION" && [ -x "$TOOLS/cargo/bin/cargo-fuzz" ] && return
   say "cargo-fuzz $CARGO_FUZZ_VERSION (crates.io) and the nightly toolchain it needs (rustup)"
@@ -292,6 +305,7 @@ for tool in "${@:-envoy nats-server kafka confluent-kafka natscli redis tmux rus
       kubectl) install_kubectl ;;
       coredns) install_coredns ;;
       k8s-node) install_k8s_node ;;
+      netpol) install_netpol ;;
       node-packages) install_node_packages ;;
       *) say "unknown tool $t"; exit 2 ;;
     esac

@@ -32,6 +32,7 @@ test-k8s-node-smoke: k8s-node-tools image node-images $(BIN)/weighstation-k8s-no
 	$(call K8S_NODE_TEST,smoke,12m)
 
 test-k8s-node: k8s-node-tools image node-images $(BIN)/weighstation-k8s-node
+	@scripts/install-tools.sh netpol
 	$(call K8S_NODE_TEST,full,45m)
 
 # The node with the quick start's setup (docs/operations.md): full topology unless

@@ -118,6 +118,15 @@ func staticCluster(name, hostPort string, http2 bool) (*clusterv3.Cluster, error
 	return c, nil
 }
 
+// xdsReconnect is how often Envoy tries the control plane again while it is unreachable: at
+// most every second, not Envoy's default backoff up to 30s, so that a policy changed while no
+// control plane ran is in force within about a second of one being back (the attempts cost
+// nothing while it is down).
+var xdsReconnect = &corev3.RetryPolicy{RetryBackOff: &corev3.BackoffStrategy{
+	BaseInterval: durationpb.New(250 * time.Millisecond),
+	MaxInterval:  durationpb.New(time.Second),
+}}
+
 // Render returns the bootstrap as JSON (which Envoy reads as YAML too).
 func Render(o Options) ([]byte, error) {
 	adminHost, adminPortStr, err := net.SplitHostPort(o.Admin)
@@ -171,7 +180,7 @@ func Render(o Options) ([]byte, error) {
 				ApiType:             corev3.ApiConfigSource_GRPC,
 				TransportApiVersion: corev3.ApiVersion_V3,
 				GrpcServices: []*corev3.GrpcService{{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
-					EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: xdsCluster},
+					EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: xdsCluster, RetryPolicy: xdsReconnect},
 				}}},
 				SetNodeOnFirstMessageOnly: true,
 			},

@@ -4,6 +4,7 @@ import (
 	"net"
 	"strconv"
 	"testing"
+	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -99,5 +100,15 @@ func TestWaitForXDSDisablesTheInitialFetchTimeout(t *testing.T) {
 	d = parse(t, Options{NodeID: "n", XDS: "cp:18000", Admin: "127.0.0.1:9901"}).GetDynamicResources()
 	if d.GetLdsConfig().GetInitialFetchTimeout() != nil || d.GetCdsConfig().GetInitialFetchTimeout() != nil {
 		t.Error("without WaitForXDS the bootstrap changes Envoy's default initial fetch timeout")
+	}
+}
+
+// Envoy tries an unreachable control plane again at least every second: a policy changed while
+// none ran is in force soon after one is back (Envoy's default backoff grows to 30s).
+func TestEnvoyRetriesTheControlPlaneEverySecond(t *testing.T) {
+	b := parse(t, Options{NodeID: "n", XDS: "cp:18000", Admin: "127.0.0.1:9901"})
+	backoff := b.GetDynamicResources().GetAdsConfig().GetGrpcServices()[0].GetEnvoyGrpc().GetRetryPolicy().GetRetryBackOff()
+	if backoff.GetMaxInterval().AsDuration() != time.Second || backoff.GetBaseInterval().AsDuration() > time.Second {
+		t.Errorf("xDS reconnect backoff %v", backoff)
 	}
 }

@@ -28,6 +28,8 @@ type report struct {
 	Reconnects   int      `json:"reconnects"`
 	LongestGapMs int64    `json:"longestGapMs"`
 	Learnt       []string `json:"learnt"`
+	// Dials (dial): each target's outcome, "connected" or the error.
+	Dials map[string]string `json:"dials"`
 	// FirstTryFailures (nats-churn): new connections that failed at their first try.
 	FirstTryFailures []string `json:"firstTryFailures"`
 }
@@ -35,12 +37,26 @@ type report struct {
 // clientPod is a client running as a pod of team-a.
 type clientPod struct{ name string }
 
-// startClient runs the client pod name in team-a with the k8s client's args.
+// startClient runs weighstation-k8s-client as the pod name in team-a with args (after --name).
 func startClient(t *testing.T, name string, args ...string) clientPod {
 	t.Helper()
-	quoted := make([]string, len(args))
-	for i, a := range args {
-		quoted[i] = strconv.Quote(a)
+	return startPod(t, name, append([]string{"/usr/local/bin/weighstation-k8s-client", "--name", name}, args...), nil)
+}
+
+// startPod runs command as the pod name in team-a, from the clients image, with env (NAME=value).
+func startPod(t *testing.T, name string, command, env []string) clientPod {
+	t.Helper()
+	quote := func(xs []string) string {
+		q := make([]string, len(xs))
+		for i, x := range xs {
+			q[i] = strconv.Quote(x)
+		}
+		return strings.Join(q, ", ")
+	}
+	var envs []string
+	for _, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		envs = append(envs, fmt.Sprintf("{name: %s, value: %s}", strconv.Quote(k), strconv.Quote(v)))
 	}
 	if err := k.Apply("client-"+name+".yaml", fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -52,17 +68,17 @@ spec:
   - name: client
     image: %[3]s
     imagePullPolicy: IfNotPresent
-    command: ["/usr/local/bin/weighstation-k8s-client"]
-    args: [%[4]s]
-`, name, cluster.TeamNS, im.Clients, strings.Join(append([]string{`"--name"`, strconv.Quote(name)}, quoted...), ", ")), ""); err != nil {
+    command: [%[4]s]
+    env: [%[5]s]
+`, name, cluster.TeamNS, im.Clients, quote(command), strings.Join(envs, ", ")), ""); err != nil {
 		t.Fatal(err)
 	}
 	return clientPod{name: name}
 }
 
-// wait waits for the client to finish and returns its report; a client that fails is reported
-// with its pod's events and log.
-func (c clientPod) wait(t *testing.T, timeout time.Duration) report {
+// done waits for the pod to finish and returns its log; a pod that fails is reported with its
+// events and log.
+func (c clientPod) done(t *testing.T, timeout time.Duration) string {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -76,12 +92,19 @@ func (c clientPod) wait(t *testing.T, timeout time.Duration) report {
 		time.Sleep(time.Second)
 	}
 	logs := kubectl(t, "-n", cluster.TeamNS, "logs", c.name)
+	kubectl(t, "-n", cluster.TeamNS, "delete", "pod", c.name, "--wait=false")
+	return logs
+}
+
+// wait waits for weighstation-k8s-client to finish and returns its report.
+func (c clientPod) wait(t *testing.T, timeout time.Duration) report {
+	t.Helper()
+	logs := c.done(t, timeout)
 	lines := strings.Split(strings.TrimSpace(logs), "\n")
 	var r report
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
 		t.Fatalf("client %s's report: %v\n%s", c.name, err, logs)
 	}
-	kubectl(t, "-n", cluster.TeamNS, "delete", "pod", c.name, "--wait=false")
 	return r
 }
 

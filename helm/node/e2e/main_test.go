@@ -60,10 +60,14 @@ func run(m *testing.M) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	begin := time.Now()
-	n, err := node.Start(ctx, node.Dirs{Root: dir}, filepath.Join(tools, "bin", "weighstation-k8s-node"), []string{
+	args := []string{
 		"--dir", dir, "--k8s-bin", filepath.Join(tools, "k8s", "bin"), "--node-bin", filepath.Join(tools, "k8s", "node-bin"),
 		"--images", strings.Join(im.Archives, ","), "--pause-image", im.Pause, "--coredns-image", im.CoreDNS,
-	}, 5*time.Minute)
+	}
+	if full() {
+		args = append(args, "--network-policy") // the smoke has no NetworkPolicy row
+	}
+	n, err := node.Start(ctx, node.Dirs{Root: dir}, filepath.Join(tools, "bin", "weighstation-k8s-node"), args, 5*time.Minute)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "node:", err)
 		return 1

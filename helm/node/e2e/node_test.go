@@ -94,7 +94,8 @@ func heldToTheLimit(t *testing.T, envoys int) {
 func rolloutUnderLoad(t *testing.T, envoys, drain int) {
 	old := podIPs(t, cluster.GatewayNS, cluster.EnvoyLabels)
 	logs := followLogs(t, old)
-	duration := fmt.Sprintf("%ds", 30+envoys*(drain+20))
+	// Long enough for every pod to be replaced (about drainSeconds plus a few seconds each).
+	duration := fmt.Sprintf("%ds", 20+envoys*(drain+8))
 	js := startClient(t, "payments-js", "--mode", "nats-js", "--url", "nats://"+cluster.EnvoyHost()+":4222", "--user", "payments",
 		"--subject", "orders.paid", "--rate", "50", "--duration", duration)
 	kp := startClient(t, "payments-kafka", "--mode", "kafka", "--bootstrap", cluster.EnvoyHost()+":9092", "--topic", topicName,

@@ -21,6 +21,9 @@ type Binaries struct {
 	Etcd, APIServer, ControllerManager, Scheduler, Kubelet, KubeProxy, Kubectl string
 	Containerd, Ctr                                                            string // Debian's containerd 1.6 (runc is found by its shim on PATH)
 	CNIDir                                                                     string // the CNI plugins (bridge, host-local, loopback, portmap)
+	// NetworkPolicy is the enforcer (helm/k8s/netpol); empty: NetworkPolicies are stored, not
+	// enforced, as on a cluster whose CNI ignores them.
+	NetworkPolicy string
 }
 
 // SuperviseOptions are what Supervise needs: where its files go, what it runs, and the image
@@ -173,6 +176,15 @@ func Supervise(ctx context.Context, o SuperviseOptions) (err error) {
 		}
 		if err := run("kube-proxy", b.KubeProxy, "--config", cfg.kubeProxy); err != nil {
 			return err
+		}
+		if b.NetworkPolicy != "" {
+			if err := addNetworkPolicyRules(); err != nil {
+				return err
+			}
+			if err := run("network-policy", b.NetworkPolicy, "--kubeconfig", d.Kubeconfig(), "--node-name", NodeName,
+				"--nfqueue-id", fmt.Sprint(netpolQueue)); err != nil {
+				return err
+			}
 		}
 		return waitFor(ctx, 90*time.Second, started, func() error {
 			out, err := kubectl(b.Kubectl, d, "get", "node", NodeName, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)

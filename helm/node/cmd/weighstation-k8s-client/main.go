@@ -11,8 +11,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -33,6 +35,8 @@ type Report struct {
 	// Learnt is every address the servers told the client (NATS INFO connect_urls, Kafka
 	// Metadata brokers).
 	Learnt []string `json:"learnt"`
+	// Dials (dial) is each target's outcome: "connected" or the error.
+	Dials map[string]string `json:"dials,omitempty"`
 	// FirstTryFailures (nats-churn) lists the new connections that failed at their first try.
 	FirstTryFailures []string `json:"firstTryFailures,omitempty"`
 	// FirstAck and LastAck bound the acknowledgements (RFC 3339).
@@ -91,10 +95,10 @@ func (t *tally) report() Report {
 
 // options are every mode's flags.
 type options struct {
-	name, mode, url, user, password, subject, bootstrap, topic, clientID string
-	rate                                                                 float64
-	duration, giveUp                                                     time.Duration
-	connections, size                                                    int
+	name, mode, url, user, password, subject, bootstrap, topic, clientID, targets string
+	rate                                                                          float64
+	duration, giveUp                                                              time.Duration
+	connections, size                                                             int
 }
 
 func main() {
@@ -114,6 +118,7 @@ func main() {
 	fs.DurationVar(&o.giveUp, "give-up", 60*time.Second, "a message not acknowledged after this long is given up (counted)")
 	fs.IntVar(&o.connections, "connections", 1, "nats-pub: connections (the Service spreads them over the gateway pods)")
 	fs.IntVar(&o.size, "size", 64, "payload bytes")
+	fs.StringVar(&o.targets, "targets", "", "dial: comma-separated host:port to open a TCP connection to, each once")
 	_ = fs.Parse(os.Args[1:])
 	if o.name == "" {
 		fail("--name is required")
@@ -127,10 +132,12 @@ func main() {
 		err = natsPublish(o, t)
 	case "nats-churn":
 		natsChurn(o, t)
+	case "dial":
+		dial(o, t)
 	case "kafka":
 		err = kafkaProduce(o, t)
 	default:
-		fail("--mode must be nats-js, nats-pub, nats-churn or kafka")
+		fail("--mode must be nats-js, nats-pub, nats-churn, kafka or dial")
 	}
 	if err != nil {
 		fail(err.Error())
@@ -160,4 +167,24 @@ func every(rate float64, d time.Duration, f func(seq int)) {
 		go func() { defer wg.Done(); f(seq) }()
 	}
 	wg.Wait()
+}
+
+// dial opens one TCP connection to each target (a broker pod's own address, say) and records
+// whether it was let through: what a NetworkPolicy decides.
+func dial(o options, t *tally) {
+	for _, target := range strings.Split(o.targets, ",") {
+		outcome := "connected"
+		c, err := net.DialTimeout("tcp", target, 5*time.Second)
+		if err != nil {
+			outcome = err.Error()
+		} else {
+			c.Close()
+		}
+		t.add(func(r *Report) {
+			if r.Dials == nil {
+				r.Dials = map[string]string{}
+			}
+			r.Dials[target] = outcome
+		})
+	}
 }

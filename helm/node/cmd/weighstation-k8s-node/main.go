@@ -50,6 +50,7 @@ func main() {
 type flags struct {
 	dir, k8sBin, nodeBin, images, pause, coredns string
 	root, topology                               string
+	networkPolicy                                bool
 }
 
 func parse(name string, args []string) (flags, *flag.FlagSet, error) {
@@ -61,6 +62,7 @@ func parse(name string, args []string) (flags, *flag.FlagSet, error) {
 	fs.StringVar(&f.images, "images", "", "comma-separated docker-archive tarballs to import into containerd")
 	fs.StringVar(&f.pause, "pause-image", "weighstation.local/pause:1", "the pod sandbox image (imported, never pulled)")
 	fs.StringVar(&f.coredns, "coredns-image", "weighstation.local/coredns:1.15.0", "CoreDNS's image (imported, never pulled)")
+	fs.BoolVar(&f.networkPolicy, "network-policy", false, "enforce NetworkPolicy (kube-network-policies: NODE-BIN/weighstation-netpol)")
 	fs.StringVar(&f.root, "root", "", "run: the repository; its images (make image node-images) are imported and the quick start's setup runs")
 	fs.StringVar(&f.topology, "topology", "full", "run --root: full (3 nats-servers, 3 brokers, 3 Envoys) or smoke (1, 1, 2)")
 	if err := fs.Parse(args); err != nil {
@@ -83,6 +85,10 @@ func superviseCmd(args []string) error {
 	if f.images != "" {
 		archives = strings.Split(f.images, ",")
 	}
+	netpol := ""
+	if f.networkPolicy {
+		netpol = filepath.Join(f.nodeBin, "weighstation-netpol")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return node.Supervise(ctx, node.SuperviseOptions{
@@ -94,6 +100,7 @@ func superviseCmd(args []string) error {
 			Scheduler:         filepath.Join(f.nodeBin, "kube-scheduler"),
 			Kubelet:           filepath.Join(f.nodeBin, "kubelet"), KubeProxy: filepath.Join(f.nodeBin, "kube-proxy"),
 			Containerd: "/usr/bin/containerd", Ctr: "/usr/bin/ctr", CNIDir: "/usr/lib/cni",
+			NetworkPolicy: netpol,
 		},
 		Images:   node.Images{Pause: f.pause, CoreDNS: f.coredns},
 		Archives: archives,
