@@ -225,6 +225,7 @@ install_coredns() {
   local v
   v=$(awk '{ m = $1; v = $2 } $1 == "require" { m = $2; v = $3 } m == "github.com/coredns/coredns" && v ~ /^v/ { print v }' \
     helm/k8s/coredns/go.mod)
+  v+="+$(cat helm/k8s/coredns/*.go | sha256sum | cut -c1-12)"  # the plugin list changes too
   stamp_ok coredns "$v" && [ -x "$TOOLS/k8s/node-bin/coredns" ] && return
   say "coredns $v (go build)"
   mkdir -p "$TOOLS/k8s/node-bin"
@@ -270,6 +271,7 @@ install_netpol() {
   local v
   v=$(awk '{ m = $1; v = $2 } $1 == "require" { m = $2; v = $3 } m == "sigs.k8s.io/kube-network-policies" && v ~ /^v/ { print v }' \
     helm/k8s/netpol/go.mod)
+  v+="+$(cat helm/k8s/netpol/*.go | sha256sum | cut -c1-12)"  # our command changes too
   stamp_ok netpol "$v" && [ -x "$TOOLS/k8s/node-bin/weighstation-netpol" ] && return
   say "kube-network-policies $v (go build)"
   mkdir -p "$TOOLS/k8s/node-bin"

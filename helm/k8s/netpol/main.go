@@ -47,12 +47,14 @@ func run(kubeconfig, nodeName string, queue int) error {
 		return err
 	}
 	factory := informers.NewSharedInformerFactory(client, 0)
-	// NetworkPolicy only (no AdminNetworkPolicy), pod addresses from the API (containerd 1.6 has
-	// no NRI), and no DNS workaround: this kernel (6.12+) has the conntrack fix.
+	// NetworkPolicy only (no AdminNetworkPolicy), and no DNS workaround: this kernel (6.12+) has
+	// the conntrack fix. NRI stays enabled although containerd 1.6 has none (its plugin fails to
+	// connect, logs it, and pod addresses come from the API): v0.8.0 dereferences the absent
+	// plugin for an address no pod has when NRI is disabled.
 	ctrl, err := networkpolicy.NewController(client,
 		factory.Networking().V1().NetworkPolicies(), factory.Core().V1().Namespaces(), factory.Core().V1().Pods(),
 		nil, nil, nil, nil,
-		networkpolicy.Config{QueueID: queue, NodeName: nodeName, NRIdisabled: true, NetfilterBug1766Fix: false})
+		networkpolicy.Config{QueueID: queue, NodeName: nodeName, NetfilterBug1766Fix: false})
 	if err != nil {
 		return err
 	}

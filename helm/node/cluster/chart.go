@@ -82,7 +82,7 @@ crds:
 
 // platform is the platform's objects, once the release has installed the CRDs: the default
 // tenant's policy in the release's namespace, and grants by which team-a's namespace may define
-// the tenants orders and payments for its own identities.
+// the tenants orders, payments and shipments for its own identities.
 const platform = `apiVersion: weighstation.io/v1alpha1
 kind: GatewayDefaults
 metadata: {name: default}
@@ -90,10 +90,10 @@ spec:
   defaultTenant: anonymous
   grants:
   - namespaces: [team-a]
-    tenants: [orders, payments]
+    tenants: [orders, payments, shipments]
     identities:
-      natsUsers: [orders, payments]
-      clientIdPrefixes: ["orders-", "payments-"]
+      natsUsers: [orders, payments, shipments]
+      clientIdPrefixes: ["orders-", "payments-", "shipments-"]
 ---
 apiVersion: weighstation.io/v1alpha1
 kind: LimitPolicy

@@ -16,7 +16,8 @@ const (
 )
 
 // TeamPolicies are team-a's LimitPolicies: orders, held to rate on every gateway replica and
-// refused above it, and payments, far under its limit.
+// refused above it; shipments, held to OrdersRate and delayed above it (its clients slowed to
+// the limit, by TCP when the queue is long); and payments, far under its limit.
 func TeamPolicies(rate int) string {
 	return fmt.Sprintf(`apiVersion: weighstation.io/v1alpha1
 kind: LimitPolicy
@@ -41,7 +42,20 @@ spec:
   onLimit: delay
   limits:
     rate: {messagesPerSecond: 2000}
-`, rate)
+---
+apiVersion: weighstation.io/v1alpha1
+kind: LimitPolicy
+metadata: {name: shipments, namespace: team-a}
+spec:
+  tenant: shipments
+  identify:
+    nats: {users: [shipments]}
+    kafka: {clientIdPrefixes: ["shipments-"]}
+  onLimit: delay
+  limits:
+    rate: {messagesPerSecond: %d, burstMessages: 500}
+    queue: {maxMessages: 10000, maxWait: 10s}
+`, rate, OrdersRate)
 }
 
 // SetUpTeam makes team-a's namespace, binds its editor there to the role the chart gives tenant

@@ -25,6 +25,8 @@ var clusterDNS = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, n
 const (
 	streamName = "ORDERS"
 	topicName  = "orders"
+	// shipmentsTopic has one partition: a producer's records travel on one connection.
+	shipmentsTopic = "shipments"
 )
 
 // natsDirect connects to the first nats-server pod itself.
@@ -93,17 +95,20 @@ func kafkaDirect(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// createTopic makes the topic the clients produce to (3 partitions), and shipments (1).
 func createTopic(t *testing.T, brokers int) {
 	t.Helper()
 	adm := kadm.NewClient(kafkaDirect(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, 3, int16(min(brokers, 3)), nil, topicName)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS") {
-		t.Fatalf("topic %s: %v", topicName, err)
+	for topic, partitions := range map[string]int32{topicName: 3, shipmentsTopic: 1} {
+		resp, err := adm.CreateTopic(ctx, partitions, int16(min(brokers, 3)), nil, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS") {
+			t.Fatalf("topic %s: %v", topic, err)
+		}
 	}
 }
 

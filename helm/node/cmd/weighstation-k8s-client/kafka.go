@@ -23,6 +23,9 @@ func kafkaProduce(o options, t *tally) error {
 		kgo.RecordDeliveryTimeout(o.giveUp), kgo.ProducerLinger(0), kgo.AllowAutoTopicCreation(),
 		kgo.WithHooks(learnBrokers{t}),
 	}
+	if o.batchBytes > 0 {
+		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(o.batchBytes)))
+	}
 	if o.user != "" {
 		opts = append(opts, kgo.SASL(plain.Auth{User: o.user, Pass: o.password}.AsMechanism()))
 	}

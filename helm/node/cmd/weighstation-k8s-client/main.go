@@ -98,7 +98,7 @@ type options struct {
 	name, mode, url, user, password, subject, bootstrap, topic, clientID, targets string
 	rate                                                                          float64
 	duration, giveUp                                                              time.Duration
-	connections, size                                                             int
+	connections, size, batchBytes                                                 int
 }
 
 func main() {
@@ -118,6 +118,7 @@ func main() {
 	fs.DurationVar(&o.giveUp, "give-up", 60*time.Second, "a message not acknowledged after this long is given up (counted)")
 	fs.IntVar(&o.connections, "connections", 1, "nats-pub: connections (the Service spreads them over the gateway pods)")
 	fs.IntVar(&o.size, "size", 64, "payload bytes")
+	fs.IntVar(&o.batchBytes, "batch-bytes", 0, "kafka: the producer's largest batch (0: franz-go's default, 1 MB); a limited tenant's client keeps its batches within the tenant's burst")
 	fs.StringVar(&o.targets, "targets", "", "dial: comma-separated host:port to open a TCP connection to, each once")
 	_ = fs.Parse(os.Args[1:])
 	if o.name == "" {
