@@ -15,7 +15,7 @@ RUST_SOURCES := $(shell find wasm-filter/core/src wasm-filter/envoy/src wasm-fil
 run: tools wasm control-plane
 	$(BIN)/weighstation-localstack -root $(ROOT)
 
-test: tools wasm control-plane lint test-unit test-load-harness test-image test-helm test-integration test-docs test-clusters-smoke test-soak test-node-images test-k8s-node-smoke
+test: tools wasm control-plane lint test-unit test-load-harness test-image test-helm test-integration test-docs test-clusters-smoke test-soak test-k8s-node-smoke
 
 tools:
 	@scripts/install-tools.sh

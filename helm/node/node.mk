@@ -31,7 +31,9 @@ K8S_NODE_TEST = cd helm/node && test -z "$$(gofmt -l .)" && go vet ./... && \
 test-k8s-node-smoke: k8s-node-tools image node-images $(BIN)/weighstation-k8s-node
 	$(call K8S_NODE_TEST,smoke,12m)
 
-test-k8s-node: k8s-node-tools image node-images $(BIN)/weighstation-k8s-node
+# The images' own tests (make test-node-images) run here, not in make test: the smoke runs every
+# one of them on the node.
+test-k8s-node: k8s-node-tools image test-node-images $(BIN)/weighstation-k8s-node
 	@scripts/install-tools.sh netpol
 	$(call K8S_NODE_TEST,full,45m)
 

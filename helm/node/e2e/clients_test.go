@@ -12,27 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weighstation/weighstation/helm/node/clientreport"
 	"github.com/weighstation/weighstation/helm/node/cluster"
 	"github.com/weighstation/weighstation/helm/node/node"
 )
 
-// report is what a client pod prints when it is done (helm/node/cmd/weighstation-k8s-client).
-type report struct {
-	Client       string   `json:"client"`
-	Mode         string   `json:"mode"`
-	Sent         int      `json:"sent"`
-	Acked        int      `json:"acked"`
-	Refused      int      `json:"refused"`
-	GaveUp       int      `json:"gaveUp"`
-	Errors       int      `json:"errors"`
-	Reconnects   int      `json:"reconnects"`
-	LongestGapMs int64    `json:"longestGapMs"`
-	Learnt       []string `json:"learnt"`
-	// Dials (dial): each target's outcome, "connected" or the error.
-	Dials map[string]string `json:"dials"`
-	// FirstTryFailures (nats-churn): new connections that failed at their first try.
-	FirstTryFailures []string `json:"firstTryFailures"`
-}
+// report is what a client pod prints when it is done.
+type report = clientreport.Report
 
 // clientPod is a client running as a pod of team-a.
 type clientPod struct{ name string }

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -25,12 +27,12 @@ func TestTheChartOnANode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = g
 	setup := append([]string(nil), k.Transcript...)
 	t.Run("the quick start lists the commands run, in order", func(t *testing.T) { quickStartMatches(t, setup) })
 	createStream(t, topo.NATS)
 	createTopic(t, topo.Kafka)
 	t.Run("a client on the node connects through the NodePort", nodePortClient)
+	t.Run("a TLS client verifies the gateway's certificate from the Secret", func(t *testing.T) { tlsClient(t, g.CA) })
 	t.Run("each Envoy pod holds its clients to the limit", func(t *testing.T) { heldToTheLimit(t, topo.Envoys) })
 	t.Run("an Envoy rollout under load loses and duplicates nothing", func(t *testing.T) { rolloutUnderLoad(t, topo.Envoys, topo.DrainSeconds) })
 	if full() {
@@ -213,4 +215,30 @@ func nodePortClient(t *testing.T) {
 	if err := nc.FlushTimeout(5 * time.Second); err != nil || nc.LastError() != nil {
 		t.Errorf("publishing through the node port: %v %v", err, nc.LastError())
 	}
+}
+
+// tlsClient is nats.go over the TLS-first listener (tls.nats), through the Service's cluster
+// address, verifying the certificate the chart serves from the Secret gateway-tls against its CA
+// and the Service's DNS name.
+func tlsClient(t *testing.T, ca []byte) {
+	ip := strings.TrimSpace(kubectl(t, "-n", cluster.GatewayNS, "get", "service", cluster.EnvoySvc, "-o", "jsonpath={.spec.clusterIP}"))
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	nc, err := nats.Connect("tls://"+ip+":4443", nats.UserInfo("payments", ""), nats.TLSHandshakeFirst(),
+		nats.Secure(&tls.Config{RootCAs: pool, ServerName: cluster.EnvoyHost(), MinVersion: tls.VersionTLS12}), nats.Timeout(5*time.Second))
+	if err != nil {
+		t.Fatalf("TLS through the Service (%s:4443): %v", ip, err)
+	}
+	defer nc.Close()
+	if err := nc.Publish("orders.tls", []byte("over TLS")); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.FlushTimeout(5 * time.Second); err != nil || nc.LastError() != nil {
+		t.Errorf("publishing over TLS: %v %v", err, nc.LastError())
+	}
+	state, err := nc.TLSConnectionState()
+	if err != nil || len(state.PeerCertificates) == 0 {
+		t.Fatalf("no TLS connection state: %v", err)
+	}
+	t.Logf("TLS %s, the gateway's certificate for %v", tls.VersionName(state.Version), state.PeerCertificates[0].DNSNames)
 }

@@ -20,6 +20,7 @@ func theTable(t *testing.T) {
 	t.Run("a NATS server pod deleted", natsServerDeleted)
 	t.Run("a Kafka broker pod deleted", kafkaBrokerDeleted)
 	t.Run("a LimitPolicy edit under load", policyEditUnderLoad)
+	t.Run("a release that cannot start is reported with its events", badRelease)
 	// Last: with the brokers closed to all but the gateway, this machine cannot count at them.
 	t.Run("NetworkPolicy: only the gateway reaches the brokers", networkPolicies)
 }

@@ -17,37 +17,14 @@ import (
 	"strings"
 	"sync"
 	"time"
-)
 
-// Report is the client's one line of output (the test reads it from the pod's log).
-type Report struct {
-	Client     string `json:"client"`
-	Mode       string `json:"mode"`
-	Sent       int    `json:"sent"`
-	Acked      int    `json:"acked"`
-	Refused    int    `json:"refused"`
-	GaveUp     int    `json:"gaveUp"`
-	Errors     int    `json:"errors"`
-	Reconnects int    `json:"reconnects"`
-	// LongestGapMs is the longest time between two acknowledgements once the first came: a
-	// gateway pod replaced under the client shows here.
-	LongestGapMs int64 `json:"longestGapMs"`
-	// Learnt is every address the servers told the client (NATS INFO connect_urls, Kafka
-	// Metadata brokers).
-	Learnt []string `json:"learnt"`
-	// Dials (dial) is each target's outcome: "connected" or the error.
-	Dials map[string]string `json:"dials,omitempty"`
-	// FirstTryFailures (nats-churn) lists the new connections that failed at their first try.
-	FirstTryFailures []string `json:"firstTryFailures,omitempty"`
-	// FirstAck and LastAck bound the acknowledgements (RFC 3339).
-	FirstAck string `json:"firstAck"`
-	LastAck  string `json:"lastAck"`
-}
+	"github.com/weighstation/weighstation/helm/node/clientreport"
+)
 
 // tally is a report under construction, shared by the publishing goroutines.
 type tally struct {
 	mu      sync.Mutex
-	r       Report
+	r       clientreport.Report
 	lastAck time.Time
 	learnt  map[string]bool
 }
@@ -67,7 +44,7 @@ func (t *tally) ack(at time.Time) {
 	}
 }
 
-func (t *tally) add(f func(r *Report)) {
+func (t *tally) add(f func(r *clientreport.Report)) {
 	t.mu.Lock()
 	f(&t.r)
 	t.mu.Unlock()
@@ -81,7 +58,7 @@ func (t *tally) learn(addrs ...string) {
 	t.mu.Unlock()
 }
 
-func (t *tally) report() Report {
+func (t *tally) report() clientreport.Report {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.r
@@ -124,7 +101,7 @@ func main() {
 	if o.name == "" {
 		fail("--name is required")
 	}
-	t := &tally{r: Report{Client: o.name, Mode: o.mode}, learnt: map[string]bool{}}
+	t := &tally{r: clientreport.Report{Client: o.name, Mode: o.mode}, learnt: map[string]bool{}}
 	var err error
 	switch o.mode {
 	case "nats-js":
@@ -181,7 +158,7 @@ func dial(o options, t *tally) {
 		} else {
 			c.Close()
 		}
-		t.add(func(r *Report) {
+		t.add(func(r *clientreport.Report) {
 			if r.Dials == nil {
 				r.Dials = map[string]string{}
 			}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weighstation/weighstation/helm/node/clientreport"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -17,7 +19,7 @@ func connect(o options, t *tally) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name(o.name), nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			t.add(func(r *Report) { r.Reconnects++ })
+			t.add(func(r *clientreport.Report) { r.Reconnects++ })
 			t.learn(nc.Servers()...)
 		}),
 		nats.DiscoveredServersHandler(func(nc *nats.Conn) { t.learn(nc.DiscoveredServers()...) }),
@@ -25,10 +27,10 @@ func connect(o options, t *tally) (*nats.Conn, error) {
 			// The gateway refuses a message over the tenant's limit with a Permissions Violation,
 			// the one -ERR nats.go survives.
 			if errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(err.Error(), "Permissions Violation") {
-				t.add(func(r *Report) { r.Refused++ })
+				t.add(func(r *clientreport.Report) { r.Refused++ })
 				return
 			}
-			t.add(func(r *Report) { r.Errors++ })
+			t.add(func(r *clientreport.Report) { r.Errors++ })
 		}),
 	}
 	if o.user != "" {
@@ -63,7 +65,7 @@ func natsJetStream(o options, t *tally) error {
 	payload := make([]byte, o.size)
 	every(o.rate, o.duration, func(seq int) {
 		id := fmt.Sprintf("%s-%d", o.name, seq)
-		t.add(func(r *Report) { r.Sent++ })
+		t.add(func(r *clientreport.Report) { r.Sent++ })
 		giveUp := time.Now().Add(o.giveUp)
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -74,10 +76,10 @@ func natsJetStream(o options, t *tally) error {
 				return
 			}
 			if time.Now().After(giveUp) {
-				t.add(func(r *Report) { r.GaveUp++ })
+				t.add(func(r *clientreport.Report) { r.GaveUp++ })
 				return
 			}
-			t.add(func(r *Report) { r.Errors++ })
+			t.add(func(r *clientreport.Report) { r.Errors++ })
 			time.Sleep(100 * time.Millisecond)
 		}
 	})
@@ -100,9 +102,9 @@ func natsPublish(o options, t *tally) error {
 	var next atomic.Uint64
 	every(o.rate, o.duration, func(int) {
 		nc := conns[next.Add(1)%uint64(len(conns))]
-		t.add(func(r *Report) { r.Sent++ })
+		t.add(func(r *clientreport.Report) { r.Sent++ })
 		if err := nc.Publish(o.subject, payload); err != nil {
-			t.add(func(r *Report) { r.Errors++ })
+			t.add(func(r *clientreport.Report) { r.Errors++ })
 		}
 	})
 	var wg sync.WaitGroup
@@ -112,7 +114,7 @@ func natsPublish(o options, t *tally) error {
 	}
 	wg.Wait()
 	time.Sleep(500 * time.Millisecond) // the last refusals' -ERR lines
-	t.add(func(r *Report) { r.Acked = r.Sent - r.Refused - r.Errors })
+	t.add(func(r *clientreport.Report) { r.Acked = r.Sent - r.Refused - r.Errors })
 	return nil
 }
 
@@ -122,7 +124,7 @@ func natsPublish(o options, t *tally) error {
 func natsChurn(o options, t *tally) {
 	payload := make([]byte, o.size)
 	every(o.rate, o.duration, func(seq int) {
-		t.add(func(r *Report) { r.Sent++ })
+		t.add(func(r *clientreport.Report) { r.Sent++ })
 		opts := []nats.Option{nats.Name(fmt.Sprintf("%s-%d", o.name, seq)), nats.NoReconnect(), nats.Timeout(5 * time.Second)}
 		if o.user != "" {
 			opts = append(opts, nats.UserInfo(o.user, o.password))
@@ -138,7 +140,7 @@ func natsChurn(o options, t *tally) {
 			nc.Close()
 		}
 		if err != nil {
-			t.add(func(r *Report) {
+			t.add(func(r *clientreport.Report) {
 				r.FirstTryFailures = append(r.FirstTryFailures, fmt.Sprintf("%s: %v", at.UTC().Format("15:04:05.000"), err))
 			})
 			return
