@@ -44,7 +44,8 @@ type Gateway struct {
 // from a Secret; policies as Kubernetes objects, with the CRDs.
 func values(t Topology, im Images) string {
 	return fmt.Sprintf(`controlPlane:
-  image: {repository: %[1]s, tag: "%[2]s", pullPolicy: IfNotPresent}
+  # Pinned by the digest make image printed, as docs/operations.md recommends.
+  image: {repository: %[1]s, digest: "%[2]s", pullPolicy: IfNotPresent}
   replicas: %[3]d
 envoy:
   image: {repository: %[4]s, tag: "%[5]s", pullPolicy: IfNotPresent}
@@ -76,7 +77,7 @@ policies:
   source: kubernetes
 crds:
   install: true
-`, repository(im.ControlPlane), tag(im.ControlPlane), t.ControlPlanes, repository(im.Envoy), tag(im.Envoy), t.Envoys,
+`, repository(im.ControlPlane), im.ControlPlaneDigest, t.ControlPlanes, repository(im.Envoy), tag(im.Envoy), t.Envoys,
 		t.DrainSeconds, NATSNodePort, strings.Join(NATSServers(t.NATS), ", "), node.NodeIP)
 }
 

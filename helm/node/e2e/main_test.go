@@ -62,7 +62,7 @@ func run(m *testing.M) int {
 	begin := time.Now()
 	args := []string{
 		"--dir", dir, "--k8s-bin", filepath.Join(tools, "k8s", "bin"), "--node-bin", filepath.Join(tools, "k8s", "node-bin"),
-		"--images", strings.Join(im.Archives, ","), "--pause-image", im.Pause, "--coredns-image", im.CoreDNS,
+		"--images", strings.Join(im.Layouts, ","), "--pause-image", im.Pause, "--coredns-image", im.CoreDNS,
 	}
 	if full() {
 		args = append(args, "--network-policy") // the smoke has no NetworkPolicy row

@@ -26,13 +26,13 @@ type Binaries struct {
 	NetworkPolicy string
 }
 
-// SuperviseOptions are what Supervise needs: where its files go, what it runs, and the image
-// archives (docker-archive tarballs) to import into containerd before the kubelet starts.
+// SuperviseOptions are what Supervise needs: where its files go, what it runs, and the images'
+// OCI layouts (LAYOUT=NAME) to import into containerd before the kubelet starts.
 type SuperviseOptions struct {
 	Dirs     Dirs
 	Binaries Binaries
 	Images   Images
-	Archives []string
+	Layouts  []string
 }
 
 // privatePaths are where containerd, runc, CNI and the kubelet keep state at fixed paths. Each
@@ -158,10 +158,9 @@ func Supervise(ctx context.Context, o SuperviseOptions) (err error) {
 		}); err != nil {
 			return fmt.Errorf("containerd does not answer: %w", err)
 		}
-		for _, archive := range o.Archives {
-			out, err := exec.Command(b.Ctr, "--address", d.ContainerdSocket(), "-n", "k8s.io", "images", "import", archive).CombinedOutput()
-			if err != nil {
-				return fmt.Errorf("ctr images import %s: %v\n%s", archive, err, out)
+		for _, spec := range o.Layouts {
+			if err := importLayout(b.Ctr, d.ContainerdSocket(), d.Containerd(), spec); err != nil {
+				return err
 			}
 		}
 		return nil

@@ -59,7 +59,7 @@ func parse(name string, args []string) (flags, *flag.FlagSet, error) {
 	fs.StringVar(&f.dir, "dir", "", "the node's directory (certificates, configuration, logs, etcd, containerd)")
 	fs.StringVar(&f.k8sBin, "k8s-bin", "", "directory of etcd, kube-apiserver and kubectl (.tools/k8s/bin)")
 	fs.StringVar(&f.nodeBin, "node-bin", "", "directory of kube-controller-manager, kube-scheduler, kubelet and kube-proxy (.tools/k8s/node-bin)")
-	fs.StringVar(&f.images, "images", "", "comma-separated docker-archive tarballs to import into containerd")
+	fs.StringVar(&f.images, "images", "", "comma-separated OCI layouts to import into containerd, each LAYOUT=NAME (the repository of its references)")
 	fs.StringVar(&f.pause, "pause-image", "weighstation.local/pause:1", "the pod sandbox image (imported, never pulled)")
 	fs.StringVar(&f.coredns, "coredns-image", "weighstation.local/coredns:1.15.0", "CoreDNS's image (imported, never pulled)")
 	fs.BoolVar(&f.networkPolicy, "network-policy", false, "enforce NetworkPolicy (kube-network-policies: NODE-BIN/weighstation-netpol)")
@@ -81,9 +81,9 @@ func superviseCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	var archives []string
+	var layouts []string
 	if f.images != "" {
-		archives = strings.Split(f.images, ",")
+		layouts = strings.Split(f.images, ",")
 	}
 	netpol := ""
 	if f.networkPolicy {
@@ -102,8 +102,8 @@ func superviseCmd(args []string) error {
 			Containerd: "/usr/bin/containerd", Ctr: "/usr/bin/ctr", CNIDir: "/usr/lib/cni",
 			NetworkPolicy: netpol,
 		},
-		Images:   node.Images{Pause: f.pause, CoreDNS: f.coredns},
-		Archives: archives,
+		Images:  node.Images{Pause: f.pause, CoreDNS: f.coredns},
+		Layouts: layouts,
 	})
 }
 
@@ -125,7 +125,7 @@ func runCmd(args []string) error {
 		if im, err = cluster.ImagesIn(f.root); err != nil {
 			return err
 		}
-		args = append(args, "--images", strings.Join(im.Archives, ","), "--pause-image", im.Pause, "--coredns-image", im.CoreDNS)
+		args = append(args, "--images", strings.Join(im.Layouts, ","), "--pause-image", im.Pause, "--coredns-image", im.CoreDNS)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
