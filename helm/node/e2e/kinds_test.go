@@ -34,12 +34,13 @@ func clientKinds() []clientKind {
 		{"orders-natsgo", "nats", "orders", []string{"/usr/local/bin/weighstation-k8s-client", "--name", "orders-natsgo", "--mode", "nats-pub",
 			"--url", nats, "--user", "orders", "--subject", "orders.go", "--rate", fmt.Sprint(rate), "--duration", "20s"}, nil},
 		// Kafka producers as shipments (delayed: a producer backs off after a refusal and would
-		// offer less than the limit), batches within its burst, to a topic of one partition:
-		// one connection carries its records.
+		// offer less than the limit), to a topic of one partition: one connection carries its
+		// records. Batches of about 25 records: the admitted count moves a batch at a time, so
+		// a batch is at most 2.5% of the 10-second window's 1,000.
 		{"shipments-java", "kafka", "shipments", []string{"java", "ProducerProbe", kafka, shipmentsTopic, "shipments-java", fmt.Sprint(rate), "20", "64"},
-			[]string{"PROBE_PROPS=batch.size=8192\ndelivery.timeout.ms=60000"}},
+			[]string{"PROBE_PROPS=batch.size=2048\ndelivery.timeout.ms=60000"}},
 		{"shipments-franz", "kafka", "shipments", []string{"/usr/local/bin/weighstation-k8s-client", "--name", "shipments-franz", "--mode", "kafka",
-			"--bootstrap", kafka, "--topic", shipmentsTopic, "--rate", fmt.Sprint(rate), "--duration", "20s", "--give-up", "30s", "--batch-bytes", "8192"}, nil},
+			"--bootstrap", kafka, "--topic", shipmentsTopic, "--rate", fmt.Sprint(rate), "--duration", "20s", "--give-up", "30s", "--batch-bytes", "2048"}, nil},
 	}
 }
 

@@ -24,10 +24,6 @@ func kafkaProduce(o options, t *tally) error {
 		kgo.SeedBrokers(o.bootstrap), kgo.ClientID(id), kgo.DefaultProduceTopic(o.topic),
 		kgo.RecordDeliveryTimeout(o.giveUp), kgo.ProducerLinger(0), kgo.AllowAutoTopicCreation(),
 		kgo.WithHooks(learnBrokers{t}),
-		// Five requests in flight per broker, as Kafka's Java producer has by default (franz-go
-		// keeps one with idempotence unless told): a delayed tenant's requests then wait at the
-		// gateway back to back, not one round trip apart.
-		kgo.MaxProduceRequestsInflightPerBroker(5),
 	}
 	if o.batchBytes > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(o.batchBytes)))
