@@ -1,7 +1,7 @@
 # Helm chart targets, included by the main Makefile (`include helm/helm.mk`); they use its
 # ROOT, TOOLS and BIN and its `wasm` and `control-plane` targets.
 #
-#   make test-helm   lint + render every value set for Kubernetes 1.29 and 1.37, strict schema
+#   make test-helm   lint + render every value set for Kubernetes 1.30 and 1.37, strict schema
 #                    validation, values.schema.json rejections, rendered policies through
 #                    `weighstation validate`, the bootstrap drift test, upstreams and per-broker
 #                    (or, with kafka.cluster, per-node-id) Kafka ports, the control plane's args

@@ -180,41 +180,32 @@ install_promtool() {
   stamp_set promtool "$PROMTOOL_DEBIAN_VERSION"
 }
 
-# A real kube-apiserver and its etcd, for the tests of policies as Kubernetes objects (e2e) and of
-# the chart against an API server (make test-k8s): built from the k8s.io/kubernetes module
-# (helm/k8s/tools/go.mod replaces its staging modules with their published releases) and
-# go.etcd.io/etcd/server/v3 of the version Kubernetes itself requires. About 6 minutes cold on 2 cores.
+# Kubernetes 1.36 from the k8s.io/kubernetes module (helm/k8s/tools/go.mod replaces its staging
+# modules with their published releases), in one `go build`: kube-apiserver and kubectl (the
+# tests of policies as Kubernetes objects, make test-k8s), and the node's kube-controller-manager,
+# kube-scheduler, kubelet and kube-proxy (make test-k8s-node); etcd of the version Kubernetes
+# itself requires. About 4 minutes on 2 cores with an empty build cache (and the modules to
+# download on a fresh machine), 8 seconds with it warm.
 install_k8s() {
   local mod=helm/k8s/tools/go.mod
   local k8s etcd
   k8s=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2}' "$mod")
   etcd=$(awk '$1 == "go.etcd.io/etcd/server/v3" && $2 ~ /^v/ {print $2}' "$mod")
-  stamp_ok k8s "$k8s+etcd$etcd" && [ -x "$TOOLS/k8s/bin/kube-apiserver" ] && [ -x "$TOOLS/k8s/bin/etcd" ] && return
-  say "kube-apiserver $k8s and etcd $etcd (go build)"
+  local cmds="kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kube-proxy" c ok=1
+  for c in etcd $cmds; do [ -x "$TOOLS/k8s/bin/$c" ] || ok=0; done
+  stamp_ok k8s "$k8s+etcd$etcd" && [ $ok = 1 ] && return
+  say "Kubernetes $k8s ($cmds) and etcd $etcd (go build)"
   mkdir -p "$TOOLS/k8s/bin"
-  local minor
-  minor=$(echo "$k8s" | cut -d. -f2)
   # As the Kubernetes release build stamps it: otherwise the server reports v0.0.0-master and
   # Helm refuses the chart's kubeVersion.
   local x="-X k8s.io/component-base/version.gitVersion=$k8s -X k8s.io/component-base/version.gitTreeState=clean"
-  x+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
-  (cd helm/k8s/tools && go build -o "$TOOLS/k8s/bin/etcd" go.etcd.io/etcd/server/v3 \
-    && go build -o "$TOOLS/k8s/bin/kube-apiserver" -ldflags "$x" k8s.io/kubernetes/cmd/kube-apiserver)
-  stamp_set k8s "$k8s+etcd$etcd"
-}
-
-# kubectl of the same release, built from the same module: the e2e test of a LimitPolicy's
-# Events reads them as `kubectl describe` shows them. About a minute on 2 cores.
-install_kubectl() {
-  local k8s
-  k8s=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2}' helm/k8s/tools/go.mod)
-  stamp_ok kubectl "$k8s" && [ -x "$TOOLS/k8s/bin/kubectl" ] && return
-  say "kubectl $k8s (go build)"
-  mkdir -p "$TOOLS/k8s/bin"
-  local x="-X k8s.io/component-base/version.gitVersion=$k8s -X k8s.io/component-base/version.gitTreeState=clean"
   x+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$k8s" | cut -d. -f2)"
-  (cd helm/k8s/tools && go build -o "$TOOLS/k8s/bin/kubectl" -ldflags "$x" k8s.io/kubernetes/cmd/kubectl)
-  stamp_set kubectl "$k8s"
+  local pkgs=""
+  for c in $cmds; do pkgs+=" k8s.io/kubernetes/cmd/$c"; done
+  # shellcheck disable=SC2086
+  (cd helm/k8s/tools && go build -o "$TOOLS/k8s/bin/etcd" go.etcd.io/etcd/server/v3 \
+    && go build -o "$TOOLS/k8s/bin/" -ldflags "$x" $pkgs)
+  stamp_set k8s "$k8s+etcd$etcd"
 }
 
 # CoreDNS for the single-node test cluster's DNS. No image can be pulled here, so it is built from
@@ -231,25 +222,6 @@ install_coredns() {
   mkdir -p "$TOOLS/k8s/node-bin"
   (cd helm/k8s/coredns && CGO_ENABLED=0 go build -trimpath -o "$TOOLS/k8s/node-bin/coredns" .)
   stamp_set coredns "$v"
-}
-
-# The node's parts from the same k8s.io/kubernetes module and one `go build` (make test-k8s-node):
-# kube-controller-manager, kube-scheduler, kubelet and kube-proxy. About 4 minutes cold on 2 cores,
-# a minute with kube-apiserver's modules and build cache warm.
-install_k8s_node() {
-  local k8s
-  k8s=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2}' helm/k8s/tools/go.mod)
-  local bins="kube-controller-manager kube-scheduler kubelet kube-proxy" b ok=1
-  for b in $bins; do [ -x "$TOOLS/k8s/node-bin/$b" ] || ok=0; done
-  stamp_ok k8s-node "$k8s" && [ $ok = 1 ] && return
-  say "kube-controller-manager, kube-scheduler, kubelet and kube-proxy $k8s (go build)"
-  mkdir -p "$TOOLS/k8s/node-bin"
-  local x="-X k8s.io/component-base/version.gitVersion=$k8s -X k8s.io/component-base/version.gitTreeState=clean"
-  x+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$k8s" | cut -d. -f2)"
-  (cd helm/k8s/tools && go build -o "$TOOLS/k8s/node-bin/" -ldflags "$x" \
-    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
-    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy)
-  stamp_set k8s-node "$k8s"
 }
 
 # What the node runs from Debian (bookworm's, pinned by the release): containerd 1.6 with runc,
@@ -303,10 +275,8 @@ for tool in "${@:-envoy nats-server kafka confluent-kafka natscli redis tmux rus
       kubeconform) install_kubeconform ;;
       k8s-schemas) install_k8s_schemas ;;
       promtool) install_promtool ;;
-      k8s) install_k8s ;;
-      kubectl) install_kubectl ;;
+      k8s|kubectl|k8s-node) install_k8s ;;
       coredns) install_coredns ;;
-      k8s-node) install_k8s_node ;;
       netpol) install_netpol ;;
       node-packages) install_node_packages ;;
       *) say "unknown tool $t"; exit 2 ;;

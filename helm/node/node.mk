@@ -10,7 +10,7 @@
 # As root: the node runs in a network namespace of its own (ip netns), with containerd and runc.
 
 K8S_NODE_SOURCES := $(shell find helm/node -name '*.go' -o -name go.mod -o -name go.sum)
-K8S_NODE_TOOLS := k8s kubectl k8s-node coredns node-packages helm
+K8S_NODE_TOOLS := k8s coredns node-packages helm
 
 .PHONY: k8s-node-tools test-k8s-node-smoke test-k8s-node run-k8s
 

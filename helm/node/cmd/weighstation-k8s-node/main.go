@@ -57,8 +57,8 @@ func parse(name string, args []string) (flags, *flag.FlagSet, error) {
 	var f flags
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.StringVar(&f.dir, "dir", "", "the node's directory (certificates, configuration, logs, etcd, containerd)")
-	fs.StringVar(&f.k8sBin, "k8s-bin", "", "directory of etcd, kube-apiserver and kubectl (.tools/k8s/bin)")
-	fs.StringVar(&f.nodeBin, "node-bin", "", "directory of kube-controller-manager, kube-scheduler, kubelet and kube-proxy (.tools/k8s/node-bin)")
+	fs.StringVar(&f.k8sBin, "k8s-bin", "", "directory of etcd and the Kubernetes binaries: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl (.tools/k8s/bin)")
+	fs.StringVar(&f.nodeBin, "node-bin", "", "directory of the node's other programs: weighstation-netpol, for --network-policy (.tools/k8s/node-bin)")
 	fs.StringVar(&f.images, "images", "", "comma-separated OCI layouts to import into containerd, each LAYOUT=NAME (the repository of its references)")
 	fs.StringVar(&f.pause, "pause-image", "weighstation.local/pause:1", "the pod sandbox image (imported, never pulled)")
 	fs.StringVar(&f.coredns, "coredns-image", "weighstation.local/coredns:1.15.0", "CoreDNS's image (imported, never pulled)")
@@ -68,8 +68,8 @@ func parse(name string, args []string) (flags, *flag.FlagSet, error) {
 	if err := fs.Parse(args); err != nil {
 		return f, fs, err
 	}
-	if f.dir == "" || f.k8sBin == "" || f.nodeBin == "" {
-		return f, fs, fmt.Errorf("%s needs --dir, --k8s-bin and --node-bin\n%s", name, usage)
+	if f.dir == "" || f.k8sBin == "" || (f.networkPolicy && f.nodeBin == "") {
+		return f, fs, fmt.Errorf("%s needs --dir and --k8s-bin (and --node-bin with --network-policy)\n%s", name, usage)
 	}
 	abs, err := filepath.Abs(f.dir)
 	f.dir = abs
@@ -96,9 +96,9 @@ func superviseCmd(args []string) error {
 		Binaries: node.Binaries{
 			Etcd: filepath.Join(f.k8sBin, "etcd"), APIServer: filepath.Join(f.k8sBin, "kube-apiserver"),
 			Kubectl:           filepath.Join(f.k8sBin, "kubectl"),
-			ControllerManager: filepath.Join(f.nodeBin, "kube-controller-manager"),
-			Scheduler:         filepath.Join(f.nodeBin, "kube-scheduler"),
-			Kubelet:           filepath.Join(f.nodeBin, "kubelet"), KubeProxy: filepath.Join(f.nodeBin, "kube-proxy"),
+			ControllerManager: filepath.Join(f.k8sBin, "kube-controller-manager"),
+			Scheduler:         filepath.Join(f.k8sBin, "kube-scheduler"),
+			Kubelet:           filepath.Join(f.k8sBin, "kubelet"), KubeProxy: filepath.Join(f.k8sBin, "kube-proxy"),
 			Containerd: "/usr/bin/containerd", Ctr: "/usr/bin/ctr", CNIDir: "/usr/lib/cni",
 			NetworkPolicy: netpol,
 		},
