@@ -24,7 +24,7 @@ $(BIN)/weighstation-k8s-client: $(K8S_NODE_SOURCES)
 k8s-node-tools:
 	@scripts/install-tools.sh $(K8S_NODE_TOOLS)
 
-K8S_NODE_TEST = cd helm/node && test -z "$$(gofmt -l .)" && go vet ./... && \
+K8S_NODE_TEST = cd helm/node && test -z "$$(gofmt -l .)" && go vet ./... && go test -count=1 ./cluster/ ./node/ && \
 	WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_K8S_NODE=$(1) go test -count=1 -timeout $(2) -v ./e2e/ 2>&1 | tee $(TOOLS)/k8s-node-$(1).log | \
 	grep -E '^(=== RUN|--- |PASS|FAIL|ok|node |\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
