@@ -1,15 +1,8 @@
 package cluster
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"strings"
 	"time"
 
@@ -77,7 +70,7 @@ policies:
   source: kubernetes
 crds:
   install: true
-`, repository(im.ControlPlane), im.ControlPlaneDigest, t.ControlPlanes, repository(im.Envoy), tag(im.Envoy), t.Envoys,
+`, Repository(im.ControlPlane), im.ControlPlaneDigest, t.ControlPlanes, Repository(im.Envoy), Tag(im.Envoy), t.Envoys,
 		t.DrainSeconds, NATSNodePort, strings.Join(NATSServers(t.NATS), ", "), node.NodeIP)
 }
 
@@ -149,32 +142,19 @@ func (k *Kube) InstallChart(chartDir string, t Topology, im Images) (*Gateway, e
 // certificate issues a certificate for names and ips from a CA of its own, written as tls.crt
 // and tls.key into Manifests; it returns their paths and the CA's PEM.
 func (k *Kube) certificate(names, ips []string) (crtPath, keyPath string, caPEM []byte, err error) {
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "team-platform-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	ca, err := node.NewCA("team-platform-ca")
 	if err != nil {
 		return "", "", nil, err
 	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	for _, ip := range ips {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	crt, key, err := ca.Issue(names[0], nil, x509.ExtKeyUsageServerAuth, names, ips)
 	if err != nil {
 		return "", "", nil, err
 	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	if crtPath, err = k.Write("tls.crt", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))); err != nil {
+	if crtPath, err = k.Write("tls.crt", string(crt)); err != nil {
 		return "", "", nil, err
 	}
-	if keyPath, err = k.Write("tls.key", string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))); err != nil {
+	if keyPath, err = k.Write("tls.key", string(key)); err != nil {
 		return "", "", nil, err
 	}
-	return crtPath, keyPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
+	return crtPath, keyPath, ca.PEM, nil
 }

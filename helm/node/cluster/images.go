@@ -85,6 +85,6 @@ func readIndex(layout string) (index, error) {
 	return index{name: m.Annotations["io.containerd.image.name"], ref: m.Annotations["org.opencontainers.image.ref.name"], digest: m.Digest}, nil
 }
 
-// repository and tag split an image reference name:tag (names here have no registry port).
-func repository(image string) string { r, _, _ := strings.Cut(image, ":"); return r }
-func tag(image string) string        { _, t, _ := strings.Cut(image, ":"); return t }
+// Repository and Tag split an image reference name:tag (names here have no registry port).
+func Repository(image string) string { r, _, _ := strings.Cut(image, ":"); return r }
+func Tag(image string) string        { _, t, _ := strings.Cut(image, ":"); return t }

@@ -145,7 +145,7 @@ func (k *Kube) Diagnose(ns, selector string) string {
 	pods, _ := k.Run("", "-n", ns, "get", "pods", "-l", selector, "-o", "wide")
 	fmt.Fprintf(&b, "\n%s", pods)
 	events, _ := k.Run("", "-n", ns, "get", "events", "--sort-by=.lastTimestamp")
-	fmt.Fprintf(&b, "\nevents in %s:\n%s", ns, tail(events, 4000))
+	fmt.Fprintf(&b, "\nevents in %s:\n%s", ns, Tail(events, 4000))
 	names, _ := k.Run("", "-n", ns, "get", "pods", "-l", selector, "-o", "name")
 	for _, pod := range strings.Fields(names) {
 		logs, _ := k.Run("", "-n", ns, "logs", pod, "--all-containers", "--prefix", "--tail=30")
@@ -154,7 +154,8 @@ func (k *Kube) Diagnose(ns, selector string) string {
 	return b.String()
 }
 
-func tail(s string, n int) string {
+// Tail is the last n bytes of s, marked as cut when they are not all of it.
+func Tail(s string, n int) string {
 	if len(s) > n {
 		return "…" + s[len(s)-n:]
 	}

@@ -14,7 +14,7 @@ import (
 func badRelease(t *testing.T) {
 	const ns = "bad-values"
 	values, err := k.Write("bad-values.yaml", `controlPlane:
-  image: {repository: `+repositoryOf(im.ControlPlane)+`, tag: "`+tagOf(im.ControlPlane)+`"}
+  image: {repository: `+cluster.Repository(im.ControlPlane)+`, tag: "`+cluster.Tag(im.ControlPlane)+`"}
   replicas: 1
 envoy:
   image: {repository: weighstation.local/envoy, tag: no-such-version}
@@ -49,6 +49,3 @@ crds:
 		}
 	}
 }
-
-func repositoryOf(image string) string { r, _, _ := strings.Cut(image, ":"); return r }
-func tagOf(image string) string        { _, t, _ := strings.Cut(image, ":"); return t }

@@ -73,7 +73,7 @@ func everyClientKind(t *testing.T) {
 				}
 			}
 			if limited != 1 {
-				t.Errorf("%s, one connection 4× over the limit, was held back by %d Envoy pods; output:\n%s", c.name, limited, tail(out, 2000))
+				t.Errorf("%s, one connection 4× over the limit, was held back by %d Envoy pods; output:\n%s", c.name, limited, cluster.Tail(out, 2000))
 			}
 		})
 	}
@@ -93,18 +93,11 @@ func everyClientKind(t *testing.T) {
 		}
 		line := out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]
 		if err := json.Unmarshal([]byte(line), &got); err != nil {
-			t.Fatalf("ConsumerProbe's output: %v\n%s", err, tail(out, 2000))
+			t.Fatalf("ConsumerProbe's output: %v\n%s", err, cluster.Tail(out, 2000))
 		}
 		t.Logf("the Java consumer read %d of the topic's %d records through the gateway", len(got.Records), total)
 		if int64(len(got.Records)) != total {
 			t.Errorf("the Java consumer read %d records, the topic holds %d", len(got.Records), total)
 		}
 	})
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
 }

@@ -29,8 +29,8 @@ func cgroupDirs() map[string]bool {
 	return dirs
 }
 
-// NewCgroups is the cgroup directories that are not in before.
-func NewCgroups(before map[string]bool) []string {
+// newCgroups is the cgroup directories that are not in before.
+func newCgroups(before map[string]bool) []string {
 	var out []string
 	for dir := range cgroupDirs() {
 		if !before[dir] {
@@ -45,7 +45,7 @@ func NewCgroups(before map[string]bool) []string {
 // that could not be removed (a process still in one).
 func removeNewCgroups(before map[string]bool) error {
 	var left []string
-	for _, dir := range NewCgroups(before) {
+	for _, dir := range newCgroups(before) {
 		if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
 			left = append(left, dir)
 		}
@@ -55,9 +55,6 @@ func removeNewCgroups(before map[string]bool) error {
 	}
 	return nil
 }
-
-// CgroupSnapshot is the machine's cgroups now, to compare with after a node has run.
-func CgroupSnapshot() map[string]bool { return cgroupDirs() }
 
 // mountCgroups mounts again, in the node's mount namespace, the cgroup hierarchies the launcher
 // (the parent process, in the machine's mount namespace) sees: `ip netns exec` mounts a fresh

@@ -5,15 +5,10 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
-	"time"
 )
 
 // PKI is the node's certificates, written under Dirs.PKI(): one CA signs the API server's
@@ -30,7 +25,7 @@ func writePKI(dir string) (*PKI, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	ca, caKey, err := newCA()
+	ca, err := NewCA("weighstation-node-ca")
 	if err != nil {
 		return nil, err
 	}
@@ -38,31 +33,30 @@ func writePKI(dir string) (*PKI, error) {
 		CA: filepath.Join(dir, "ca.crt"), APIServer: filepath.Join(dir, "apiserver.crt"),
 		Kubelet: filepath.Join(dir, "kubelet.crt"), Admin: filepath.Join(dir, "admin.crt"),
 		ServiceAccountKey: filepath.Join(dir, "service-account.key"),
+		caPEM:             ca.PEM,
 	}
-	p.caPEM = pemBlock("CERTIFICATE", ca.Raw)
 	if err := os.WriteFile(p.CA, p.caPEM, 0o644); err != nil {
 		return nil, err
 	}
-	serving := func(file, cn string, ips []string, names []string) error {
-		tmpl := leaf(cn, nil)
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		for _, ip := range ips {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
+	// issue writes a certificate of the CA's and its key (file, Key(file)).
+	issue := func(file, cn string, orgs []string, usage x509.ExtKeyUsage, names, ips []string) (certPEM, keyPEM []byte, err error) {
+		if certPEM, keyPEM, err = ca.Issue(cn, orgs, usage, names, ips); err != nil {
+			return nil, nil, err
 		}
-		tmpl.DNSNames = names
-		_, _, err := issue(file, tmpl, ca, caKey)
-		return err
+		if err := os.WriteFile(file, certPEM, 0o644); err != nil {
+			return nil, nil, err
+		}
+		return certPEM, keyPEM, os.WriteFile(Key(file), keyPEM, 0o600)
 	}
-	if err := serving(p.APIServer, "kube-apiserver", []string{NodeIP, APIServiceIP, "127.0.0.1"},
-		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}); err != nil {
+	if _, _, err := issue(p.APIServer, "kube-apiserver", nil, x509.ExtKeyUsageServerAuth,
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		[]string{NodeIP, APIServiceIP, "127.0.0.1"}); err != nil {
 		return nil, err
 	}
-	if err := serving(p.Kubelet, NodeName, []string{NodeIP}, []string{NodeName}); err != nil {
+	if _, _, err := issue(p.Kubelet, NodeName, nil, x509.ExtKeyUsageServerAuth, []string{NodeName}, []string{NodeIP}); err != nil {
 		return nil, err
 	}
-	admin := leaf("weighstation-node-admin", []string{"system:masters"})
-	admin.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	if p.adminPEM, p.adminKeyPEM, err = issue(p.Admin, admin, ca, caKey); err != nil {
+	if p.adminPEM, p.adminKeyPEM, err = issue(p.Admin, "weighstation-node-admin", []string{"system:masters"}, x509.ExtKeyUsageClientAuth, nil, nil); err != nil {
 		return nil, err
 	}
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -99,56 +93,4 @@ contexts:
   context: {cluster: %[1]s, user: admin}
 current-context: %[1]s
 `, NodeName, APIServer(), b64(p.caPEM), b64(p.adminPEM), b64(p.adminKeyPEM))
-}
-
-func newCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := leaf("weighstation-node-ca", nil)
-	tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
-	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	ca, err := x509.ParseCertificate(der)
-	return ca, key, err
-}
-
-func leaf(cn string, orgs []string) *x509.Certificate {
-	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	return &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: cn, Organization: orgs},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(7 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-	}
-}
-
-// issue signs tmpl with the CA and writes the certificate and its key (file, Key(file)).
-func issue(file string, tmpl, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	certPEM, keyPEM = pemBlock("CERTIFICATE", der), pemBlock("EC PRIVATE KEY", keyDER)
-	if err := os.WriteFile(file, certPEM, 0o644); err != nil {
-		return nil, nil, err
-	}
-	return certPEM, keyPEM, os.WriteFile(Key(file), keyPEM, 0o600)
-}
-
-func pemBlock(typ string, der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 }
