@@ -8,11 +8,11 @@
 #                     `make test-helm` takes the binary and the filter module it runs (part of make test)
 #
 # The node images, what a single-node Kubernetes test imports into containerd (no registry there:
-# `ctr -n k8s.io images import FILE.tar`), assembled the same way from files on this machine:
+# helm/node imports each OCI layout), assembled the same way from files on this machine:
 #
-#   make node-images       .tools/image/node/<name>.tar (docker-archive, tagged weighstation.local/
-#                          <name>:<version>), <name>/oci and <name>/digest for pause, envoy,
-#                          nats-server, kafka and clients; built again only when an input changed
+#   make node-images       .tools/image/node/<name>/oci (an OCI layout naming the image
+#                          weighstation.local/<name>:<version>) and <name>/digest for pause, coredns,
+#                          envoy, nats-server, kafka and clients; built again only when an input changed
 #   make test-node-images  reads them back: config, files and owners, every ELF's libraries listed
 #                          by the image's own loader in a chroot, the programs run there as the
 #                          image's user, pause reaping orphans, the shared layers, the same digests

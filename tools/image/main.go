@@ -99,8 +99,8 @@ func buildCmd(args []string) error {
 	return nil
 }
 
-// output is where write puts one image: an OCI layout (annotated with the image's name), a
-// docker-archive tarball tagged with it, and a file holding its digest.
+// output is where write puts one image: an OCI layout (annotated with the image's name), a file
+// holding its digest and, when archive is set, a docker-archive tarball tagged tag (docker load).
 type output struct {
 	layout, archive, digest string
 	tag                     name.Tag
@@ -123,8 +123,10 @@ func write(img v1.Image, out output) (v1.Hash, int64, error) {
 	if err := p.AppendImage(img, layout.WithAnnotations(out.annotations)); err != nil {
 		return digest, 0, err
 	}
-	if err := tarball.WriteToFile(out.archive, out.tag, img); err != nil {
-		return digest, 0, err
+	if out.archive != "" {
+		if err := tarball.WriteToFile(out.archive, out.tag, img); err != nil {
+			return digest, 0, err
+		}
 	}
 	if err := os.WriteFile(out.digest, []byte(digest.String()+"\n"), 0o644); err != nil {
 		return digest, 0, err

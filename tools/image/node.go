@@ -58,7 +58,7 @@ func nodeCmd(args []string) error {
 	only := fs.String("only", strings.Join(nodeImages, ","), "the images to build, comma-separated")
 	source := fs.String("source", "https://github.com/weighstation/weighstation", "the source repository label")
 	created := fs.Int64("created", 0, "the images' creation time and their files' mtime (Unix seconds)")
-	out := fs.String("out", "", "directory for <name>/oci (an OCI layout), <name>/digest and <name>.tar (docker-archive)")
+	out := fs.String("out", "", "directory for <name>/oci (an OCI layout) and <name>/digest")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -141,8 +141,9 @@ func (b *nodeBuild) sharedLayers() error {
 	return nil
 }
 
-// writeNode writes out/<name>/oci, out/<name>/digest and out/<name>.tar, tagged
-// <registry>/<name>:<version>: `ctr -n k8s.io images import out/<name>.tar` names it so.
+// writeNode writes out/<name>/oci and out/<name>/digest. The layout names the image
+// <registry>/<name>:<version> (io.containerd.image.name) and <version> (ref.name): the node
+// imports it as an OCI archive under that name, by tag and by digest.
 func writeNode(n nodeImage, meta nodeMeta, registry, out string) error {
 	img, err := n.assemble(meta)
 	if err != nil {
@@ -157,14 +158,12 @@ func writeNode(n nodeImage, meta nodeMeta, registry, out string) error {
 		return err
 	}
 	digest, size, err := write(img, output{
-		layout: filepath.Join(dir, "oci"), archive: filepath.Join(out, n.name+".tar"), digest: filepath.Join(dir, "digest"),
-		tag: tag,
-		// containerd names an image imported from an OCI archive by io.containerd.image.name.
+		layout: filepath.Join(dir, "oci"), digest: filepath.Join(dir, "digest"),
 		annotations: map[string]string{"org.opencontainers.image.ref.name": n.version, "io.containerd.image.name": tag.String()},
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s %s (%d layer(s), %.1f MB compressed)\n  %s\n", tag, digest, len(n.parts), float64(size)/1e6, filepath.Join(out, n.name+".tar"))
+	fmt.Printf("%s %s (%d layer(s), %.1f MB compressed)\n  %s\n", tag, digest, len(n.parts), float64(size)/1e6, filepath.Join(dir, "oci"))
 	return nil
 }

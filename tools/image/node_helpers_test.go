@@ -15,7 +15,6 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
 // chrootRun runs args in root as user ("uid:gid") with env, in a PID namespace with its own
@@ -56,49 +55,24 @@ func headers(t *testing.T, img v1.Image) map[string]*tar.Header {
 	}
 }
 
-// archiveTag is the one repository tag of a docker-archive, which must hold the layout's image
-// (its config, the image ID, and its layers).
-func archiveTag(t *testing.T, archive string, img v1.Image) string {
+// layoutName is the name (io.containerd.image.name) and ref (org.opencontainers.image.ref.name)
+// the OCI layout's one image has: what the node imports it under.
+func layoutName(t *testing.T, layout string) (name, ref string) {
 	t.Helper()
-	f, err := os.Open(archive)
+	b, err := os.ReadFile(filepath.Join(layout, "index.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	tr := tar.NewReader(f)
-	var manifest []struct{ RepoTags []string }
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Name == "manifest.json" {
-			if err := json.NewDecoder(tr).Decode(&manifest); err != nil {
-				t.Fatal(err)
-			}
-		}
+	var index struct {
+		Manifests []struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"manifests"`
 	}
-	if len(manifest) != 1 || len(manifest[0].RepoTags) != 1 {
-		t.Fatalf("%s: manifest.json %+v, want one image with one tag", archive, manifest)
+	if err := json.Unmarshal(b, &index); err != nil || len(index.Manifests) != 1 {
+		t.Fatalf("%s/index.json: %v, %d manifests, want one", layout, err, len(index.Manifests))
 	}
-	archived, err := tarball.ImageFromPath(archive, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a, b := must(archived.ConfigName()), must(img.ConfigName()); a != b {
-		t.Errorf("%s holds image %s, the layout %s", archive, a, b)
-	}
-	la, lb := must(archived.Layers()), must(img.Layers())
-	for i := range max(len(la), len(lb)) {
-		if i >= len(la) || i >= len(lb) || must(la[i].Digest()) != must(lb[i].Digest()) {
-			t.Errorf("%s: its layers are not the layout's", archive)
-			break
-		}
-	}
-	return manifest[0].RepoTags[0]
+	a := index.Manifests[0].Annotations
+	return a["io.containerd.image.name"], a["org.opencontainers.image.ref.name"]
 }
 
 func envOf(cf *v1.ConfigFile, key string) string {

@@ -117,10 +117,10 @@ func TestNodeImages(t *testing.T) {
 				t.Fatal(err)
 			}
 			cf := must(img.ConfigFile())
-			tag := archiveTag(t, filepath.Join(dir, c.name+".tar"), img)
+			tag, ref := layoutName(t, filepath.Join(dir, c.name, "oci"))
 			version, ok := strings.CutPrefix(tag, "weighstation.local/"+c.name+":")
-			if !ok || version == "" {
-				t.Fatalf("the docker-archive is tagged %q, want weighstation.local/%s:<version>", tag, c.name)
+			if !ok || version == "" || ref != version {
+				t.Fatalf("the layout names the image %q (ref %q), want weighstation.local/%s:<version> (ref <version>)", tag, ref, c.name)
 			}
 			expand := strings.NewReplacer("{version}", version, "{java}", strings.TrimPrefix(envOf(cf, "JAVA_HOME"), "/")).Replace
 
