@@ -16,10 +16,11 @@ const reportTTL = 3 * time.Second
 // Store keeps every replica's latest report per global limit in Redis: one hash per limit,
 // a field per replica.
 type Store struct {
-	rdb *redis.Client
+	rdb redis.UniversalClient
 }
 
-func NewStore(rdb *redis.Client) *Store { return &Store{rdb: rdb} }
+// NewStore takes any of go-redis's clients: one server, a Sentinel-watched primary or a Cluster.
+func NewStore(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
 
 func hashKey(limitKey string) string { return "weighstation:quota:" + limitKey }
 
