@@ -1,9 +1,9 @@
 // Package quota is the second level of the lease hierarchy (docs/architecture.md): it divides
 // a global tenant's rate among the gateway replicas that carry its traffic. Each replica
-// reports, about once a second, what it admitted and refused under each global limit, how many
-// of the tenant's connections it holds and whether it was held back; it gets back its share of
-// the limit, which its workers then lease from in blocks. The reports live in Redis, so any
-// number of quota services answer alike and a restart forgets nothing.
+// reports, about once a second, what it admitted under each global limit, what its clients
+// wanted (its demand) and how many of the tenant's connections it holds; it gets back its share
+// of the limit, which its workers then lease from in blocks. The reports and the shares given
+// live in Redis, so any number of quota services answer alike and a restart forgets nothing.
 package quota
 
 import "sort"
@@ -14,69 +14,75 @@ type Report struct {
 	// Admitted is what the replica let through in the last report period, per second, in the
 	// limit's unit (messages, or bytes for a limit with only a byte rate).
 	Admitted float64 `json:"admitted"`
+	// Demand is what its clients wanted, per second, in the same unit (see the filter's
+	// weighstation_core::quota::Demand: admitted and refused for a tenant that rejects; for one
+	// that delays, what the time its connections were held hid).
+	Demand float64 `json:"demand"`
 	// Connections is how many of the tenant's connections the replica holds.
 	Connections int `json:"connections"`
-	// Saturated says the replica refused or held messages: it wanted more than its share.
+	// Saturated says the replica refused or held messages.
 	Saturated bool `json:"saturated"`
 	// At is when the report was made (Unix ms).
 	At int64 `json:"at"`
 }
 
-// headroom is what a replica that is not held back gets above what it used, so its traffic can
-// grow before the next report.
-const headroom = 1.25
-
-// minimumShare is the least a live replica is given, so a replica whose first connection just
-// arrived can admit before its first report.
-const minimumShare = 0.02
-
-// Allocate divides a limit among the replicas that reported: shares that sum to 1, fair by
-// connections (weighted max-min fairness). A replica's fair part is the limit in proportion to
-// its connections; one that was not held back and wants less than its part (what it used, with
-// headroom) gets what it wants, and what it leaves is divided again among the rest, until every
-// remaining replica wants at least its part and gets it. So a tenant's connections each get
-// about the same rate wherever they landed, a quiet replica cannot keep a busy one's part by
-// having been given it before, and slack nobody wants is shared equally.
-func Allocate(limit float64, reports []Report) map[string]float64 {
+// Allocate divides a limit among the replicas that reported by their demand, max-min fair:
+// when the demands fit in the limit each replica gets its demand, and what nobody wants is
+// spread by connections, so traffic can grow anywhere before the next report. Of `live`
+// replicas (the gateway's, as the filter knows them), those that have not reported keep a part
+// of that spare each, as if they held one connection: what they enforce before their first
+// answer (limit ÷ live replicas) is mostly there, and the first replica to report after the
+// store was emptied does not take the whole limit from those about to. When they do
+// not, the limit is filled level by level: a replica wanting less than its part gets what it
+// wants, and what it leaves is divided again among the rest. Connections weigh only among the
+// replicas that want more than their part — each then gets the same rate per connection, so a
+// tenant's connections are served alike wherever they landed — never against a replica's
+// demand: a replica whose connections stall asks for little and is given little.
+//
+// The shares (fractions of the limit) sum to 1 when every live replica reported, and never
+// above it.
+func Allocate(limit float64, reports []Report, live int) map[string]float64 {
 	shares := map[string]float64{}
 	if len(reports) == 0 || limit <= 0 {
 		return shares
 	}
-	sorted := append([]Report(nil), reports...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Replica < sorted[j].Replica })
-	floor := minimumShare * limit
-	left := limit
-	open := sorted
-	for len(open) > 0 {
-		weight := 0.0
-		for _, r := range open {
-			weight += float64(max(r.Connections, 1))
-		}
-		var still []Report
-		for _, r := range open {
-			part := left * float64(max(r.Connections, 1)) / weight
-			if want := max(r.Admitted*headroom, floor); !r.Saturated && want <= part {
-				shares[r.Replica] = want
-				continue
-			}
-			still = append(still, r)
-		}
-		for _, r := range open {
-			if _, fixed := shares[r.Replica]; fixed {
-				left -= shares[r.Replica]
-			}
-		}
-		if len(still) == len(open) {
-			for _, r := range still {
-				shares[r.Replica] = left * float64(max(r.Connections, 1)) / weight
-			}
-			left = 0
-			break
-		}
-		open = still
+	weight := func(r Report) float64 { return float64(max(r.Connections, 1)) }
+	total, weights := 0.0, 0.0
+	for _, r := range reports {
+		total += max(r.Demand, 0)
+		weights += weight(r)
 	}
-	for _, r := range sorted {
-		shares[r.Replica] = (shares[r.Replica] + left/float64(len(sorted))) / limit
+	if total <= limit {
+		spare := limit - total
+		weights += float64(max(live-len(reports), 0))
+		for _, r := range reports {
+			shares[r.Replica] = (max(r.Demand, 0) + spare*weight(r)/weights) / limit
+		}
+		return shares
+	}
+	// Water-filling: in order of demand per connection, each replica either fits under the
+	// level the rest would share (and gets its demand) or all that remain are capped at it.
+	sorted := append([]Report(nil), reports...)
+	sort.Slice(sorted, func(i, j int) bool {
+		a, b := max(sorted[i].Demand, 0)/weight(sorted[i]), max(sorted[j].Demand, 0)/weight(sorted[j])
+		if a != b {
+			return a < b
+		}
+		return sorted[i].Replica < sorted[j].Replica
+	})
+	left, open := limit, weights
+	for i, r := range sorted {
+		level := left / open
+		if d := max(r.Demand, 0); d <= level*weight(r) {
+			shares[r.Replica] = d / limit
+			left -= d
+			open -= weight(r)
+			continue
+		}
+		for _, rest := range sorted[i:] {
+			shares[rest.Replica] = level * weight(rest) / limit
+		}
+		break
 	}
 	return shares
 }

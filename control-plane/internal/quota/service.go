@@ -19,17 +19,34 @@ const storeDeadline = 500 * time.Millisecond
 
 // SharesRequest is one replica's reports, one per global limit it carries traffic for.
 type SharesRequest struct {
-	Replica string        `json:"replica"`
-	Limits  []LimitReport `json:"limits"`
+	Replica string `json:"replica"`
+	// Replicas is how many live gateway replicas the filter was told of (0 from a filter older
+	// than this field: then only those that reported count).
+	Replicas int           `json:"replicas,omitempty"`
+	Limits   []LimitReport `json:"limits"`
 }
 
-// LimitReport is a Report under the limit named by Key, of PerSecond messages.
+// LimitReport is a Report under the limit named by Key, of PerSecond units.
 type LimitReport struct {
-	Key         string  `json:"key"`
-	PerSecond   float64 `json:"perSecond"`
-	Admitted    float64 `json:"admitted"`
-	Connections int     `json:"connections"`
-	Saturated   bool    `json:"saturated"`
+	Key       string  `json:"key"`
+	PerSecond float64 `json:"perSecond"`
+	Admitted  float64 `json:"admitted"`
+	// Demand is absent from a filter older than demand-based shares (a rollout's few seconds):
+	// it is taken as what it admitted, or the whole limit if it was held back.
+	Demand      *float64 `json:"demand,omitempty"`
+	Connections int      `json:"connections"`
+	Saturated   bool     `json:"saturated"`
+}
+
+func (l LimitReport) demand() float64 {
+	switch {
+	case l.Demand != nil:
+		return *l.Demand
+	case l.Saturated:
+		return l.PerSecond
+	default:
+		return l.Admitted
+	}
 }
 
 // SharesResponse is the replica's share of each limit and how many replicas hold one.
@@ -75,14 +92,29 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Service) shares(ctx context.Context, req SharesRequest) (SharesResponse, error) {
 	now := s.Now()
 	var resp SharesResponse
-	for _, l := range req.Limits {
-		mine := Report{Replica: req.Replica, Admitted: l.Admitted, Connections: l.Connections, Saturated: l.Saturated, At: now.UnixMilli()}
-		live, err := s.Store.Exchange(ctx, l.Key, mine, now)
-		if err != nil {
-			return resp, err
-		}
-		shares := Allocate(l.PerSecond, live)
-		resp.Limits = append(resp.Limits, Share{Key: l.Key, Share: shares[req.Replica], Replicas: len(live)})
+	if len(req.Limits) == 0 {
+		return resp, nil
+	}
+	keys := make([]string, len(req.Limits))
+	reports := make([]Report, len(req.Limits))
+	for i, l := range req.Limits {
+		keys[i] = l.Key
+		reports[i] = Report{Replica: req.Replica, Admitted: l.Admitted, Demand: l.demand(), Connections: l.Connections, Saturated: l.Saturated, At: now.UnixMilli()}
+	}
+	live, err := s.Store.Exchange(ctx, keys, reports, now)
+	if err != nil {
+		return resp, err
+	}
+	due := make([]float64, len(req.Limits))
+	for i, l := range req.Limits {
+		due[i] = Allocate(l.PerSecond, live[i], max(req.Replicas, len(live[i])))[req.Replica]
+	}
+	given, err := s.Store.Grant(ctx, req.Replica, keys, due, now)
+	if err != nil {
+		return resp, err
+	}
+	for i, l := range req.Limits {
+		resp.Limits = append(resp.Limits, Share{Key: l.Key, Share: given[i], Replicas: len(live[i])})
 	}
 	return resp, nil
 }

@@ -2,19 +2,26 @@ package quota
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// reportTTL is how long a replica's report counts: a replica that stopped reporting (gone, or
-// cut off from the store) stops holding a share after it.
+// reportTTL is how long a replica's report and the share it was given count: a replica that
+// stopped reporting (gone, or cut off from the store) stops holding a share after it. The
+// filter lets a share lapse sooner (weighstation_core::quota::SHARE_TTL_NS, 2.5 s), so the
+// store never counts a share as free that a replica may still enforce.
 const reportTTL = 3 * time.Second
 
-// Store keeps every replica's latest report per global limit in Redis: one hash per limit,
-// a field per replica.
+// Store keeps, in Redis, one hash per global limit: each replica's latest report (field
+// report/<replica>) and the share it was last given (grant/<replica>). One key per limit keeps
+// every step on one slot of a Redis Cluster.
 type Store struct {
 	rdb redis.UniversalClient
 }
@@ -24,34 +31,104 @@ func NewStore(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
 
 func hashKey(limitKey string) string { return "weighstation:quota:" + limitKey }
 
-// Exchange records a replica's report under a limit and returns every live report, its own
-// included, in one round trip.
-func (s *Store) Exchange(ctx context.Context, limitKey string, r Report, now time.Time) ([]Report, error) {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
+const (
+	reportField = "report/"
+	grantField  = "grant/"
+)
+
+// grantScript gives a replica the share it is due, capped by what the other replicas were
+// given and may still hold, atomically on the limit's hash: so the shares in force never sum
+// above the limit, whatever order replicas report in. A share one replica no longer needs
+// comes free when that replica next reports, and the one that needs it gets it at its own next
+// report: within two report periods.
+//
+//go:embed grant.lua
+var grantSource string
+
+var grantScript = redis.NewScript(grantSource)
+
+// Exchange records a replica's reports, one per limit, and returns every live report under
+// each of those limits, its own included: one pipelined round trip for them all.
+func (s *Store) Exchange(ctx context.Context, limitKeys []string, reports []Report, now time.Time) ([][]Report, error) {
+	pipe := s.rdb.Pipeline()
+	all := make([]*redis.MapStringStringCmd, len(limitKeys))
+	for i, limitKey := range limitKeys {
+		b, err := json.Marshal(reports[i])
+		if err != nil {
+			return nil, err
+		}
+		key := hashKey(limitKey)
+		pipe.HSet(ctx, key, reportField+reports[i].Replica, b)
+		pipe.PExpire(ctx, key, 10*reportTTL)
+		all[i] = pipe.HGetAll(ctx, key)
 	}
-	key := hashKey(limitKey)
-	pipe := s.rdb.TxPipeline()
-	pipe.HSet(ctx, key, r.Replica, b)
-	pipe.PExpire(ctx, key, 10*reportTTL)
-	all := pipe.HGetAll(ctx, key)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
-	var live []Report
-	var stale []string
-	for replica, v := range all.Val() {
-		var rep Report
-		if json.Unmarshal([]byte(v), &rep) != nil || now.Sub(time.UnixMilli(rep.At)) > reportTTL {
-			stale = append(stale, replica)
-			continue
+	live := make([][]Report, len(limitKeys))
+	stale := s.rdb.Pipeline()
+	for i, cmd := range all {
+		var gone []string
+		for field, v := range cmd.Val() {
+			replica, isReport := strings.CutPrefix(field, reportField)
+			var rep Report
+			switch {
+			case isReport && json.Unmarshal([]byte(v), &rep) == nil && now.Sub(time.UnixMilli(rep.At)) <= reportTTL:
+				live[i] = append(live[i], rep)
+			case isReport:
+				gone = append(gone, field, grantField+replica)
+			case !strings.HasPrefix(field, grantField):
+				gone = append(gone, field) // not ours: an earlier release's layout
+			}
 		}
-		live = append(live, rep)
+		if len(gone) > 0 {
+			stale.HDel(ctx, hashKey(limitKeys[i]), gone...)
+		}
 	}
-	if len(stale) > 0 {
-		// Best effort: a stale report is ignored whether or not this removes it.
-		s.rdb.HDel(ctx, key, stale...)
+	// Best effort: a stale report is ignored, and its share not counted, whether or not this
+	// removes them.
+	if stale.Len() > 0 {
+		_, _ = stale.Exec(ctx)
 	}
 	return live, nil
+}
+
+// Grant records each share a replica is due (a fraction of the limit), capped as grantScript
+// says, and returns the shares it was given: one pipelined round trip.
+func (s *Store) Grant(ctx context.Context, replica string, limitKeys []string, due []float64, now time.Time) ([]float64, error) {
+	run := func(send bool) ([]*redis.Cmd, error) {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(limitKeys))
+		for i, limitKey := range limitKeys {
+			keys := []string{hashKey(limitKey)}
+			args := []any{replica, strconv.FormatFloat(due[i], 'f', 6, 64), now.UnixMilli(), reportTTL.Milliseconds()}
+			if send {
+				cmds[i] = grantScript.Eval(ctx, pipe, keys, args...)
+			} else {
+				cmds[i] = grantScript.EvalSha(ctx, pipe, keys, args...)
+			}
+		}
+		_, err := pipe.Exec(ctx)
+		return cmds, err
+	}
+	cmds, err := run(false)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// A server that has not seen the script yet (the first call, or a new primary after a
+		// failover): send it whole.
+		cmds, err = run(true)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	granted := make([]float64, len(cmds))
+	for i, c := range cmds {
+		text, err := c.Text()
+		if err == nil {
+			granted[i], err = strconv.ParseFloat(text, 64)
+		}
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("share of %s", limitKeys[i]), err)
+		}
+	}
+	return granted, nil
 }

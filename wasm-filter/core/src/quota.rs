@@ -38,13 +38,21 @@ pub const SHARE_TTL_NS: u64 = 2_500_000_000;
 #[derive(Debug, Serialize)]
 struct SharesRequest<'a> {
     replica: &'a str,
+    /// The live replicas this one knows of: the service keeps a part of what nobody wants for
+    /// those that have not reported yet.
+    replicas: u64,
     limits: &'a [LimitReport],
 }
 
 /// The body of a replica's report.
-pub fn shares_request(replica: &str, limits: &[LimitReport]) -> Vec<u8> {
+pub fn shares_request(replica: &str, replicas: u64, limits: &[LimitReport]) -> Vec<u8> {
     // Strings and finite numbers only: serialising cannot fail.
-    serde_json::to_vec(&SharesRequest { replica, limits }).unwrap_or_default()
+    serde_json::to_vec(&SharesRequest {
+        replica,
+        replicas,
+        limits,
+    })
+    .unwrap_or_default()
 }
 
 /// A report on one limit, in the unit the limit is divided by: messages if it has a message
@@ -56,28 +64,67 @@ pub struct LimitReport {
     pub per_second: f64,
     /// Units admitted per second since the last report.
     pub admitted: f64,
+    /// Units per second the replica's clients wanted (see [`Demand`]): what the quota service
+    /// divides the limit by.
+    pub demand: f64,
     pub connections: u64,
     pub saturated: bool,
 }
 
+/// How a limit's refusals tell what its replica's clients wanted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Demand {
+    /// Refused messages are not sent again by the gateway's doing: demand is what was admitted
+    /// and refused.
+    Reject,
+    /// Held messages wait, so a client sends no faster than it is admitted and its demand is
+    /// hidden by the backpressure. What shows it is the time its connections spent held: a
+    /// client held a fraction h of the time would have sent 1 / (1 − h) times as much. And a
+    /// replica whose connections are held most of the time wants at least that fraction of its
+    /// even part of the limit (`replicas` live): so a replica that was given almost nothing,
+    /// and admitted almost nothing, still asks for a part.
+    Delay { replicas: u64 },
+}
+
+/// The most of its time a connection is counted as held: a replica never claims more than
+/// 1 / (1 − this) times what it admitted.
+const MAX_HELD: f64 = 0.95;
+
 impl LimitReport {
     /// The report on `limit` of a period of `period_ns`; None if the limit has no rate or the
-    /// process had nothing to do with it (no connection, nothing admitted or held back), so that
-    /// a replica the tenant does not use takes no share from those it does.
-    pub fn new(key: String, limit: &RateLimit, usage: Usage, connections: u64, period_ns: u64) -> Option<LimitReport> {
+    /// process had nothing to do with it (no connection, nothing admitted, refused or held
+    /// back), so that a replica the tenant does not use takes no share from those it does.
+    pub fn new(
+        key: String,
+        limit: &RateLimit,
+        usage: Usage,
+        connections: u64,
+        period_ns: u64,
+        demand: Demand,
+    ) -> Option<LimitReport> {
         let (bucket, unit) = match (limit.messages, limit.bytes) {
             (Some(g), _) => (g, 0),
             (None, Some(g)) => (g, 1),
             (None, None) => return None,
         };
-        if connections == 0 && usage.admitted[unit] == 0 && !usage.saturated {
+        if connections == 0 && usage.admitted[unit] == 0 && usage.refused[unit] == 0 && !usage.saturated {
             return None;
         }
         let seconds = period_ns.max(1) as f64 / 1e9;
+        let per_second = bucket.parameters().0 as f64;
+        let admitted = usage.admitted[unit] as f64 / seconds;
+        let wanted = match demand {
+            Demand::Reject => admitted + usage.refused[unit] as f64 / seconds,
+            Demand::Delay { replicas } => {
+                let held = (usage.waited_ns as f64 / 1e9 / (connections.max(1) as f64 * seconds)).min(MAX_HELD);
+                (admitted / (1.0 - held)).max(held * per_second / replicas.max(1) as f64)
+            }
+        };
         Some(LimitReport {
             key,
-            per_second: bucket.parameters().0 as f64,
-            admitted: usage.admitted[unit] as f64 / seconds,
+            per_second,
+            admitted,
+            demand: wanted,
             connections,
             saturated: usage.saturated,
         })
@@ -117,31 +164,64 @@ mod tests {
     fn reports_a_limit_in_the_unit_it_is_divided_by() {
         let usage = Usage {
             admitted: [500, 80_000],
+            refused: [250, 40_000],
+            waited_ns: 0,
             saturated: true,
         };
         let by_messages = RateLimit::new(Some((1_000, 1_000)), Some((1 << 20, 1 << 20)));
-        let r = LimitReport::new("nats/acme/rate/1".into(), &by_messages, usage, 3, 500_000_000);
+        let r = LimitReport::new("nats/acme/rate/1".into(), &by_messages, usage, 3, 500_000_000, Demand::Reject);
         assert_eq!(
             r,
             Some(LimitReport {
                 key: "nats/acme/rate/1".into(),
                 per_second: 1_000.0,
                 admitted: 1_000.0,
+                demand: 1_500.0,
                 connections: 3,
                 saturated: true
             })
         );
         let by_bytes = RateLimit::new(None, Some((1 << 20, 1 << 20)));
-        let r = LimitReport::new("k".into(), &by_bytes, usage, 3, 1_000_000_000);
-        assert_eq!(r.map(|r| (r.per_second, r.admitted)), Some((1_048_576.0, 80_000.0)));
+        let r = LimitReport::new("k".into(), &by_bytes, usage, 3, 1_000_000_000, Demand::Reject);
+        assert_eq!(r.map(|r| (r.per_second, r.admitted, r.demand)), Some((1_048_576.0, 80_000.0, 120_000.0)));
+    }
+
+    /// Delay: connections held half the time wanted twice what was admitted; held all the time
+    /// with nothing admitted (a share of almost nothing), at least their even part.
+    #[test]
+    fn a_delayed_replica_wants_what_holding_hid() {
+        let l = RateLimit::new(Some((1_000, 1_000)), None);
+        let delay = Demand::Delay { replicas: 4 };
+        let half = Usage {
+            admitted: [300, 0],
+            refused: [9_999, 0],
+            waited_ns: 2 * 500_000_000,
+            saturated: true,
+        };
+        let r = LimitReport::new("k".into(), &l, half, 2, 1_000_000_000, delay).unwrap();
+        assert!((r.demand - 600.0).abs() < 1e-6, "{r:?}");
+        let starved = Usage {
+            admitted: [0, 0],
+            refused: [50, 0],
+            waited_ns: 1_000_000_000,
+            saturated: true,
+        };
+        let r = LimitReport::new("k".into(), &l, starved, 1, 1_000_000_000, delay).unwrap();
+        assert!((r.demand - MAX_HELD * 250.0).abs() < 1e-6, "{r:?}");
+        let calm = Usage {
+            admitted: [100, 0],
+            ..Usage::default()
+        };
+        let r = LimitReport::new("k".into(), &l, calm, 1, 1_000_000_000, delay).unwrap();
+        assert_eq!(r.demand, 100.0);
     }
 
     #[test]
     fn an_unused_limit_is_not_reported() {
         let l = RateLimit::new(Some((1_000, 1_000)), None);
-        assert_eq!(LimitReport::new("k".into(), &l, Usage::default(), 0, 1), None);
+        assert_eq!(LimitReport::new("k".into(), &l, Usage::default(), 0, 1, Demand::Reject), None);
         assert_eq!(
-            LimitReport::new("k".into(), &RateLimit::default(), Usage::default(), 5, 1),
+            LimitReport::new("k".into(), &RateLimit::default(), Usage::default(), 5, 1, Demand::Reject),
             None
         );
     }

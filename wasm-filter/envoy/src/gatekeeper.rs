@@ -280,10 +280,11 @@ fn spend_rate(limit: &RateLimit, rate: &RateKey, now: u64, messages: u64, bytes:
         outcome.set(Some(renewal.map(|(_, grant)| grant)));
         match renewal {
             Ok((next, _)) => Some(next),
-            // The quota service gives a replica that was held back a share by its connections:
-            // the same compare-and-swap records it (at most every 100 ms).
-            Err(_) if rate.scope != Scope::PerGateway => {
-                let mark = SharedRate::saturated(w, now);
+            // The quota service divides a global limit by what each replica wanted: the same
+            // compare-and-swap counts the refusal (at most every 100 ms; the lease keeps it
+            // meanwhile).
+            Err(refusal) if rate.scope != Scope::PerGateway => {
+                let mark = lease.refusal(w, now, messages, bytes, refusal.wait_ns);
                 marked.set(mark.is_some());
                 mark
             }
@@ -295,7 +296,14 @@ fn spend_rate(limit: &RateLimit, rate: &RateKey, now: u64, messages: u64, bytes:
             lease.renewed(grant, now, messages, bytes);
             Ok(true)
         }
-        Some(Err(refusal)) if !stored || marked.get() => Err(refusal),
+        Some(Err(refusal)) if !stored || marked.get() => {
+            if marked.get() {
+                lease.refusal_stored();
+            } else if rate.scope != Scope::PerGateway {
+                lease.refusal_kept(messages, bytes, refusal.wait_ns);
+            }
+            Err(refusal)
+        }
         // Shared data failed open (see shared::update): so does the limit.
         _ => Ok(false),
     }

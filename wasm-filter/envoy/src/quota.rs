@@ -13,7 +13,7 @@ use weighstation_core::config::Protocol;
 use weighstation_core::leases::{SharedRate, Usage, SHARED_RATE_WORDS};
 use weighstation_core::limits::RateLimit;
 use weighstation_core::quota::{
-    parse_shares, shares_request, LimitReport, QuotaService, REPORT_PERIOD_NS, SHARES_PATH, SHARE_TTL_NS,
+    parse_shares, shares_request, Demand, LimitReport, QuotaService, REPORT_PERIOD_NS, SHARES_PATH, SHARE_TTL_NS,
 };
 
 use crate::{keys, metrics, shared, state};
@@ -31,9 +31,11 @@ struct GlobalLimit {
     /// which every replica derives alike from the same policy.
     key: String,
     limit: RateLimit,
+    demand: Demand,
     connections_key: String,
-    /// The tenant's share gauge (None for an override's limit).
+    /// The tenant's share and demand gauges (None for an override's or a client's limit).
     share_metric: Option<String>,
+    demand_metric: Option<String>,
 }
 
 #[derive(Default)]
@@ -72,36 +74,31 @@ pub fn configure(replica: String, now: u64) -> bool {
         if let Some(q) = &config.quota {
             setup.service = Some(q.clone());
         }
+        let replicas = config.quota.as_ref().map_or(1, |q| q.replicas);
         for (id, t) in config.tenants.iter().enumerate().filter(|(_, t)| t.global) {
             let Some(plan) = config.plan(id) else { continue };
             let base = keys::tenant_base(protocol, &t.name);
             let connections_key = keys::connections_key(&base);
-            let share_metric = format!(
-                "weighstation_quota_share_ppm.protocol.{}.tenant.{}",
-                protocol.as_str(),
-                t.name
-            );
-            setup.limits.push(GlobalLimit {
-                key: keys::tenant_rate_key(&base, &plan.rate),
-                limit: plan.rate,
+            let demand = if t.reject { Demand::Reject } else { Demand::Delay { replicas } };
+            let gauge = |name: &str| format!("{name}.protocol.{}.tenant.{}", protocol.as_str(), t.name);
+            let limit = |key: String, limit: RateLimit| GlobalLimit {
+                key,
+                limit,
+                demand,
                 connections_key: connections_key.clone(),
-                share_metric: Some(share_metric),
+                share_metric: None,
+                demand_metric: None,
+            };
+            setup.limits.push(GlobalLimit {
+                share_metric: Some(gauge("weighstation_quota_share_ppm")),
+                demand_metric: Some(gauge("weighstation_quota_demand")),
+                ..limit(keys::tenant_rate_key(&base, &plan.rate), plan.rate)
             });
             for o in &plan.overrides {
-                setup.limits.push(GlobalLimit {
-                    key: keys::override_rate_key(&base, o.fingerprint),
-                    limit: o.rate,
-                    connections_key: connections_key.clone(),
-                    share_metric: None,
-                });
+                setup.limits.push(limit(keys::override_rate_key(&base, o.fingerprint), o.rate));
             }
             for n in plan.clients.iter().flat_map(|c| &c.named) {
-                setup.limits.push(GlobalLimit {
-                    key: keys::named_client_rate_key(&base, n.fingerprint),
-                    limit: n.plan.rate,
-                    connections_key: connections_key.clone(),
-                    share_metric: None,
-                });
+                setup.limits.push(limit(keys::named_client_rate_key(&base, n.fingerprint), n.plan.rate));
             }
         }
     }
@@ -173,10 +170,13 @@ fn report(root: &dyn Context, now: u64) {
                 });
                 let connections = shared::read(&g.connections_key);
                 let key = g.key.trim_start_matches("weighstation/").to_owned();
-                LimitReport::new(key, &g.limit, usage.get(), connections, period)
+                let report = LimitReport::new(key, &g.limit, usage.get(), connections, period, g.demand);
+                metrics::set_gauge(g.demand_metric.as_deref(), report.as_ref().map_or(0, |r| r.demand.round() as u64));
+                report
             })
             .collect();
-        let body = (!reports.is_empty()).then(|| shares_request(&s.replica, &reports));
+        let replicas = s.service.as_ref().map_or(1, |q| q.replicas);
+        let body = (!reports.is_empty()).then(|| shares_request(&s.replica, replicas, &reports));
         (body, s.service.clone())
     });
     LEADER.with(|l| l.borrow_mut().last_report = now);

@@ -13,8 +13,8 @@
 //!
 //! A limit of global scope is enforced by each replica for its share of it (the second level of
 //! the lease hierarchy, crate::quota): the shared state keeps the share the quota service last
-//! gave and until when it holds, and what the process admitted and whether it was held back,
-//! for the next report. Without a current share a replica enforces limit ÷ live replicas.
+//! gave and until when it holds, and what the process admitted, refused and held back, for the
+//! next report (its demand). Without a current share a replica enforces limit ÷ live replicas.
 
 use crate::limits::{Gcra, RateLimit, RateState};
 
@@ -32,7 +32,7 @@ const MAX_BLOCK_NS: u64 = 5_000_000;
 const MAX_SHARE_OF_BURST: u64 = 8;
 
 /// Words of [`SharedRate`] in shared data.
-pub const SHARED_RATE_WORDS: usize = 12;
+pub const SHARED_RATE_WORDS: usize = 15;
 
 /// Parts of a limit are counted in millionths.
 pub const PPM: u64 = 1_000_000;
@@ -47,15 +47,20 @@ pub enum Scope {
     Global { replicas: u64 },
 }
 
-/// What a process did under a limit since the last report: units admitted per bucket (messages,
-/// bytes) and whether anything was held back or refused.
+/// What a process did under a limit since the last report: units admitted and refused per bucket
+/// (messages, bytes), how long its messages were held back in all, and whether anything was held
+/// back or refused. A refusal of a held message (delay) is counted again at each retry, so
+/// `refused` means demand only for a tenant that rejects; `waited_ns` is what delay has instead.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
     pub admitted: [u64; 2],
+    pub refused: [u64; 2],
+    pub waited_ns: u64,
     pub saturated: bool,
 }
 
-/// A held-back message is recorded at most this often: the record costs a write.
+/// Refusals are written to the shared state at most this often (the write costs a host call);
+/// meanwhile each worker counts its own in its lease.
 const SATURATION_RECORD_NS: u64 = 100_000_000;
 
 /// A rate limit's shared state (one per tenant or override, per Envoy process).
@@ -69,9 +74,12 @@ pub struct SharedRate {
     /// This replica's share of a global limit (ppm), valid until `share_until` (ns).
     share_ppm: u64,
     share_until: u64,
-    /// Units admitted since the last report, and when a message was last held back or refused.
+    /// Since the last report: units admitted and refused, the time messages waited, and when a
+    /// message was last held back or refused.
     admitted: [u64; 2],
     saturated_at: u64,
+    refused: [u64; 2],
+    waited_ns: u64,
 }
 
 /// Why a message was not admitted: the wait until it could be, and the part of that wait that
@@ -104,12 +112,15 @@ impl SharedRate {
             share_until: w[8],
             admitted: [w[9], w[10]],
             saturated_at: w[11],
+            refused: [w[12], w[13]],
+            waited_ns: w[14],
         }
     }
 
     pub fn encode(&self) -> [u64; SHARED_RATE_WORDS] {
         let [[m0, m1], [b0, b1]] = self.held;
         let [a0, a1] = self.admitted;
+        let [r0, r1] = self.refused;
         let s = self;
         [
             s.tat[0],
@@ -124,6 +135,9 @@ impl SharedRate {
             a0,
             a1,
             s.saturated_at,
+            r0,
+            r1,
+            s.waited_ns,
         ]
     }
 
@@ -152,26 +166,24 @@ impl SharedRate {
         s.encode()
     }
 
-    /// Takes what was admitted since the last report (zeroing it), and whether anything was held
-    /// back since `since`.
+    /// Takes what was admitted, refused and waited since the last report (zeroing it), and
+    /// whether anything was held back since `since`.
     pub fn take_usage(shared: [u64; SHARED_RATE_WORDS], since: u64) -> ([u64; SHARED_RATE_WORDS], Usage) {
         let mut s = SharedRate::decode(shared);
         let usage = Usage {
             admitted: std::mem::take(&mut s.admitted),
+            refused: std::mem::take(&mut s.refused),
+            waited_ns: std::mem::take(&mut s.waited_ns),
             saturated: s.saturated_at >= since && s.saturated_at != 0,
         };
         (s.encode(), usage)
     }
 
-    /// Records that a message was held back or refused at `now`; None if a recent record says so
-    /// already (nothing to write).
-    pub fn saturated(shared: [u64; SHARED_RATE_WORDS], now: u64) -> Option<[u64; SHARED_RATE_WORDS]> {
-        let mut s = SharedRate::decode(shared);
-        if s.saturated_at.saturating_add(SATURATION_RECORD_NS) > now {
-            return None;
+    fn add_refusals(&mut self, r: &Unreported) {
+        for d in 0..2 {
+            self.refused[d] = self.refused[d].saturating_add(r.refused[d]);
         }
-        s.saturated_at = now;
-        Some(s.encode())
+        self.waited_ns = self.waited_ns.saturating_add(r.waited_ns);
     }
 
     /// Whether the bucket is full at `now`: no worker holds a lease on it and every bucket's
@@ -306,6 +318,24 @@ pub struct RateLease {
     /// Units spent since the last renewal, and its time: the worker's demand.
     used: [u64; 2],
     since: u64,
+    /// Refusals of a global limit not yet written to the shared state.
+    unreported: Unreported,
+}
+
+/// A worker's refusals under a limit that its next write to the shared state carries.
+#[derive(Debug, Default, Clone, Copy)]
+struct Unreported {
+    refused: [u64; 2],
+    waited_ns: u64,
+}
+
+impl Unreported {
+    fn with(mut self, messages: u64, bytes: u64, wait_ns: u64) -> Unreported {
+        self.refused[0] = self.refused[0].saturating_add(messages);
+        self.refused[1] = self.refused[1].saturating_add(bytes);
+        self.waited_ns = self.waited_ns.saturating_add(wait_ns);
+        self
+    }
 }
 
 impl RateLease {
@@ -363,6 +393,7 @@ impl RateLease {
         for d in 0..2 {
             s.admitted[d] = s.admitted[d].saturating_add(self.used[d]);
         }
+        s.add_refusals(&self.unreported);
         let mut held_ns = [0; 2];
         for (d, g) in buckets(&local).into_iter().enumerate() {
             if let Some(g) = g {
@@ -385,11 +416,45 @@ impl RateLease {
         self.epoch = grant.epoch;
         self.used = [messages, bytes];
         self.since = now;
+        self.unreported = Unreported::default();
     }
 
-    /// Whether the lease holds anything the shared state should get back.
+    /// The work of recording, at `now`, a refusal of `messages` and `bytes` that will wait
+    /// `wait_ns` (delay) or not be sent again (reject): what the next report needs of it, with
+    /// the worker's earlier refusals. None if a record was written in the last 100 ms: the
+    /// refusal is then counted in the lease ([`RateLease::refusal_kept`]) and written later.
+    pub fn refusal(
+        &self,
+        shared: [u64; SHARED_RATE_WORDS],
+        now: u64,
+        messages: u64,
+        bytes: u64,
+        wait_ns: u64,
+    ) -> Option<[u64; SHARED_RATE_WORDS]> {
+        let mut s = SharedRate::decode(shared);
+        if s.saturated_at.saturating_add(SATURATION_RECORD_NS) > now {
+            return None;
+        }
+        s.saturated_at = now;
+        s.add_refusals(&self.unreported.with(messages, bytes, wait_ns));
+        Some(s.encode())
+    }
+
+    /// The refusal [`RateLease::refusal`] recorded was stored, with every earlier one.
+    pub fn refusal_stored(&mut self) {
+        self.unreported = Unreported::default();
+    }
+
+    /// The refusal was not written: the lease keeps it for the next write.
+    pub fn refusal_kept(&mut self, messages: u64, bytes: u64, wait_ns: u64) {
+        self.unreported = self.unreported.with(messages, bytes, wait_ns);
+    }
+
+    /// Whether the lease holds anything the shared state should get back: tokens, or refusals
+    /// the next report must count.
     pub fn holds(&self) -> bool {
-        self.held_ns != [0, 0]
+        let u = &self.unreported;
+        self.held_ns != [0, 0] || u.refused != [0, 0] || u.waited_ns != 0
     }
 
     /// The work of giving the lease back, for a worker done with the limit (a reload changed
@@ -407,6 +472,7 @@ impl RateLease {
         for d in 0..2 {
             s.admitted[d] = s.admitted[d].saturating_add(self.used[d]);
         }
+        s.add_refusals(&self.unreported);
         s.encode()
     }
 

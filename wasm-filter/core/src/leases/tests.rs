@@ -46,6 +46,8 @@ struct Replica {
     shared: [u64; SHARED_RATE_WORDS],
     leases: Vec<RateLease>,
     now: u64,
+    /// Messages refused so far.
+    refused: u64,
 }
 
 impl Replica {
@@ -55,6 +57,7 @@ impl Replica {
             shared,
             leases: vec![RateLease::default(); workers],
             now: T0,
+            refused: 0,
         }
     }
 
@@ -72,6 +75,7 @@ impl Replica {
             shared,
             leases,
             now,
+            refused,
         } = self;
         let scope = *scope;
         let mut admitted = Vec::new();
@@ -98,9 +102,14 @@ impl Replica {
                                 lease.renewed(grant, now, 1, bytes);
                                 admit(lease);
                             }
-                            Err(_) => {
-                                if let Some(next) = SharedRate::saturated(*shared, now) {
-                                    *shared = next;
+                            Err(refusal) => {
+                                *refused += 1;
+                                match lease.refusal(*shared, now, 1, bytes, refusal.wait_ns) {
+                                    Some(next) => {
+                                        *shared = next;
+                                        lease.refusal_stored();
+                                    }
+                                    None => lease.refusal_kept(1, bytes, refusal.wait_ns),
                                 }
                             }
                         }
@@ -409,8 +418,9 @@ fn a_per_gateway_limit_is_whole() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
 
-    /// What the quota service is told a replica admitted is what it admitted: every message
-    /// counted once, whether its lease was renewed or given back.
+    /// What the quota service is told a replica admitted and refused is what it admitted and
+    /// refused: every message counted once, whether its lease was renewed or given back, and
+    /// every refusal, whether it was written at once or kept in the lease for the next write.
     #[test]
     fn usage_counts_every_admitted_message_once(
         steps in vec(step(3), 500..4_000),
@@ -422,15 +432,20 @@ proptest! {
         let mut replica = Replica::new(Scope::Global { replicas: 2 }, [0; SHARED_RATE_WORDS], 3);
         let mut admitted = 0u64;
         let mut reported = Usage::default();
+        let mut add = |usage: Usage| {
+            reported.admitted[0] += usage.admitted[0];
+            reported.refused[0] += usage.refused[0];
+        };
         for part in steps.chunks(steps.len() / reports + 1) {
             admitted += replica.run(&l, part).len() as u64;
             let (next, usage) = SharedRate::take_usage(replica.shared, 0);
             replica.shared = next;
-            reported.admitted[0] += usage.admitted[0];
+            add(usage);
         }
         replica.surrender_all(&l);
-        reported.admitted[0] += SharedRate::take_usage(replica.shared, 0).1.admitted[0];
+        add(SharedRate::take_usage(replica.shared, 0).1);
         prop_assert_eq!(reported.admitted[0], admitted);
+        prop_assert_eq!(reported.refused[0], replica.refused);
     }
 }
 
