@@ -202,7 +202,14 @@ type replicatedStack struct {
 // each policy's spec given after `tenant:` and `identify:`.
 func startReplicated(t *testing.T, replicas int, tenants map[string]string) *replicatedStack {
 	t.Helper()
-	p, err := localstack.FreePortsFor(localstack.Counts{Replicas: replicas})
+	return startReplicatedWithRoom(t, replicas, replicas, tenants)
+}
+
+// startReplicatedWithRoom starts it with ports set aside for room replicas, so that more can be
+// added (localstack's AddEnvoy).
+func startReplicatedWithRoom(t *testing.T, replicas, room int, tenants map[string]string) *replicatedStack {
+	t.Helper()
+	p, err := localstack.FreePortsFor(localstack.Counts{Replicas: room})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,6 +229,13 @@ func (s *Stack) startEnvoys() error {
 	return nil
 }
 
+// AddEnvoy starts one more gateway replica under the running control plane, as a scale-up
+// does; its ports must have been set aside (Ports for that many replicas). Its index.
+func (s *Stack) AddEnvoy() (int, error) {
+	i := len(s.Envoys)
+	return i, s.startEnvoy(i)
+}
+
 // startEnvoy starts replica i: node id by its admin port, every listener moved up by i.
 func (s *Stack) startEnvoy(replica int) error {
 	p := s.cfg.Ports
