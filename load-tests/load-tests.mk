@@ -7,7 +7,7 @@ load_tests_default_goal := $(.DEFAULT_GOAL)
 LOAD_TESTS_SOURCES := $(shell find load-tests -path load-tests/k6 -prune -o \( -name '*.go' -o -name go.mod -o -name go.sum -o -name '*.yaml' \) -print)
 K6_SOURCES := $(shell find load-tests/k6 -name '*.go' -o -name go.mod -o -name go.sum)
 
-.PHONY: bench bench-cpu bench-nats bench-quick bench-install k6 test-load-harness lint-load-tests
+.PHONY: bench bench-cpu bench-nats bench-quick bench-tenants bench-install k6 test-load-harness lint-load-tests
 
 # weighstation-bench, the benchmark suite and k6 (v1.8.1 with k6/x/weighstation) into .tools/bin.
 bench-install: $(BIN)/weighstation-bench $(BIN)/weighstation-benchsuite $(BIN)/k6
@@ -17,6 +17,9 @@ $(BIN)/weighstation-bench: $(LOAD_TESTS_SOURCES)
 
 $(BIN)/weighstation-benchsuite: $(LOAD_TESTS_SOURCES)
 	cd load-tests && go build -o $@ ./cmd/weighstation-benchsuite
+
+$(BIN)/weighstation-tenantscale: $(LOAD_TESTS_SOURCES)
+	cd load-tests && go build -o $@ ./cmd/weighstation-tenantscale
 
 k6: $(BIN)/k6
 # A plain go build of a main package calling go.k6.io/k6/cmd.Execute (what xk6 would produce).
@@ -37,8 +40,15 @@ test-load-harness: tools $(BIN)/k6 lint-load-tests
 
 # The published evidence: ~20 minutes, the local stack started on free ports, results into
 # docs/benchmarks/ (README.md with the tables and plots, suite.json, runs/).
-bench: tools wasm control-plane $(BIN)/weighstation-benchsuite
+bench: tools wasm control-plane $(BIN)/weighstation-benchsuite bench-tenants
 	$(BIN)/weighstation-benchsuite -root $(ROOT) -out $(ROOT)/docs/benchmarks
+
+# What many tenants cost (~5 minutes): the local stack with 10, 1,000, 10,000 and 100,000
+# LimitPolicies; Envoy's start, one policy change timed to the first message it decides, and
+# Envoy's and the control plane's memory, into docs/benchmarks/tenants/ (TENANTS to pick rungs).
+TENANTS ?= 10,1000,10000,100000
+bench-tenants: tools wasm control-plane $(BIN)/weighstation-tenantscale
+	$(BIN)/weighstation-tenantscale -root $(ROOT) -out $(ROOT)/docs/benchmarks/tenants -tenants $(TENANTS)
 
 # NATS request/reply alone (~3 minutes): direct nats-server vs Envoy's tcp_proxy vs the filter,
 # alternating in one run at 10%, 40% and 80% of the gateway's saturation, with the ratios.

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/weighstation/weighstation/control-plane/internal/localstack"
 )
 
@@ -18,7 +20,8 @@ import (
 // part of it unused when shares followed connections (issue 44): whatever the shape, the
 // tenant is admitted its limit, counted at the broker in every 10 s window, within ±5% and
 // never above +5%. Load is open loop at a fixed rate per connection. None of the shapes is a
-// fault; only the two report periods after a change (a stall, a replica added) are left out.
+// fault: the windows start as the connection stalls, and only the two report periods after a
+// replica is added are left out.
 //
 // `make test` runs the stall at 1.33x (WEIGHSTATION_GLOBAL_SHAPES unset); `make
 // test-global-shapes` (part of `make test-clusters`) runs every shape at 1.33x and 10x.
@@ -38,8 +41,8 @@ const (
 	shapeLimit  = 300.0
 	shapeBurst  = 30
 	shapeWindow = 10 * time.Second
-	// Shares settle within two reports (one a second) of any change; a third for the reports'
-	// phase against the change.
+	// Shares settle from the start within two reports (one a second); a third for the reports'
+	// phase against the start.
 	shapeSettle = 3 * time.Second
 )
 
@@ -53,8 +56,10 @@ type globalShape struct {
 	connections []int
 	// replicas started (the rest of len(connections) are added by change).
 	started int
-	// change is made after the shares settled, before the windows are counted.
+	// change is made after the shares settled, as the windows start; exempt is how long after
+	// it they start instead.
 	change func(t *testing.T, run *shapeRun)
+	exempt time.Duration
 }
 
 var globalShapes = []globalShape{
@@ -67,6 +72,13 @@ var globalShapes = []globalShape{
 		change: func(t *testing.T, run *shapeRun) { run.stall(2) },
 	},
 	{
+		// Replica 2's only connection stalls between bursts larger than its share's bucket, which
+		// are partly refused: a librdkafka producer after a refusal (it drains and bumps its epoch)
+		// sends that way. Its replica refuses messages all along, yet uses little of its part.
+		name: "stall-bursts", onLimit: "reject", connections: []int{1, 1, 1}, started: 3,
+		change: func(t *testing.T, run *shapeRun) { run.stallBetweenBursts(t, 2, 60, 2*time.Second) },
+	},
+	{
 		name: "stall-delay", onLimit: "delay", connections: []int{1, 1, 1}, started: 3,
 		change: func(t *testing.T, run *shapeRun) { run.stall(2) },
 	},
@@ -74,6 +86,7 @@ var globalShapes = []globalShape{
 		// A third replica joins, and new connections with it, at the rate of the others.
 		name: "replica-added", onLimit: "reject", connections: []int{3, 3, 3}, started: 2,
 		change: func(t *testing.T, run *shapeRun) { run.addReplica(t, 2) },
+		exempt: 2 * time.Second,
 	},
 }
 
@@ -86,6 +99,7 @@ type shapeRun struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	stops   map[int][]context.CancelFunc // by replica
+	conns   map[int][]*nats.Conn
 	seq     int
 }
 
@@ -100,7 +114,7 @@ func runGlobalShape(t *testing.T, s globalShape, factor float64) {
 	// end: a stalled one's load comes on top of it until it stalls.
 	carrying := 0
 	for i, n := range s.connections {
-		if (s.name == "stall" || s.name == "stall-delay") && i == 2 {
+		if strings.HasPrefix(s.name, "stall") && i == 2 {
 			continue
 		}
 		if i < s.started {
@@ -108,7 +122,7 @@ func runGlobalShape(t *testing.T, s globalShape, factor float64) {
 		}
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	run := &shapeRun{gs: gs, perConn: factor * shapeLimit / float64(carrying), sink: &errorSink{}, ctx: ctx, stops: map[int][]context.CancelFunc{}}
+	run := &shapeRun{gs: gs, perConn: factor * shapeLimit / float64(carrying), sink: &errorSink{}, ctx: ctx, stops: map[int][]context.CancelFunc{}, conns: map[int][]*nats.Conn{}}
 	t.Cleanup(func() { stop(); run.wg.Wait() })
 	for replica := range s.started {
 		run.connectAndPublish(t, replica, s.connections[replica])
@@ -116,7 +130,7 @@ func runGlobalShape(t *testing.T, s globalShape, factor float64) {
 	time.Sleep(shapeSettle + time.Second)
 	if s.change != nil {
 		s.change(t, run)
-		time.Sleep(shapeSettle)
+		time.Sleep(s.exempt)
 	}
 	var rates []string
 	for w := range 2 {
@@ -132,6 +146,9 @@ func runGlobalShape(t *testing.T, s globalShape, factor float64) {
 	}
 	t.Logf("%s at %gx (%.0f msg/s offered per connection, connections %v): admitted %s of %.0f/s; shares %v",
 		s.name, factor, run.perConn, s.connections, strings.Join(rates, ", "), shapeLimit, gs.shares(t, "shaped"))
+	// Publishers stop before their connections close (those cleanups run first).
+	stop()
+	run.wg.Wait()
 	if s.onLimit == "reject" && run.sink.count("rate limit of tenant shaped") == 0 {
 		t.Error("the tenant was never refused: the load did not reach its limit")
 	}
@@ -147,6 +164,7 @@ func (r *shapeRun) connectAndPublish(t *testing.T, replica, n int) {
 		r.seq++
 		conn := strconv.Itoa(r.seq)
 		r.stops[replica] = append(r.stops[replica], cancel)
+		r.conns[replica] = append(r.conns[replica], nc)
 		r.mu.Unlock()
 		r.wg.Add(1)
 		go func() {
@@ -172,6 +190,33 @@ func (r *shapeRun) stall(replica int) {
 	for _, cancel := range r.stops[replica] {
 		cancel()
 	}
+}
+
+// stallBetweenBursts stops the publishers on a replica and has its first connection publish
+// `burst` messages at once every `every` instead.
+func (r *shapeRun) stallBetweenBursts(t *testing.T, replica, burst int, every time.Duration) {
+	r.stall(replica)
+	r.mu.Lock()
+	nc := r.conns[replica][0]
+	r.seq++
+	conn := strconv.Itoa(r.seq)
+	r.mu.Unlock()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		onSchedule(1/every.Seconds(), 10*time.Minute, func(n int) bool {
+			for i := range burst {
+				if r.ctx.Err() != nil {
+					return false
+				}
+				if err := nc.Publish("global.shaped", []byte(conn+"-"+strconv.Itoa(n*burst+i))); err != nil && r.ctx.Err() == nil {
+					t.Errorf("publish: %v", err)
+					return false
+				}
+			}
+			return true
+		})
+	}()
 }
 
 // addReplica starts one more Envoy and connects the shape's connections for it.

@@ -44,6 +44,9 @@ type Controller struct {
 	active     *Active
 	lastError  *LoadError
 	reloads    map[string]int // result -> count, for metrics
+	// decoded keeps each policy file's decoded documents between reloads (Reload is called by
+	// one watcher at a time).
+	decoded policy.Decoded
 }
 
 func New(dir string, p Publisher, log *slog.Logger) *Controller {
@@ -53,7 +56,7 @@ func New(dir string, p Publisher, log *slog.Logger) *Controller {
 // Reload reads the directory; a valid set with new content becomes the next version, an
 // invalid one is refused whole and recorded, leaving the active version in force.
 func (c *Controller) Reload() error {
-	return c.Apply(policy.LoadDir(c.dir))
+	return c.Apply(c.decoded.LoadDir(c.dir))
 }
 
 // Apply makes a valid set with new content the next version, or records err (the set's

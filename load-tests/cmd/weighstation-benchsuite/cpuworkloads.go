@@ -78,8 +78,8 @@ func (s *suite) cpuWorkloads() []cpuWorkload {
 	if s.timing == quickTiming {
 		scale = 10
 	}
-	natsAddr := map[string]string{"gateway": s.stack.addr("NATS_PORT"), "tcp-proxy": s.stack.addr("NATS_PLAIN_PORT"),
-		"direct": s.stack.addr("NATS_UPSTREAM_PORT"), "gateway-tls": s.stack.addr("NATS_TLS_PORT")}
+	natsAddr := map[string]string{"gateway": s.stack.Addr("NATS_PORT"), "tcp-proxy": s.stack.Addr("NATS_PLAIN_PORT"),
+		"direct": s.stack.Addr("NATS_UPSTREAM_PORT"), "gateway-tls": s.stack.Addr("NATS_TLS_PORT")}
 	// nats-server admits a tenant's user only through the gateway: elsewhere the baseline user.
 	natsUser := func(target string) tenant {
 		switch target {
@@ -129,8 +129,8 @@ func (s *suite) cpuWorkloads() []cpuWorkload {
 		})
 	}
 	// Both Kafka listeners reach the same broker listener, as the gateway; acme by its client id.
-	kafkaAddr := map[string]string{"gateway": s.stack.addr("KAFKA_PORT"), "tcp-proxy": s.stack.addr("KAFKA_PLAIN_PORT"),
-		"gateway-open": s.stack.addr("KAFKA_PORT")}
+	kafkaAddr := map[string]string{"gateway": s.stack.Addr("KAFKA_PORT"), "tcp-proxy": s.stack.Addr("KAFKA_PLAIN_PORT"),
+		"gateway-open": s.stack.Addr("KAFKA_PORT")}
 	for _, p := range produceShapes {
 		targets := []string{"gateway", "tcp-proxy"}
 		if p.records == 1 {
@@ -172,9 +172,9 @@ func (s *suite) cpuWorkloads() []cpuWorkload {
 		targets:       []string{"gateway", "direct"},
 		send: func(ctx context.Context, target string, messages int) (float64, error) {
 			if target == "direct" {
-				return s.producerPerf(ctx, s.stack.addr("KAFKA_DIRECT_PORT"), 128, messages, baselineSASL()...)
+				return s.producerPerf(ctx, s.stack.Addr("KAFKA_DIRECT_PORT"), 128, messages, baselineSASL()...)
 			}
-			return s.producerPerf(ctx, s.stack.addr("KAFKA_PORT"), 128, messages)
+			return s.producerPerf(ctx, s.stack.Addr("KAFKA_PORT"), 128, messages)
 		},
 	})
 	return out

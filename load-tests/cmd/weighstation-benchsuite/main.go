@@ -59,8 +59,8 @@ func run(root, out string, quick bool, only map[string]bool) error {
 	if err != nil {
 		return err
 	}
-	s := &suite{ctx: ctx, root: root, stack: st, out: out, timing: fullTiming, watch: st.processes(), only: only}
-	defer func() { s.stack.stop() }() // the stack in use at the end (a failure restarts it)
+	s := &suite{ctx: ctx, root: root, stack: st, out: out, timing: fullTiming, watch: st.Processes(), only: only}
+	defer func() { s.stack.Stop() }() // the stack in use at the end (a failure restarts it)
 	if quick {
 		s.timing = quickTiming
 	}

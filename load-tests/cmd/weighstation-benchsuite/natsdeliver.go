@@ -55,7 +55,7 @@ func (s *suite) natsDeliver(ctx context.Context, addr string, as tenant, size, m
 	if err := nc.Flush(); err != nil {
 		return 0, fmt.Errorf("subscriber: %w", err)
 	}
-	if _, err := s.natsBench(ctx, s.stack.addr("NATS_UPSTREAM_PORT"), deliverySubject, baseline, size, messages, false); err != nil {
+	if _, err := s.natsBench(ctx, s.stack.Addr("NATS_UPSTREAM_PORT"), deliverySubject, baseline, size, messages, false); err != nil {
 		return 0, fmt.Errorf("publishing to the subscriber: %w", err)
 	}
 	select {

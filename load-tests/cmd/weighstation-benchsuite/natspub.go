@@ -21,7 +21,7 @@ func (s *suite) natsBench(ctx context.Context, addr, subject string, as tenant, 
 	defer cancel()
 	server := []string{"--server", "nats://" + addr}
 	if overTLS {
-		server = []string{"--server", "tls://" + addr, "--tlsfirst", "--tlsca", s.stack.caFile()}
+		server = []string{"--server", "tls://" + addr, "--tlsfirst", "--tlsca", s.stack.CAFile()}
 	}
 	args := append([]string{"bench", "pub", subject, "--msgs", strconv.Itoa(messages), "--size", strconv.Itoa(size),
 		"--no-progress", "--user", as.natsUser, "--password", as.natsPassword}, server...)

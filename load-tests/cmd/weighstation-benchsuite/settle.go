@@ -18,7 +18,7 @@ const settleTimeout = 90 * time.Second
 // the gateway's and the kernel's buffers, and the gateway still delivers them at the tenant's
 // rate — sharing that rate with whatever the next measurement sends as the same tenant.
 func (s *suite) settle(tenant string) {
-	url := "http://" + s.stack.addr("ADMIN_PORT") + "/stats/prometheus"
+	url := "http://" + s.stack.Addr("ADMIN_PORT") + "/stats/prometheus"
 	start := time.Now()
 	for time.Since(start) < settleTimeout && s.ctx.Err() == nil {
 		busy, err := tenantBusy(url, tenant)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/weighstation/weighstation/load-tests/internal/bench"
 	"github.com/weighstation/weighstation/load-tests/internal/engine"
+	"github.com/weighstation/weighstation/load-tests/internal/localstack"
 	"github.com/weighstation/weighstation/load-tests/internal/report"
 	"github.com/weighstation/weighstation/load-tests/internal/scenario"
 	"github.com/weighstation/weighstation/load-tests/internal/schedule"
@@ -76,7 +77,7 @@ var (
 type suite struct {
 	ctx    context.Context
 	root   string
-	stack  *stack
+	stack  *localstack.Stack
 	out    string // docs/benchmarks
 	timing timing
 	watch  map[string]int
@@ -114,12 +115,12 @@ func (s *suite) try(what string, step func() error) error {
 		}
 		s.restarts++
 		fmt.Fprintln(os.Stderr, "  restarting the local stack…")
-		s.stack.stop()
+		s.stack.Stop()
 		st, err := startStack(s.root)
 		if err != nil {
 			return fmt.Errorf("restarting the stack: %w", err)
 		}
-		s.stack, s.watch, s.broken = st, st.processes(), false
+		s.stack, s.watch, s.broken = st, st.Processes(), false
 	}
 	err := step()
 	if err == nil || s.ctx.Err() != nil {
@@ -178,18 +179,18 @@ type neighbour struct {
 }
 
 func (s *suite) gateway() scenario.Endpoint {
-	return scenario.Endpoint{Name: "gateway", NATS: s.stack.addr("NATS_PORT"), Kafka: s.stack.addr("KAFKA_PORT")}
+	return scenario.Endpoint{Name: "gateway", NATS: s.stack.Addr("NATS_PORT"), Kafka: s.stack.Addr("KAFKA_PORT")}
 }
 
 // direct is the brokers themselves; Kafka through its listener that advertises itself.
 func (s *suite) direct() scenario.Endpoint {
-	return scenario.Endpoint{Name: "direct", NATS: s.stack.addr("NATS_UPSTREAM_PORT"), Kafka: s.stack.addr("KAFKA_DIRECT_PORT"), PinKafka: true, AsBaseline: true}
+	return scenario.Endpoint{Name: "direct", NATS: s.stack.Addr("NATS_UPSTREAM_PORT"), Kafka: s.stack.Addr("KAFKA_DIRECT_PORT"), PinKafka: true, AsBaseline: true}
 }
 
 // tcpProxy is Envoy's NATS listener without the filter: what the filter itself costs is the
 // gateway's difference from it.
 func (s *suite) tcpProxy() scenario.Endpoint {
-	return scenario.Endpoint{Name: "tcp-proxy", NATS: s.stack.addr("NATS_PLAIN_PORT"), AsBaseline: true}
+	return scenario.Endpoint{Name: "tcp-proxy", NATS: s.stack.Addr("NATS_PLAIN_PORT"), AsBaseline: true}
 }
 
 func config(t tenant, runID, topic string) scenario.Config {

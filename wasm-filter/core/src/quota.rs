@@ -32,6 +32,10 @@ pub const SHARES_PATH: &str = "/v1/shares";
 /// outlive one lost report, short enough that a replica cut off from the service falls back
 /// within about two seconds.
 pub const REPORT_PERIOD_NS: u64 = 1_000_000_000;
+/// A replica that refused or held messages under a global limit reports twice as often: it is
+/// the one waiting for a part another replica stopped using, which comes free at the other's
+/// next report and is its at its own next one.
+pub const SATURATED_REPORT_PERIOD_NS: u64 = 500_000_000;
 pub const SHARE_TTL_NS: u64 = 2_500_000_000;
 
 /// One replica's reports, one per global limit it carried traffic for.
@@ -169,7 +173,14 @@ mod tests {
             saturated: true,
         };
         let by_messages = RateLimit::new(Some((1_000, 1_000)), Some((1 << 20, 1 << 20)));
-        let r = LimitReport::new("nats/acme/rate/1".into(), &by_messages, usage, 3, 500_000_000, Demand::Reject);
+        let r = LimitReport::new(
+            "nats/acme/rate/1".into(),
+            &by_messages,
+            usage,
+            3,
+            500_000_000,
+            Demand::Reject,
+        );
         assert_eq!(
             r,
             Some(LimitReport {
@@ -183,7 +194,10 @@ mod tests {
         );
         let by_bytes = RateLimit::new(None, Some((1 << 20, 1 << 20)));
         let r = LimitReport::new("k".into(), &by_bytes, usage, 3, 1_000_000_000, Demand::Reject);
-        assert_eq!(r.map(|r| (r.per_second, r.admitted, r.demand)), Some((1_048_576.0, 80_000.0, 120_000.0)));
+        assert_eq!(
+            r.map(|r| (r.per_second, r.admitted, r.demand)),
+            Some((1_048_576.0, 80_000.0, 120_000.0))
+        );
     }
 
     /// Delay: connections held half the time wanted twice what was admitted; held all the time
@@ -219,9 +233,19 @@ mod tests {
     #[test]
     fn an_unused_limit_is_not_reported() {
         let l = RateLimit::new(Some((1_000, 1_000)), None);
-        assert_eq!(LimitReport::new("k".into(), &l, Usage::default(), 0, 1, Demand::Reject), None);
         assert_eq!(
-            LimitReport::new("k".into(), &RateLimit::default(), Usage::default(), 5, 1, Demand::Reject),
+            LimitReport::new("k".into(), &l, Usage::default(), 0, 1, Demand::Reject),
+            None
+        );
+        assert_eq!(
+            LimitReport::new(
+                "k".into(),
+                &RateLimit::default(),
+                Usage::default(),
+                5,
+                1,
+                Demand::Reject
+            ),
             None
         );
     }

@@ -237,14 +237,15 @@ fn gauge_set(id: Option<u32>, v: u64) {
     }
 }
 
-/// Publishes a newly installed configuration: its generation and each tenant's size limit.
-/// Every worker's VM sets the same values, so the last writer is as good as any.
+/// Publishes a newly installed configuration: its generation and the size limit of each tenant
+/// new or changed in it (the others' gauges hold already). Every worker's VM sets the same
+/// values, so the last writer is as good as any.
 pub fn configuration_installed(config: &Config) {
     gauge_set(
         id(generation_metric_name(config.protocol), Kind::Gauge),
         config.generation,
     );
-    for t in &config.tenants {
+    for t in config.parsed.iter().filter_map(|&id| config.tenant(id)) {
         let name = tenant_metric_name(TenantMetric::LimitMaxMessageBytes, config.protocol, &t.name);
         gauge_set(id(name, Kind::Gauge), t.limits.max_message_bytes.unwrap_or(0));
     }

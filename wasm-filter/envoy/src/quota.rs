@@ -13,7 +13,8 @@ use weighstation_core::config::Protocol;
 use weighstation_core::leases::{SharedRate, Usage, SHARED_RATE_WORDS};
 use weighstation_core::limits::RateLimit;
 use weighstation_core::quota::{
-    parse_shares, shares_request, Demand, LimitReport, QuotaService, REPORT_PERIOD_NS, SHARES_PATH, SHARE_TTL_NS,
+    parse_shares, shares_request, Demand, LimitReport, QuotaService, REPORT_PERIOD_NS, SATURATED_REPORT_PERIOD_NS,
+    SHARES_PATH, SHARE_TTL_NS,
 };
 
 use crate::{keys, metrics, shared, state};
@@ -52,6 +53,9 @@ struct Leader {
     token: u64,
     next_look: u64,
     last_report: u64,
+    /// Until the next report: REPORT_PERIOD_NS, or SATURATED_REPORT_PERIOD_NS after a report in
+    /// which the process refused or held messages.
+    period: u64,
     /// The outstanding call and when to give up on it.
     pending: Option<(u32, u64)>,
     /// Whether the process enforces shares (false: limit ÷ replicas).
@@ -79,7 +83,11 @@ pub fn configure(replica: String, now: u64) -> bool {
             let Some(plan) = config.plan(id) else { continue };
             let base = keys::tenant_base(protocol, &t.name);
             let connections_key = keys::connections_key(&base);
-            let demand = if t.reject { Demand::Reject } else { Demand::Delay { replicas } };
+            let demand = if t.reject {
+                Demand::Reject
+            } else {
+                Demand::Delay { replicas }
+            };
             let gauge = |name: &str| format!("{name}.protocol.{}.tenant.{}", protocol.as_str(), t.name);
             let limit = |key: String, limit: RateLimit| GlobalLimit {
                 key,
@@ -95,10 +103,14 @@ pub fn configure(replica: String, now: u64) -> bool {
                 ..limit(keys::tenant_rate_key(&base, &plan.rate), plan.rate)
             });
             for o in &plan.overrides {
-                setup.limits.push(limit(keys::override_rate_key(&base, o.fingerprint), o.rate));
+                setup
+                    .limits
+                    .push(limit(keys::override_rate_key(&base, o.fingerprint), o.rate));
             }
             for n in plan.clients.iter().flat_map(|c| &c.named) {
-                setup.limits.push(limit(keys::named_client_rate_key(&base, n.fingerprint), n.plan.rate));
+                setup
+                    .limits
+                    .push(limit(keys::named_client_rate_key(&base, n.fingerprint), n.plan.rate));
             }
         }
     }
@@ -146,7 +158,7 @@ pub fn tick(root: &dyn Context, now: u64) {
             }
             l.pending = None; // its root context went away with a reload: the answer is lost
         }
-        now >= l.last_report.saturating_add(REPORT_PERIOD_NS)
+        now >= l.last_report.saturating_add(l.period.max(SATURATED_REPORT_PERIOD_NS))
     });
     if report_due {
         report(root, now);
@@ -156,7 +168,7 @@ pub fn tick(root: &dyn Context, now: u64) {
 fn report(root: &dyn Context, now: u64) {
     let since = LEADER.with(|l| l.borrow().last_report);
     let period = if since == 0 { REPORT_PERIOD_NS } else { now - since };
-    let (request, service) = SETUP.with(|s| {
+    let (request, service, saturated) = SETUP.with(|s| {
         let s = s.borrow();
         let reports: Vec<LimitReport> = s
             .limits
@@ -171,15 +183,27 @@ fn report(root: &dyn Context, now: u64) {
                 let connections = shared::read(&g.connections_key);
                 let key = g.key.trim_start_matches("weighstation/").to_owned();
                 let report = LimitReport::new(key, &g.limit, usage.get(), connections, period, g.demand);
-                metrics::set_gauge(g.demand_metric.as_deref(), report.as_ref().map_or(0, |r| r.demand.round() as u64));
+                metrics::set_gauge(
+                    g.demand_metric.as_deref(),
+                    report.as_ref().map_or(0, |r| r.demand.round() as u64),
+                );
                 report
             })
             .collect();
         let replicas = s.service.as_ref().map_or(1, |q| q.replicas);
         let body = (!reports.is_empty()).then(|| shares_request(&s.replica, replicas, &reports));
-        (body, s.service.clone())
+        let saturated = reports.iter().any(|r| r.saturated);
+        (body, s.service.clone(), saturated)
     });
-    LEADER.with(|l| l.borrow_mut().last_report = now);
+    LEADER.with(|l| {
+        let mut l = l.borrow_mut();
+        l.last_report = now;
+        l.period = if saturated {
+            SATURATED_REPORT_PERIOD_NS
+        } else {
+            REPORT_PERIOD_NS
+        };
+    });
     // Nothing to report: no traffic under any global limit, so no share to ask for.
     let (Some(body), Some(service)) = (request, service) else {
         return;

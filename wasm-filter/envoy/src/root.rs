@@ -1,6 +1,6 @@
 use proxy_wasm::traits::{Context, RootContext, StreamContext};
 use proxy_wasm::types::ContextType;
-use weighstation_core::config::{Config, Protocol};
+use weighstation_core::config::Protocol;
 
 use std::time::Duration;
 
@@ -48,13 +48,14 @@ impl RootContext for Root {
             log::error!("weighstation: no plugin configuration");
             return false;
         };
-        match Config::parse(&bytes) {
+        match state::parse(&bytes) {
             Ok(config) => {
                 log::info!(
-                    "weighstation: {} policy version {} in force ({} tenants)",
+                    "weighstation: {} policy version {} in force ({} tenants, {} of them new or changed)",
                     config.protocol.as_str(),
                     config.version,
-                    config.tenants.len()
+                    config.tenants.len(),
+                    config.parsed.len()
                 );
                 self.protocol = Some(config.protocol);
                 metrics::configuration_installed(&config);

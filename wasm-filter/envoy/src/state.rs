@@ -5,10 +5,17 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use weighstation_core::config::{Config, Protocol};
+use weighstation_core::config::{Config, ConfigError, Protocol, Tenants};
 
 thread_local! {
     static CONFIGS: RefCell<[Option<Rc<Config>>; 2]> = const { RefCell::new([None, None]) };
+    /// The tenants as last parsed, for the next configuration to take unchanged.
+    static TENANTS: RefCell<Tenants> = RefCell::new(Tenants::default());
+}
+
+/// Parses a configuration, reusing the tenants of the last one of its protocol in this VM.
+pub fn parse(bytes: &[u8]) -> Result<Config, ConfigError> {
+    TENANTS.with(|t| Config::parse_reusing(bytes, &mut t.borrow_mut()))
 }
 
 fn slot(p: Protocol) -> usize {
