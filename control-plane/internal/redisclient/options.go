@@ -140,7 +140,7 @@ func (o Options) Universal() (*redis.UniversalOptions, error) {
 		u.IsClusterMode = true
 	}
 	if o.TLS.Enabled {
-		cfg, err := o.TLS.config()
+		cfg, err := o.TLS.Config()
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +158,8 @@ func Open(o Options) (redis.UniversalClient, error) {
 	return redis.NewUniversalClient(u), nil
 }
 
-func (t TLS) config() (*tls.Config, error) {
+// Config is the TLS client configuration, its files read.
+func (t TLS) Config() (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
