@@ -111,7 +111,7 @@ type Stack struct {
 	// RedisNodes are the quota store's data nodes in sentinel and cluster mode (node i on
 	// Ports.Redis + i); Redis is the first. Sentinels are the sentinels.
 	RedisNodes, Sentinels []*process
-	controlPlaneArgs                                                []string
+	controlPlaneArgs      []string
 	// Envoys are the gateway replicas; Envoy is the first.
 	Envoys []*process
 	// NATSServers are the nats-servers (Config.NATSServers); NATSServer is the first.
