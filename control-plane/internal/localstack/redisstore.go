@@ -92,7 +92,8 @@ func (s *Stack) startRedisNode(i int, args ...string) (*process, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	all := append([]string{"--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no",
+	// No delay before a replica's first (diskless) sync: until it has one it cannot be promoted.
+	all := append([]string{"--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0",
 		"--requirepass", RedisPassword, "--masterauth", RedisPassword}, s.redisTLSArgs(port)...)
 	p, err := s.startProcess("redis-"+strconv.Itoa(i), nil, s.tool("redis-server"), append(all, args...)...)
 	if err != nil {
@@ -161,7 +162,41 @@ func (s *Stack) startRedisSentinel() error {
 			return err
 		}
 	}
+	if err := s.waitReplicasSynced(1); err != nil {
+		return err
+	}
 	return s.waitSentinelsSettled()
+}
+
+// waitReplicasSynced waits until want data nodes are replicas whose link to their primary is
+// up (their first sync done): before that a replica cannot take over.
+func (s *Stack) waitReplicasSynced(want int) error {
+	ctx := context.Background()
+	tlsCfg, err := s.redisClientOptions().TLS.Config()
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(startTimeout)
+	for {
+		synced, last := 0, ""
+		for _, port := range s.RedisDataPorts() {
+			c := redis.NewClient(&redis.Options{Addr: addr(port), Password: RedisPassword, TLSConfig: tlsCfg})
+			info, err := c.Info(ctx, "replication").Result()
+			c.Close()
+			if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up") {
+				synced++
+			} else if err != nil || strings.Contains(info, "role:slave") {
+				last = fmt.Sprintf("%d: %v %s", port, err, info)
+			}
+		}
+		if synced >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d replicas synced with their primary within %s: %s", synced, want, startTimeout, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func (s *Stack) waitSentinelsSettled() error {
@@ -236,7 +271,7 @@ func (s *Stack) startRedisCluster() error {
 		}
 		c.Close()
 	}
-	return nil
+	return s.waitReplicasSynced(redisClusterNodes / 2)
 }
 
 // redisClientOptions is how the quota service reaches the store (RedisPassword and
