@@ -2,6 +2,7 @@ package e2equota
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -126,7 +127,8 @@ func stat(p localstack.Ports, replica int, name string) (float64, error) {
 	return 0, nil
 }
 
-// fallbackTimeline samples every replica's weighstation_quota_fallback gauge every 50 ms.
+// fallbackTimeline samples every replica's weighstation_quota_fallback gauge, and the share of
+// the tenant's limit it enforces, every 50 ms.
 type fallbackTimeline struct {
 	mu      sync.Mutex
 	samples []fallbackSample
@@ -135,10 +137,11 @@ type fallbackTimeline struct {
 
 type fallbackSample struct {
 	at        time.Time
-	fallbacks []bool // by replica
+	fallbacks []bool    // by replica
+	shares    []float64 // by replica: its share of the limit, 1/N on fallback
 }
 
-func sampleFallbacks(t *testing.T, p localstack.Ports, replicas int) *fallbackTimeline {
+func sampleFallbacks(t *testing.T, p localstack.Ports, replicas int, tenant string) *fallbackTimeline {
 	ft := &fallbackTimeline{}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -146,15 +149,16 @@ func sampleFallbacks(t *testing.T, p localstack.Ports, replicas int) *fallbackTi
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			s := fallbackSample{at: time.Now(), fallbacks: make([]bool, replicas)}
+			s := fallbackSample{at: time.Now(), fallbacks: make([]bool, replicas), shares: make([]float64, replicas)}
 			for i := range replicas {
 				v, err := stat(p, i, "weighstation_quota_fallback")
-				if err != nil {
+				ppm, shareErr := stat(p, i, "weighstation_quota_share_ppm.protocol.nats.tenant."+tenant)
+				if err = errors.Join(err, shareErr); err != nil {
 					ft.mu.Lock()
 					ft.err = err
 					ft.mu.Unlock()
 				}
-				s.fallbacks[i] = v == 1
+				s.fallbacks[i], s.shares[i] = v == 1, ppm/1e6
 			}
 			ft.mu.Lock()
 			ft.samples = append(ft.samples, s)

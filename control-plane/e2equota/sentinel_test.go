@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func TestQuotaFollowsSentinelFailover(t *testing.T) {
 		"spread": fmt.Sprintf("scope: global\n  onLimit: reject\n  limits:\n    rate: { messagesPerSecond: %d, burstMessages: %d }\n", int(limit), int(burst)),
 	})
 	b := countAtBroker(t, p, "quota.spread", replicas)
-	fb := sampleFallbacks(t, p, replicas)
+	fb := sampleFallbacks(t, p, replicas, "spread")
 	conns := []int{1, 2, 7}
 	publishLoad(t, p, "spread", "quota.spread", conns, limit)
 
@@ -50,12 +51,41 @@ func TestQuotaFollowsSentinelFailover(t *testing.T) {
 	t.Logf("on shares (store: primary on %d): %.1f msg/s admitted against %.0f (%+.1f%%), by replica %v",
 		p.Redis, onShares, limit, (onShares-limit)/limit*100, byReplica(b, replicas, from, time.Now()))
 
+	// The shares in force when the store goes: each replica keeps its own until its report fails.
+	shares := make([]float64, replicas)
+	for i := range replicas {
+		ppm, err := stat(p, i, "weighstation_quota_share_ppm.protocol.nats.tenant.spread")
+		if err != nil {
+			t.Fatal(err)
+		}
+		shares[i] = ppm / 1e6
+	}
+	// A sentinel lost costs nothing: the one the quota service was asking is killed, the
+	// service asks another, and no replica falls back.
+	asked := sentinelInUse(t, s, p)
+	if asked < 0 {
+		t.Fatal("no sentinel has the quota service's connection")
+	}
+	sentinelKilled := time.Now()
+	if err := s.Sentinels[asked].Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	for _, sample := range fb.after(sentinelKilled) {
+		if sample.count() != 0 {
+			t.Fatalf("sentinel-%d killed: %d replicas fell back %s later", asked, sample.count(), sample.at.Sub(sentinelKilled).Round(10*time.Millisecond))
+		}
+	}
+	t.Logf("sentinel-%d, the one the quota service asked, killed: no replica fell back in 3 s", asked)
+	alive := p.Redis + 2 + (asked+1)%3
+
+	// The primary is killed: the two sentinels left (a quorum of 2) promote the replica.
 	killed := time.Now()
 	if err := s.Redis.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	promotedAt := waitFor(t, 30*time.Second, "the sentinels promote the replica", func() bool {
-		return sentinelsPrimary(t, s, p) == strconv.Itoa(p.Redis+1)
+		return sentinelsPrimary(t, s, alive) == strconv.Itoa(p.Redis+1)
 	})
 	t.Logf("the sentinels named the replica (port %d) primary %s after the kill", p.Redis+1, promotedAt.Round(10*time.Millisecond))
 	// Back: every replica on shares for 2 s running, after the promotion.
@@ -82,29 +112,15 @@ func TestQuotaFollowsSentinelFailover(t *testing.T) {
 
 	// What the tenant was admitted from the kill to the last replica's return. Each replica
 	// enforces its share until its own report fails, then limit ÷ 3 until its first answer from
-	// the promoted store: the tenant may get what those allow at once (above the limit while a
-	// replica still on a large share meets others already on limit ÷ 3, at each edge for up to
-	// a report period), plus a burst, never more.
-	shares := make([]float64, replicas)
-	for i := range replicas {
-		ppm, err := stat(p, i, "weighstation_quota_share_ppm.protocol.nats.tenant.spread")
-		if err != nil {
-			t.Fatal(err)
-		}
-		shares[i] = ppm / 1e6
-	}
+	// the promoted store, whose first shares count only the reports it has: at each edge, for up
+	// to a report period, a replica on a share meets others on limit ÷ 3 and their sum is above
+	// the limit (by at most (N−1)/N of it). Beyond those edges and a burst, never more.
 	admitted := b.between(-1, killed, back)
 	allowed := limit * gap.Seconds()
-	enforced := enforcedBetween(fb.after(killed.Add(-time.Second)), killed, back, limit, shares)
-	edges := 0.0 // Σ max(0, limit ÷ 3 − share) for a report period at each edge
-	for _, sh := range shares {
-		edges += 2 * reportPeriod.Seconds() * math.Max(0, limit/replicas-sh*limit)
-	}
-	t.Logf("kill → back on shares (%s): %d admitted; the limit allows %.0f (%+.1f%%), the replicas enforced %.0f (shares %.3f, limit ÷ %d on fallback)",
-		gap.Round(10*time.Millisecond), admitted, allowed, (float64(admitted)-allowed)/allowed*100, enforced, shares, replicas)
-	if float64(admitted) > enforced+burst {
-		t.Errorf("%d admitted in %s: above what the replicas enforced (%.0f) by more than a burst (%.0f)", admitted, gap.Round(10*time.Millisecond), enforced, burst)
-	}
+	edges := 2 * reportPeriod.Seconds() * limit * (replicas - 1) / replicas
+	t.Logf("kill → back on shares (%s): %d admitted; the limit allows %.0f (%+.1f%%), the replicas enforced %.0f (shares before %.3f, limit ÷ %d on fallback)",
+		gap.Round(10*time.Millisecond), admitted, allowed, (float64(admitted)-allowed)/allowed*100,
+		enforcedBetween(fb.after(killed.Add(-time.Second)), killed, back, limit), shares, replicas)
 	if float64(admitted) > allowed+edges+burst {
 		t.Errorf("%d admitted in %s: above the limit's %.0f by more than the mixed edges (%.0f) and a burst (%.0f)", admitted, gap.Round(10*time.Millisecond), allowed, edges, burst)
 	}
@@ -135,15 +151,21 @@ func TestQuotaFollowsSentinelFailover(t *testing.T) {
 	}
 }
 
-// sentinelsPrimary is the port the first sentinel names as the primary ("" if it cannot say).
-func sentinelsPrimary(t *testing.T, s *localstack.Stack, p localstack.Ports) string {
+// sentinelClient reaches the sentinel on port as the quota service does.
+func sentinelClient(t *testing.T, s *localstack.Stack, port int) *redis.SentinelClient {
 	t.Helper()
 	tlsCfg, err := localstack.RedisTLS(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := redis.NewSentinelClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", p.Redis+2),
+	return redis.NewSentinelClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port),
 		Username: localstack.RedisSentinelUser, Password: localstack.RedisSentinelPassword, TLSConfig: tlsCfg})
+}
+
+// sentinelsPrimary is the port the sentinel on port names as the primary ("" if it cannot say).
+func sentinelsPrimary(t *testing.T, s *localstack.Stack, port int) string {
+	t.Helper()
+	sc := sentinelClient(t, s, port)
 	defer sc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -154,12 +176,33 @@ func sentinelsPrimary(t *testing.T, s *localstack.Stack, p localstack.Ports) str
 	return a[1]
 }
 
+// sentinelInUse is the index of the sentinel holding the quota service's connections (the
+// sentinels name their links to each other sentinel-<id>-cmd; go-redis names none), -1 if none
+// does.
+func sentinelInUse(t *testing.T, s *localstack.Stack, p localstack.Ports) int {
+	t.Helper()
+	for j := range s.Sentinels {
+		sc := sentinelClient(t, s, p.Redis+2+j)
+		cmd := redis.NewStringCmd(context.Background(), "client", "list")
+		err := sc.Process(context.Background(), cmd)
+		sc.Close()
+		if err != nil {
+			t.Fatalf("sentinel-%d: CLIENT LIST: %v", j, err)
+		}
+		for _, line := range strings.Split(cmd.Val(), "\n") {
+			if strings.Contains(line, " name= ") && !strings.Contains(line, "cmd=client|list") {
+				return j
+			}
+		}
+	}
+	return -1
+}
+
 // reportPeriod is how often a replica reports (weighstation_core::quota::REPORT_PERIOD_NS).
 const reportPeriod = time.Second
 
-// enforcedBetween integrates what the replicas allowed over [from, to): limit ÷ N while a
-// replica's samples read fallback, its share of the limit otherwise.
-func enforcedBetween(samples []fallbackSample, from, to time.Time, limit float64, shares []float64) float64 {
+// enforcedBetween integrates, over [from, to), the rates the replicas' sampled shares allowed.
+func enforcedBetween(samples []fallbackSample, from, to time.Time, limit float64) float64 {
 	total := 0.0
 	for i, s := range samples {
 		start, end := s.at, to
@@ -176,12 +219,8 @@ func enforcedBetween(samples []fallbackSample, from, to time.Time, limit float64
 			continue
 		}
 		perSecond := 0.0
-		for r, fellBack := range s.fallbacks {
-			if fellBack {
-				perSecond += limit / float64(len(shares))
-			} else {
-				perSecond += shares[r] * limit
-			}
+		for _, share := range s.shares {
+			perSecond += share * limit
 		}
 		total += perSecond * end.Sub(start).Seconds()
 	}
