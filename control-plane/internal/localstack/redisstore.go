@@ -88,7 +88,11 @@ func (s *Stack) redisTLSArgs(port int) []string {
 // startRedisNode starts data node i (redis-i) with args beyond the common ones.
 func (s *Stack) startRedisNode(i int, args ...string) (*process, error) {
 	port := s.cfg.Ports.Redis + i
+	// Afresh each start: the reports live seconds, and a cluster is created from empty nodes.
 	dir := filepath.Join(s.cfg.WorkDir, "redis-"+strconv.Itoa(i))
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
