@@ -44,7 +44,7 @@ func TestQuotaFollowsClusterFailover(t *testing.T) {
 	waitFor(t, 10*time.Second, "every replica's answer carries every limit, with all three replicas", func() bool {
 		return log.lastWhole(replicas, len(keys)).After(time.Time{})
 	})
-	tlsCfg, err := localstack.RedisTLS(s)
+	tlsCfg, err := s.RedisTLS()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -154,7 +154,7 @@ func TestQuotaFollowsSentinelFailover(t *testing.T) {
 // sentinelClient reaches the sentinel on port as the quota service does.
 func sentinelClient(t *testing.T, s *localstack.Stack, port int) *redis.SentinelClient {
 	t.Helper()
-	tlsCfg, err := localstack.RedisTLS(s)
+	tlsCfg, err := s.RedisTLS()
 	if err != nil {
 		t.Fatal(err)
 	}

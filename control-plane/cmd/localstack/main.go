@@ -149,12 +149,12 @@ again after a second. Ctrl-C stops everything.
 `, tls, r(ports.NATSTLS), s.NkeyDir(), r(ports.KafkaSASLSSL), r(ports.KafkaTLS))
 	if replicas > 1 {
 		fmt.Printf(`  %d gateway replicas: replica i listens on each gateway port + i (admin too).
-  Quota service (global limits)  http://127.0.0.1:%d   store: Redis 127.0.0.1:%d
+  Quota service (global limits)  http://127.0.0.1:%d   store: Redis (%s) from 127.0.0.1:%d
   To share a tenant's limits across the replicas, give the GatewayDefaults
     quotaService: { address: "127.0.0.1:%d" }
   and the tenant's LimitPolicy  scope: global
 
-`, replicas, ports.Quota, ports.Redis, ports.Quota)
+`, replicas, ports.Quota, cfg.RedisModeOrDefault(), ports.Redis, ports.Quota)
 	}
 	if natsServers > 1 {
 		printNATSCluster(s)

@@ -46,7 +46,8 @@ func redisPorts(mode redisclient.Mode) int {
 	return 1
 }
 
-func (c Config) redisMode() redisclient.Mode {
+// RedisModeOrDefault is the quota store's mode: single unless Config.RedisMode says otherwise.
+func (c Config) RedisModeOrDefault() redisclient.Mode {
 	if c.RedisMode == "" {
 		return redisclient.Single
 	}
@@ -56,7 +57,7 @@ func (c Config) redisMode() redisclient.Mode {
 // RedisDataPorts are the ports of the store's data nodes: the primary first in sentinel mode
 // (until a failover), the nodes in the order the cluster was created from in cluster mode.
 func (s *Stack) RedisDataPorts() []int {
-	n := map[redisclient.Mode]int{redisclient.Single: 1, redisclient.Sentinel: sentinelDataNodes, redisclient.Cluster: redisClusterNodes}[s.cfg.redisMode()]
+	n := map[redisclient.Mode]int{redisclient.Single: 1, redisclient.Sentinel: sentinelDataNodes, redisclient.Cluster: redisClusterNodes}[s.cfg.RedisModeOrDefault()]
 	ports := make([]int, n)
 	for i := range ports {
 		ports[i] = s.cfg.Ports.Redis + i
@@ -66,7 +67,7 @@ func (s *Stack) RedisDataPorts() []int {
 
 // startRedisStore starts the store of the configured mode and waits until it serves.
 func (s *Stack) startRedisStore() error {
-	switch s.cfg.redisMode() {
+	switch s.cfg.RedisModeOrDefault() {
 	case redisclient.Sentinel:
 		return s.startRedisSentinel()
 	case redisclient.Cluster:
@@ -282,7 +283,7 @@ func (s *Stack) startRedisCluster() error {
 // RedisSentinelPassword aside: they go in the environment and a file).
 func (s *Stack) redisClientOptions() redisclient.Options {
 	p := s.cfg.Ports
-	mode := s.cfg.redisMode()
+	mode := s.cfg.RedisModeOrDefault()
 	o := redisclient.Options{Mode: mode, Addrs: []string{addr(p.Redis)}}
 	if mode == redisclient.Single {
 		return o
@@ -327,4 +328,4 @@ func (s *Stack) quotaStoreArgs() (args, env []string, err error) {
 
 // RedisTLS is the TLS configuration with which a test reaches the store's nodes and sentinels
 // (sentinel and cluster mode), as the quota service does.
-func RedisTLS(s *Stack) (*tls.Config, error) { return s.redisClientOptions().TLS.Config() }
+func (s *Stack) RedisTLS() (*tls.Config, error) { return s.redisClientOptions().TLS.Config() }
