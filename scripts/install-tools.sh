@@ -65,16 +65,19 @@ install_natscli() {
   stamp_set natscli "$NATSCLI_VERSION"
 }
 
-# Redis, the store of global quotas (weighstation quota): Debian's package, started by the
-# tests and the local stack on their own ports, never as a system service.
+# Redis, the store of global quotas (weighstation quota): Debian's packages, started by the
+# tests and the local stack on their own ports, never as a system service. redis-sentinel and
+# redis-cli (redis-tools, a dependency of both) for the store in sentinel and cluster mode.
 install_redis() {
-  if ! redis-server --version 2>/dev/null | grep -q "v=$REDIS_MAJOR\."; then
-    [ "$(id -u)" = 0 ] || { say "redis-server $REDIS_MAJOR is missing: apt-get install redis-server (as root)"; exit 1; }
-    say "redis-server $REDIS_MAJOR (Debian package)"
+  if ! redis-server --version 2>/dev/null | grep -q "v=$REDIS_MAJOR\." || ! redis-sentinel --version 2>/dev/null | grep -q "v=$REDIS_MAJOR\."; then
+    [ "$(id -u)" = 0 ] || { say "redis-server and redis-sentinel $REDIS_MAJOR are missing: apt-get install redis-server redis-sentinel (as root)"; exit 1; }
+    say "redis-server and redis-sentinel $REDIS_MAJOR (Debian packages)"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-sentinel >/dev/null
   fi
-  ln -sf "$(command -v redis-server)" "$TOOLS/bin/redis-server"
+  for bin in redis-server redis-sentinel redis-cli; do
+    ln -sf "$(command -v $bin)" "$TOOLS/bin/$bin"
+  done
 }
 
 # tmux, for the e2e test that drives `weighstation top` in a terminal as a person would.

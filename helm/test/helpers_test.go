@@ -279,12 +279,13 @@ func writePolicies(t *testing.T, cm object) string {
 	return dir
 }
 
-// withTLSFiles points the control plane's TLS file flags at a throwaway CA and a certificate
-// signed by it: the chart mounts Secrets at those paths, and a test has none.
+// withTLSFiles points the control plane's and the quota service's TLS file flags at a throwaway
+// CA and a certificate signed by it: the chart mounts Secrets at those paths, and a test has none.
 func withTLSFiles(t *testing.T, args []string) []string {
 	t.Helper()
 	var present []string
-	for _, f := range []string{"tls-cert-file", "tls-key-file", "tls-client-ca-file", "upstream-tls-ca-file", "upstream-tls-cert-file", "upstream-tls-key-file"} {
+	for _, f := range []string{"tls-cert-file", "tls-key-file", "tls-client-ca-file", "upstream-tls-ca-file", "upstream-tls-cert-file", "upstream-tls-key-file",
+		"redis-tls-ca", "redis-tls-cert", "redis-tls-key"} {
 		if _, ok := flagValue(args, f); ok {
 			present = append(present, f)
 		}
@@ -322,9 +323,9 @@ func withTLSFiles(t *testing.T, args []string) []string {
 	for _, f := range present {
 		file := "tls.crt"
 		switch {
-		case strings.HasSuffix(f, "-ca-file"):
+		case strings.HasSuffix(f, "-ca-file"), f == "redis-tls-ca":
 			file = "ca.crt"
-		case strings.HasSuffix(f, "-key-file"):
+		case strings.HasSuffix(f, "-key-file"), f == "redis-tls-key":
 			file = "tls.key"
 		}
 		args = setFlag(args, f, filepath.Join(dir, file))

@@ -10,11 +10,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/weighstation/weighstation/control-plane/internal/localstack"
+	"github.com/weighstation/weighstation/control-plane/internal/redisclient"
 )
 
 func main() {
@@ -54,7 +56,14 @@ func run(root, wasm string) error {
 			return fmt.Errorf("KAFKA_BROKERS=%q is not a count of 1 to %d", v, localstack.MaxKafkaBrokers)
 		}
 	}
-	counts := localstack.Counts{Replicas: replicas, NATSServers: natsServers, KafkaBrokers: kafkaBrokers}
+	// REDIS_MODE=sentinel or cluster runs the quota store (with GATEWAY_REPLICAS > 1) as a
+	// primary, a replica and three sentinels, or as a cluster of three primaries and their
+	// replicas, with TLS and passwords (docs/operations.md, "The quota store").
+	redisMode := redisclient.Mode(os.Getenv("REDIS_MODE"))
+	if redisMode != "" && !slices.Contains(redisclient.Modes, redisMode) {
+		return fmt.Errorf("REDIS_MODE=%q: want single, sentinel or cluster", redisMode)
+	}
+	counts := localstack.Counts{Replicas: replicas, NATSServers: natsServers, KafkaBrokers: kafkaBrokers, RedisMode: redisMode}
 	if ports, err = ports.ForReplicas(counts, func(env string) bool { return os.Getenv(env) != "" }); err != nil {
 		return err
 	}
@@ -81,6 +90,7 @@ func run(root, wasm string) error {
 		// KAFKA_BROKERS=3 runs a KRaft cluster of three brokers whose brokers advertise their own
 		// addresses; the gateway fronts every listener of each.
 		KafkaBrokers: kafkaBrokers,
+		RedisMode:    redisMode,
 		// A process that dies is started again, as its Kubernetes Deployment would: kill the
 		// control plane (or nats-server, Kafka, an Envoy) to see what the gateway does meanwhile.
 		Supervise: true,
@@ -139,12 +149,12 @@ again after a second. Ctrl-C stops everything.
 `, tls, r(ports.NATSTLS), s.NkeyDir(), r(ports.KafkaSASLSSL), r(ports.KafkaTLS))
 	if replicas > 1 {
 		fmt.Printf(`  %d gateway replicas: replica i listens on each gateway port + i (admin too).
-  Quota service (global limits)  http://127.0.0.1:%d   store: Redis 127.0.0.1:%d
+  Quota service (global limits)  http://127.0.0.1:%d   store: Redis (%s) from 127.0.0.1:%d
   To share a tenant's limits across the replicas, give the GatewayDefaults
     quotaService: { address: "127.0.0.1:%d" }
   and the tenant's LimitPolicy  scope: global
 
-`, replicas, ports.Quota, ports.Redis, ports.Quota)
+`, replicas, ports.Quota, cfg.RedisModeOrDefault(), ports.Redis, ports.Quota)
 	}
 	if natsServers > 1 {
 		printNATSCluster(s)

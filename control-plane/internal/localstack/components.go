@@ -197,8 +197,11 @@ func (s *Stack) StartRedis() error {
 }
 
 func (s *Stack) startQuota() error {
-	p, err := s.startProcess("quota", nil, s.tool("weighstation"), "quota",
-		"--listen", addr(s.cfg.Ports.Quota), "--redis", addr(s.cfg.Ports.Redis))
+	store, env, err := s.quotaStoreArgs()
+	if err != nil {
+		return err
+	}
+	p, err := s.startProcess("quota", env, s.tool("weighstation"), append([]string{"quota", "--listen", addr(s.cfg.Ports.Quota)}, store...)...)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/weighstation/weighstation/control-plane/internal/redisclient"
 )
 
 // Ports are the stack's listen ports on 127.0.0.1: each is the first of its span (PortSpan).
@@ -66,6 +68,9 @@ const (
 	// port + (i+1)·replicas, on which replica r listens + r (GatewayBrokerPort); one block more
 	// is kept for a broker added later.
 	PerReplicaPerKafkaBroker
+	// PerRedisStore is the quota store's: its data nodes, then its sentinels or its nodes'
+	// cluster bus ports (redisPorts).
+	PerRedisStore
 )
 
 // Counts is how many of each process a stack runs (0 counts as 1): they decide how wide each
@@ -74,11 +79,13 @@ type Counts struct {
 	Replicas     int // Envoys (Config.Replicas)
 	NATSServers  int // nats-servers (Config.NATSServers)
 	KafkaBrokers int // Kafka brokers (Config.KafkaBrokers)
+	// RedisMode is how the quota store runs (Config.RedisMode): its nodes take consecutive ports.
+	RedisMode redisclient.Mode
 }
 
 // Counts is how many of each process the stack runs, for its ports (FreePortsFor).
 func (c Config) Counts() Counts {
-	return Counts{Replicas: c.Replicas, NATSServers: c.NATSServers, KafkaBrokers: c.KafkaBrokers}
+	return Counts{Replicas: c.Replicas, NATSServers: c.NATSServers, KafkaBrokers: c.KafkaBrokers, RedisMode: c.RedisMode}
 }
 
 // kafkaSlots is how many brokers the Kafka spans have room for: a cluster's, and one more.
@@ -100,6 +107,8 @@ func (k PortSpan) width(c Counts) int {
 		return c.kafkaSlots()
 	case PerReplicaPerKafkaBroker:
 		return max(c.Replicas, 1) * c.kafkaGatewayBlocks()
+	case PerRedisStore:
+		return redisPorts(c.RedisMode)
 	}
 	return 1
 }
@@ -151,7 +160,7 @@ var PortEnv = []struct {
 	{"KAFKA_SASL_SSL_PORT", 9392, PerReplicaPerKafkaBroker, func(p *Ports) *int { return &p.KafkaSASLSSL }},
 	{"KAFKA_SSL_UPSTREAM_PORT", 19096, PerKafkaBroker, func(p *Ports) *int { return &p.KafkaSSLUp }},
 	{"KAFKA_SASL_SSL_UPSTREAM_PORT", 19097, PerKafkaBroker, func(p *Ports) *int { return &p.KafkaSASLSSLUp }},
-	{"REDIS_PORT", 16379, OnePort, func(p *Ports) *int { return &p.Redis }},
+	{"REDIS_PORT", 16379, PerRedisStore, func(p *Ports) *int { return &p.Redis }},
 	{"QUOTA_PORT", 18090, OnePort, func(p *Ports) *int { return &p.Quota }},
 	{"OTLP_PORT", 14318, OnePort, func(p *Ports) *int { return &p.OTLP }},
 	{"NATS_PLAIN_PORT", 0, PerReplica, func(p *Ports) *int { return &p.NATSPlain }},
@@ -190,7 +199,7 @@ var kafkaBrokerKinds = []struct {
 //     kind moves to a block of its own, KafkaUpstream + kafkaBlock·k (19102 the controllers,
 //     19112 DIRECT, 19122 SASL, 19132 SSL, 19142 SASL_SSL), broker i at + i.
 func (p Ports) ForReplicas(c Counts, explicit func(env string) bool) (Ports, error) {
-	if c.Replicas <= 1 && c.NATSServers <= 1 && c.KafkaBrokers <= 1 {
+	if c.Replicas <= 1 && c.NATSServers <= 1 && c.KafkaBrokers <= 1 && redisPorts(c.RedisMode) == 1 {
 		return p, nil
 	}
 	if explicit == nil {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/weighstation/weighstation/control-plane/internal/bootstrap"
+	"github.com/weighstation/weighstation/control-plane/internal/redisclient"
 	"github.com/weighstation/weighstation/control-plane/internal/xds"
 )
 
@@ -54,6 +55,10 @@ type Config struct {
 	Replicas int
 	// WithQuota starts Redis and the quota service (always with more than one replica).
 	WithQuota bool
+	// RedisMode is how the quota store runs (REDIS_MODE; "" is single): one plain server, or a
+	// primary, a replica and three sentinels, or a cluster of three primaries and three
+	// replicas, those two with TLS and passwords (redisstore.go).
+	RedisMode redisclient.Mode
 	// NATSUpstreamTLS makes nats-server accept TLS only (handshake first), which the gateway
 	// originates; clients can then reach nats-server only through the gateway.
 	NATSUpstreamTLS bool
@@ -103,7 +108,10 @@ type Stack struct {
 	operator *natsOperator
 
 	NATSServer, Kafka, ControlPlane, Envoy, Redis, Quota, Collector *process
-	controlPlaneArgs                                                []string
+	// RedisNodes are the quota store's data nodes in sentinel and cluster mode (node i on
+	// Ports.Redis + i); Redis is the first. Sentinels are the sentinels.
+	RedisNodes, Sentinels []*process
+	controlPlaneArgs      []string
 	// Envoys are the gateway replicas; Envoy is the first.
 	Envoys []*process
 	// NATSServers are the nats-servers (Config.NATSServers); NATSServer is the first.
@@ -140,7 +148,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}{
 		{"nats-server", s.startNATS},
 		{"kafka", s.startKafka},
-		{"redis", s.StartRedis},
+		{"redis", s.startRedisStore},
 		{"quota service", s.startQuota},
 		{"otelcol", s.startCollector},
 		{"control plane", s.startControlPlane},

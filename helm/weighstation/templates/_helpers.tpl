@@ -188,13 +188,59 @@ per node id with kafka.cluster. A JSON list of {name, port}. */}}
 {{- end -}}
 {{- end -}}
 
+{{/* The quota store's addresses, comma-separated: quota.redis.addresses, or its address. */}}
+{{- define "weighstation.quota.redisAddresses" -}}
+{{- $r := .Values.quota.redis -}}
+{{- if $r.addresses }}{{ join "," $r.addresses }}{{ else }}{{ $r.address }}{{ end -}}
+{{- end -}}
+
+{{/* The quota store's settings that fit no mode, or each other (what `weighstation quota` would
+refuse at start, refused at install instead). */}}
+{{- define "weighstation.quota.validateRedis" -}}
+{{- $r := .Values.quota.redis -}}
+{{- $what := dict "single" "host:port of Redis 7 or Valkey" "sentinel" "the sentinels' host:port" "cluster" "host:port of one or more cluster nodes" -}}
+{{- if and $r.address $r.addresses -}}
+{{- fail "weighstation: quota.redis.address and quota.redis.addresses are both set: give the addresses once (address is the one-server shorthand)" -}}
+{{- end -}}
+{{- if not (or $r.address $r.addresses) -}}
+{{- fail (printf "weighstation: quota.enabled needs quota.redis.addresses (%s, for quota.redis.mode=%s): the quota service keeps the replicas' reports there" (get $what $r.mode) $r.mode) -}}
+{{- end -}}
+{{- if and (eq $r.mode "single") (gt (len $r.addresses) 1) -}}
+{{- fail (printf "weighstation: quota.redis.addresses has %d addresses in quota.redis.mode=single, which takes one: set mode sentinel for sentinels or cluster for cluster seeds" (len $r.addresses)) -}}
+{{- end -}}
+{{- if and (eq $r.mode "sentinel") (not $r.masterName) -}}
+{{- fail "weighstation: quota.redis.mode=sentinel needs quota.redis.masterName: the name the sentinels monitor the primary by" -}}
+{{- end -}}
+{{- if ne $r.mode "sentinel" -}}
+{{- if $r.masterName -}}
+{{- fail (printf "weighstation: quota.redis.masterName is for quota.redis.mode=sentinel only, not %s" $r.mode) -}}
+{{- end -}}
+{{- if or $r.sentinel.username $r.sentinel.passwordSecret.name -}}
+{{- fail (printf "weighstation: quota.redis.sentinel is for quota.redis.mode=sentinel only, not %s" $r.mode) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $r.username (not $r.passwordSecret.name) -}}
+{{- fail "weighstation: quota.redis.username needs quota.redis.passwordSecret.name: an ACL user authenticates with a password" -}}
+{{- end -}}
+{{- if and $r.sentinel.username (not $r.sentinel.passwordSecret.name) -}}
+{{- fail "weighstation: quota.redis.sentinel.username needs quota.redis.sentinel.passwordSecret.name: an ACL user authenticates with a password" -}}
+{{- end -}}
+{{- if not $r.tls.enabled -}}
+{{- if or $r.tls.secretName $r.tls.clientCertificate $r.tls.serverName -}}
+{{- fail "weighstation: quota.redis.tls.secretName, clientCertificate and serverName need quota.redis.tls.enabled" -}}
+{{- end -}}
+{{- else if and $r.tls.clientCertificate (not $r.tls.secretName) -}}
+{{- fail "weighstation: quota.redis.tls.clientCertificate needs quota.redis.tls.secretName: the Secret whose tls.crt and tls.key are the client certificate" -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Checks values.schema.json cannot express. */}}
 {{- define "weighstation.validate" -}}
 {{- if and (eq .Values.policies.source "kubernetes") (not .Values.serviceAccount.create) -}}
 {{- fail "weighstation: policies.source=kubernetes needs serviceAccount.create: the chart would otherwise grant the control plane's RBAC to the namespace's default ServiceAccount, which every pod there may mount" -}}
 {{- end -}}
-{{- if and .Values.quota.enabled (not .Values.quota.redis.address) -}}
-{{- fail "weighstation: quota.enabled needs quota.redis.address (host:port of Redis 7 or Valkey): the quota service keeps the replicas' reports there" -}}
+{{- if .Values.quota.enabled -}}
+{{- include "weighstation.quota.validateRedis" . -}}
 {{- end -}}
 {{- if not (or .Values.nats.enabled .Values.kafka.enabled) -}}
 {{- fail "weighstation: enable at least one of nats.enabled and kafka.enabled: with neither, the gateway has nothing to forward" -}}
