@@ -81,6 +81,7 @@ func Parse(dir string, files []string, contents map[string][]byte) (*Set, error)
 		return nil, c.errs.sorted()
 	}
 	set.Hash = hex.EncodeToString(h.Sum(nil))
+	set.Warnings = c.warns.sorted()
 	return set, nil
 }
 
