@@ -360,7 +360,16 @@ func TestKubernetesPolicies(t *testing.T) {
 			"in force; warning: spec.clients.named[0].limits.rate.burstMessages: 100 is at least the tenant's burst (50)", programmedWithin)
 		t.Logf("Accepted: %s", c.Message)
 		waitCondition(t, a, lpGVR, platformNS, "warned", "Programmed", metav1.ConditionTrue, "Programmed", "1/1 gateways", programmedWithin)
+		with, err := k.stack.ControlPlaneStatus()
+		if err != nil || with.Active == nil {
+			t.Fatalf("control plane status: %v %+v", err, with.Active)
+		}
 		deleteObject(t, a, lpGVR, platformNS, "warned")
+		// The next subtest compares versions: the one without it is published first.
+		eventually(t, programmedWithin, "the set without the warned policy published", func() bool {
+			st, err := k.stack.ControlPlaneStatus()
+			return err == nil && st.Active != nil && st.Active.Version != with.Active.Version
+		})
 	})
 
 	t.Run("a team cannot reach another tenant", func(t *testing.T) { testTeamCannotReachAnotherTenant(t, k) })
