@@ -32,8 +32,9 @@ const (
 	billingTenantLimit = 300.0
 	billingALimit      = 100.0
 	billingBLimit      = 60.0
-	// Buckets are one second deep (the policy sets no burst).
-	billingABurst = int(billingALimit)
+	// The policy sets no burst: billing-a's is one second of its rate, at most a quarter of
+	// the tenant's (one second of 300).
+	billingABurst = int(billingTenantLimit / 4)
 )
 
 // billingWithin checks what a user of the tenant would see: billing-b never refused, billing-a

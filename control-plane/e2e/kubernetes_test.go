@@ -352,6 +352,26 @@ func TestKubernetesPolicies(t *testing.T) {
 		deleteObject(t, a, lpGVR, platformNS, "stealer")
 	})
 
+	t.Run("a client burst that can empty its tenant's is accepted with a warning naming its field", func(t *testing.T) {
+		mustApply(t, a, lpGVR, `{apiVersion: weighstation.io/v1alpha1, kind: LimitPolicy, metadata: {name: warned, namespace: weighstation},
+			spec: {tenant: warned, identify: {nats: {users: [k8s-warned]}}, limits: {rate: {messagesPerSecond: 300, burstMessages: 50}},
+			clients: {named: [{match: {nats: [warned-a]}, limits: {rate: {messagesPerSecond: 100, burstMessages: 100}}}]}}}`)
+		_, c := waitCondition(t, a, lpGVR, platformNS, "warned", "Accepted", metav1.ConditionTrue, "Accepted",
+			"in force; warning: spec.clients.named[0].limits.rate.burstMessages: 100 is at least the tenant's burst (50)", programmedWithin)
+		t.Logf("Accepted: %s", c.Message)
+		waitCondition(t, a, lpGVR, platformNS, "warned", "Programmed", metav1.ConditionTrue, "Programmed", "1/1 gateways", programmedWithin)
+		with, err := k.stack.ControlPlaneStatus()
+		if err != nil || with.Active == nil {
+			t.Fatalf("control plane status: %v %+v", err, with.Active)
+		}
+		deleteObject(t, a, lpGVR, platformNS, "warned")
+		// The next subtest compares versions: the one without it is published first.
+		eventually(t, programmedWithin, "the set without the warned policy published", func() bool {
+			st, err := k.stack.ControlPlaneStatus()
+			return err == nil && st.Active != nil && st.Active.Version != with.Active.Version
+		})
+	})
+
 	t.Run("a team cannot reach another tenant", func(t *testing.T) { testTeamCannotReachAnotherTenant(t, k) })
 	t.Log("kubectl get limitpolicies -A:\n" + k.table(t, "/apis/weighstation.io/v1alpha1/limitpolicies"))
 

@@ -24,7 +24,7 @@ var testTenants = []string{
 	"size-enforce", "size-dry", "rate-reject", "rate-delay", "delay-accuracy", "rate-dry", "queue-tight", "queue-wait",
 	"inflight-delay", "inflight-reject", "conns", "override", "iso-a", "iso-b", "slow-rate", "reload-rate",
 	"spoof-victim", "decision-log", "usage-export", "impact-trace", "consume-nats", "consume-nats-core",
-	"consume-nats-msgs", "billing", "crowd", "consume-clients", "nonreader-reject", "nonreader-delay", "slow-reader", "steady",
+	"consume-nats-msgs", "billing", "shallow", "crowd", "consume-clients", "nonreader-reject", "nonreader-delay", "slow-reader", "steady",
 }
 
 var (

@@ -54,3 +54,49 @@ spec:
 		}
 	}
 }
+
+// A client burst that can empty its tenant's is a warning: validate prints it with its position
+// and exits 0, the directory valid.
+func TestValidateWarnsOfABurstThatCanEmptyItsTenants(t *testing.T) {
+	bin := filepath.Join(root, ".tools/bin/weighstation")
+	dir := t.TempDir()
+	docs := `apiVersion: weighstation.io/v1alpha1
+kind: GatewayDefaults
+metadata:
+  name: defaults
+spec:
+  defaultTenant: billing
+---
+apiVersion: weighstation.io/v1alpha1
+kind: LimitPolicy
+metadata:
+  name: billing
+spec:
+  tenant: billing
+  limits:
+    rate: { messagesPerSecond: 300, burstMessages: 50 }
+  clients:
+    named:
+      - match: { nats: [billing-a] }
+        limits: { rate: { messagesPerSecond: 100, burstMessages: 100 } }
+`
+	file := filepath.Join(dir, "billing.yaml")
+	if err := os.WriteFile(file, []byte(docs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, "validate", dir)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("validate: %v (a warning must leave the directory valid)\n%s", err, stderr.String())
+	}
+	want := file + ":19:66: warning: spec.clients.named[0].limits.rate.burstMessages: 100 is at least the tenant's burst (50): " +
+		"spent at once by one client, it empties the tenant's bucket, and the tenant's other messages are refused or held until it refills; " +
+		"leave it out (the default here is 12) or set it below 50\n"
+	if stderr.String() != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", stderr.String(), want)
+	}
+	if !strings.Contains(stdout.String(), ": valid (1 tenants") || !strings.HasSuffix(stdout.String(), ", 1 warning(s)\n") {
+		t.Errorf("stdout %q: want the directory valid, with 1 warning", stdout.String())
+	}
+}

@@ -89,14 +89,17 @@ type Rate struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(KiB|MiB|GiB)?|unlimited)$`
 	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1 (write \"unlimited\" to remove the limit)"
 	BytesPerSecond *intstr.IntOrString `json:"bytesPerSecond,omitempty"`
-	// Depth of the message bucket; default one second of messagesPerSecond.
+	// Depth of the message bucket; default one second of messagesPerSecond, for a client or an
+	// override at most a quarter of its tenant's burst.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^unlimited$`
 	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1 (write \"unlimited\" to remove the limit)"
 	BurstMessages *intstr.IntOrString `json:"burstMessages,omitempty"`
-	// Depth of the byte bucket; default one second of bytesPerSecond. At least maxMessageBytes.
+	// Depth of the byte bucket; default one second of bytesPerSecond, for a client or an override
+	// at most a quarter of its tenant's burst (but not below maxMessageBytes). At least
+	// maxMessageBytes.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=32

@@ -9,7 +9,8 @@ import (
 	"github.com/weighstation/weighstation/control-plane/internal/policy"
 )
 
-// validate prints every error as FILE:LINE:COL: field.path: reason and exits 1 on any.
+// validate prints every error as FILE:LINE:COL: field.path: reason and exits 1 on any. Warnings
+// (FILE:LINE:COL: warning: field.path: reason) leave the directory valid.
 func validate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -34,6 +35,13 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: valid (%d tenants, default %q, sha256 %s)\n", dir, len(set.Tenants), set.DefaultTenant, set.Hash[:12])
+	for _, w := range set.Warnings {
+		fmt.Fprintln(stderr, w.Warning())
+	}
+	fmt.Fprintf(stdout, "%s: valid (%d tenants, default %q, sha256 %s)", dir, len(set.Tenants), set.DefaultTenant, set.Hash[:12])
+	if n := len(set.Warnings); n > 0 {
+		fmt.Fprintf(stdout, ", %d warning(s)", n)
+	}
+	fmt.Fprintln(stdout)
 	return 0
 }

@@ -23,6 +23,8 @@ type Active struct {
 	Hash     string    `json:"hash"`
 	LoadedAt time.Time `json:"loadedAt"`
 	Tenants  []string  `json:"tenants"`
+	// Warnings are the set's findings that did not stop it loading (FILE:LINE:COL: field: reason).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // LoadError is the last refused change: the first error and all of them.
@@ -100,6 +102,10 @@ func (c *Controller) Apply(set *policy.Set, err error) error {
 		tenants = append(tenants, t.Policy.Tenant)
 	}
 	c.active = &Active{Version: version, Hash: set.Hash, LoadedAt: time.Now(), Tenants: tenants}
+	for _, w := range set.Warnings {
+		c.active.Warnings = append(c.active.Warnings, w.Error())
+		c.log.Warn("policy warning", "version", version, "warning", w.Error())
+	}
 	c.lastError = nil
 	c.reloads["ok"]++
 	c.log.Info("policy version published", "version", version, "tenants", tenants)

@@ -190,7 +190,23 @@ func (e *evaluator) pass(defaults, policies []object, defaultsAs *accepted) (eva
 		return ev, good, gdObj
 	}
 	ev.Set = set
+	warn(ev.Verdicts, set.Warnings)
 	return ev, good, gdObj
+}
+
+// warn gives each accepted object its warnings (findings that leave it valid): the message of
+// an accepted verdict, as an invalid one's errors are.
+func warn(verdicts map[string]verdict, warnings policy.Errors) {
+	own := map[string]policy.Errors{}
+	for _, w := range warnings {
+		own[w.Pos.File] = append(own[w.Pos.File], w)
+	}
+	for ref, ws := range own {
+		if v, ok := verdicts[ref]; ok && v.Reason == ReasonAccepted {
+			v.Message = messages(ws)
+			verdicts[ref] = v
+		}
+	}
 }
 
 // previous is the object's generation last in force: as this process remembers it, else as
@@ -229,7 +245,8 @@ func (e *evaluator) judge(o object, try func(candidate) (reason, message string)
 	return v, &prev
 }
 
-// messages lists errors without the object's own name, which the status already carries.
+// messages lists errors (or warnings) without the object's own name, which the status already
+// carries.
 func messages(err error) string {
 	var errs policy.Errors
 	if !errors.As(err, &errs) {

@@ -75,11 +75,15 @@ func programmed(v verdict, held []string, nodes []xds.NodeStatus, generation int
 	return c
 }
 
-// acceptedCondition is the Accepted condition of a verdict.
+// acceptedCondition is the Accepted condition of a verdict. An accepted object's warnings
+// (findings that leave it valid) follow "in force", as an invalid one's errors are its message.
 func acceptedCondition(v verdict) metav1.Condition {
 	c := metav1.Condition{Type: "Accepted", ObservedGeneration: v.Generation, Reason: v.Reason, Message: v.Message, Status: metav1.ConditionFalse}
 	if v.Reason == ReasonAccepted {
 		c.Status, c.Message = metav1.ConditionTrue, "in force"
+		if v.Message != "" {
+			c.Message += "; warning: " + v.Message
+		}
 	}
 	return c
 }

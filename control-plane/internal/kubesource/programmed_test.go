@@ -45,3 +45,25 @@ func TestProgrammed(t *testing.T) {
 		})
 	}
 }
+
+func TestAcceptedCondition(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		v       verdict
+		status  metav1.ConditionStatus
+		message string
+	}{
+		{"accepted", verdict{Generation: 3, Reason: ReasonAccepted}, metav1.ConditionTrue, "in force"},
+		{"accepted with a warning", verdict{Generation: 3, Reason: ReasonAccepted, Message: "spec.clients.default.rate.burstMessages: 300 is at least the tenant's burst (300)"},
+			metav1.ConditionTrue, "in force; warning: spec.clients.default.rate.burstMessages: 300 is at least the tenant's burst (300)"},
+		{"invalid", verdict{Generation: 3, Reason: ReasonInvalid, Message: "spec.limits.inFlight: inFlight must be at least 1"},
+			metav1.ConditionFalse, "spec.limits.inFlight: inFlight must be at least 1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := acceptedCondition(c.v)
+			if got.Status != c.status || got.Reason != c.v.Reason || got.Message != c.message || got.ObservedGeneration != 3 {
+				t.Errorf("got %s %s %q (generation %d), want %s %s %q", got.Status, got.Reason, got.Message, got.ObservedGeneration, c.status, c.v.Reason, c.message)
+			}
+		})
+	}
+}

@@ -120,7 +120,8 @@ func (d *decoder) clientNames(n *yaml.Node, path string) []string {
 }
 
 // resolveClients checks a policy's client limits: each names a rate, its bursts default to one
-// second of it, and a byte burst must fit one message of the tenant's maximum size.
+// second of it (at most a quarter of the tenant's), and a byte burst must fit one message of the
+// tenant's maximum size.
 func resolveClients(p LimitPolicy, tenant Effective, c *collector) *EffectiveClients {
 	cl := p.Clients
 	if !cl.Set {
@@ -187,9 +188,9 @@ func resolveClientLimits(l ClientLimits, path string, tenant Effective, c *colle
 	case !rateSet && !l.InFlight.Set && !l.MaxMessages.Set && !l.Connections.Set && !consumeSet:
 		c.add(l.Pos, path, "set rate, inFlight, queue, connections or consume")
 	}
-	// The rest is the override's rule: bursts of one second, a byte burst that fits a message,
-	// a consume burst that needs its rate.
-	e := resolveOverride(Limits{Rate: r, InFlight: l.InFlight, Consume: l.Consume}, path, l.Pos, tenant, c)
+	// The rest is the override's rule: bursts of one second at most a quarter of the tenant's,
+	// a byte burst that fits a message, a consume burst that needs its rate.
+	e := resolveOverride(Limits{Rate: r, InFlight: l.InFlight, Consume: l.Consume}, path, l.Pos, tenant, "one client", c)
 	if l.MaxMessages.Finite() {
 		e.QueueMaxMessages = ptr(l.MaxMessages.Value)
 	}

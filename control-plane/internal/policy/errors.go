@@ -20,6 +20,12 @@ func (e Error) Error() string {
 	return posString(e.Pos) + ": " + e.Field + ": " + e.Reason
 }
 
+// Warning prints a finding that leaves the set valid as compilers print one:
+// FILE:LINE:COL: warning: field.path: reason.
+func (e Error) Warning() string {
+	return posString(e.Pos) + ": warning: " + e.Field + ": " + e.Reason
+}
+
 // Errors is every problem found in one load, in file and position order.
 type Errors []Error
 
@@ -45,7 +51,8 @@ func (es Errors) sorted() Errors {
 	return es
 }
 
-type collector struct{ errs Errors }
+// collector gathers a load's errors and its warnings: findings that leave the set valid.
+type collector struct{ errs, warns Errors }
 
 func (c *collector) add(pos Pos, field, format string, args ...any) {
 	c.errs = append(c.errs, Error{Pos: pos, Field: field, Reason: fmt.Sprintf(format, args...)})
@@ -53,4 +60,8 @@ func (c *collector) add(pos Pos, field, format string, args ...any) {
 
 func (c *collector) conflict(pos Pos, field, format string, args ...any) {
 	c.errs = append(c.errs, Error{Pos: pos, Field: field, Reason: fmt.Sprintf(format, args...), Conflict: true})
+}
+
+func (c *collector) warn(pos Pos, field, format string, args ...any) {
+	c.warns = append(c.warns, Error{Pos: pos, Field: field, Reason: fmt.Sprintf(format, args...)})
 }

@@ -95,6 +95,7 @@ func (d *Decoded) Parse(dir string, files []string, contents map[string][]byte) 
 		return nil, c.errs.sorted()
 	}
 	set.Hash = hex.EncodeToString(h.Sum(nil))
+	set.Warnings = c.warns.sorted()
 	return set, nil
 }
 

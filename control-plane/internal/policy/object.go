@@ -30,7 +30,8 @@ func ParseObject(ref string, doc []byte) (*LimitPolicy, *GatewayDefaults, error)
 }
 
 // Resolve checks the rules across documents and resolves every tenant's limits, as a policy
-// directory's load does; hash identifies the content. The errors name the documents' refs.
+// directory's load does; hash identifies the content. The errors, and the set's warnings, name
+// the documents' refs.
 func Resolve(gd GatewayDefaults, policies []LimitPolicy, hash string) (*Set, Errors) {
 	c := &collector{}
 	set := validateSet("", policies, []GatewayDefaults{gd}, c)
@@ -38,5 +39,6 @@ func Resolve(gd GatewayDefaults, policies []LimitPolicy, hash string) (*Set, Err
 		return nil, c.errs.sorted()
 	}
 	set.Hash = hash
+	set.Warnings = c.warns.sorted()
 	return set, nil
 }

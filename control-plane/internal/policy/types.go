@@ -198,4 +198,6 @@ type Set struct {
 	QuotaService  *QuotaService // nil: no tenant is global
 	Tenants       []Tenant      // sorted by tenant name
 	Hash          string        // sha256 over the files' names and contents, in path order
+	// Warnings are findings that do not stop the set loading (see bursts.go), in position order.
+	Warnings Errors
 }

@@ -185,7 +185,7 @@ func resolveOverrides(p LimitPolicy, tenant Effective, c *collector) []Effective
 			c.add(l.MaxMessageBytes.Pos, lp+".maxMessageBytes", "%d is above the tenant's maxMessageBytes (%d): an override can only narrow a limit",
 				l.MaxMessageBytes.Value, *tenant.MaxMessageBytes)
 		}
-		out = append(out, EffectiveOverride{NATS: o.Match.NATS, Kafka: o.Match.Kafka, Limits: resolveOverride(l, lp, o.Pos, tenant, c)})
+		out = append(out, EffectiveOverride{NATS: o.Match.NATS, Kafka: o.Match.Kafka, Limits: resolveOverride(l, lp, o.Pos, tenant, "the override's messages", c)})
 	}
 	return out
 }
@@ -199,8 +199,9 @@ func checkPatternOnce(seen map[string]int, key string, i int, pos Pos, field str
 }
 
 // resolveOverride keeps only what the override narrows; bursts default to one second of the
-// override's own rate, and the byte burst must still fit one message of the maximum size.
-func resolveOverride(l Limits, path string, pos Pos, tenant Effective, c *collector) Effective {
+// override's own rate, at most a quarter of the tenant's (bursts.go), and the byte burst must
+// still fit one message of the maximum size. of says whose bucket it is, for warnings.
+func resolveOverride(l Limits, path string, pos Pos, tenant Effective, of string, c *collector) Effective {
 	val := func(q Quantity) *uint64 {
 		if !q.Finite() {
 			return nil
@@ -225,23 +226,31 @@ func resolveOverride(l Limits, path string, pos Pos, tenant Effective, c *collec
 		}
 	}
 	if e.MessagesPerSecond != nil {
-		e.BurstMessages = e.MessagesPerSecond
+		tenantDepth := depth(tenant.BurstMessages, tenant.MessagesPerSecond)
+		e.BurstMessages = ptr(defaultBurst(*e.MessagesPerSecond, tenantDepth, 1))
 		if l.Rate.BurstMessages.Finite() {
 			e.BurstMessages = ptr(l.Rate.BurstMessages.Value)
+			warnEmptiesTenant(l.Rate.BurstMessages, path+".rate.burstMessages", of, tenantDepth, *e.MessagesPerSecond, 1, c)
 		}
 	} else if l.Rate.BurstMessages.Set {
 		c.add(l.Rate.BurstMessages.Pos, path+".rate.burstMessages", "needs rate.messagesPerSecond in the same limits")
 	}
 	if e.BytesPerSecond != nil {
-		burst := resolved{e.BytesPerSecond, source{l.Rate.BytesPerSecond.Pos, path + ".rate.bytesPerSecond"}}
-		if l.Rate.BurstBytes.Finite() {
-			burst = resolved{ptr(l.Rate.BurstBytes.Value), source{l.Rate.BurstBytes.Pos, path + ".rate.burstBytes"}}
-		}
-		e.BurstBytes = burst.value
 		maxMsg := resolved{tenant.MaxMessageBytes, source{pos, path}}
 		if e.MaxMessageBytes != nil {
 			maxMsg.value = e.MaxMessageBytes
 		}
+		floor := uint64(1)
+		if maxMsg.value != nil {
+			floor = *maxMsg.value
+		}
+		tenantDepth := depth(tenant.BurstBytes, tenant.BytesPerSecond)
+		burst := resolved{ptr(defaultBurst(*e.BytesPerSecond, tenantDepth, floor)), source{l.Rate.BytesPerSecond.Pos, path + ".rate.bytesPerSecond"}}
+		if l.Rate.BurstBytes.Finite() {
+			burst = resolved{ptr(l.Rate.BurstBytes.Value), source{l.Rate.BurstBytes.Pos, path + ".rate.burstBytes"}}
+			warnEmptiesTenant(l.Rate.BurstBytes, path+".rate.burstBytes", of, tenantDepth, *e.BytesPerSecond, floor, c)
+		}
+		e.BurstBytes = burst.value
 		checkBurstFitsMessage(burst, maxMsg, c)
 	} else if l.Rate.BurstBytes.Set {
 		c.add(l.Rate.BurstBytes.Pos, path+".rate.burstBytes", "needs rate.bytesPerSecond in the same limits")

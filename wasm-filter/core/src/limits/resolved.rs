@@ -24,7 +24,10 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The rate buckets; a burst left out is one second of its rate.
+    /// The rate buckets; a burst left out is one second of its rate. The control plane resolves
+    /// every default burst (a client's or override's is capped at a quarter of its tenant's:
+    /// control-plane/internal/policy/bursts.go) and sends it; only a tenant's burst written
+    /// `unlimited` arrives absent.
     pub fn rate(&self) -> RateLimit {
         RateLimit::new(
             self.messages_per_second.map(|r| (r, self.burst_messages.unwrap_or(r))),
