@@ -20,49 +20,20 @@ func validateSet(dir string, policies []LimitPolicy, defaults []GatewayDefaults,
 	}
 	checkDefaultLimits(gd.DefaultLimits, c)
 
-	names := map[string]Pos{}
-	tenants := map[string]Pos{}
+	claims := newRegistry()
 	for _, p := range policies {
-		if first, dup := names[p.Name]; dup && p.Name != "" {
-			c.conflict(p.Pos, "metadata.name", "%q is already used by the LimitPolicy at %s", p.Name, posString(first))
-		} else {
-			names[p.Name] = p.Pos
-		}
-		if first, dup := tenants[p.Tenant]; dup && p.Tenant != "" {
-			c.conflict(p.TenantPos, "spec.tenant", "tenant %q already has a LimitPolicy at %s", p.Tenant, posString(first))
-		} else {
-			tenants[p.Tenant] = p.TenantPos
-		}
-		if !p.Identify.Set && p.Tenant != gd.DefaultTenant && p.Tenant != "" {
-			c.add(p.TenantPos, "spec.identify", "is required: only the default tenant (%q) may omit it", gd.DefaultTenant)
-		}
+		claims.check(p, gd, c)
+		claims.add(p)
 	}
 	if gd.DefaultTenant != "" {
-		if _, ok := tenants[gd.DefaultTenant]; !ok {
+		if _, ok := claims.tenants[gd.DefaultTenant]; !ok {
 			c.add(gd.TenantPos, "spec.defaultTenant", "tenant %q has no LimitPolicy", gd.DefaultTenant)
-		}
-	}
-	checkIdentityOverlaps(policies, c)
-
-	for _, p := range policies {
-		if p.Scope == ScopeGlobal && gd.QuotaService == nil {
-			c.add(p.ScopePos, "spec.scope", "global needs a quota service: set spec.quotaService in the GatewayDefaults")
 		}
 	}
 
 	set := &Set{DefaultTenant: gd.DefaultTenant, QuotaService: gd.QuotaService}
 	for _, p := range policies {
-		// Limits that come from no field of their own are reported at the tenant, or at the
-		// document when it names none.
-		at := p.TenantPos
-		if at == (Pos{}) {
-			at = p.Pos
-		}
-		t := Tenant{Policy: p, Limits: resolve(p.Limits, "spec.limits", at, gd.DefaultLimits, c),
-			Permissions: resolvePermissions(p.Permissions, gd.DefaultPermissions)}
-		t.Overrides = resolveOverrides(p, t.Limits, c)
-		t.Clients = resolveClients(p, t.Limits, c)
-		set.Tenants = append(set.Tenants, t)
+		set.Tenants = append(set.Tenants, resolveTenant(p, gd, c))
 	}
 	sort.Slice(set.Tenants, func(i, j int) bool { return set.Tenants[i].Policy.Tenant < set.Tenants[j].Policy.Tenant })
 	return set
@@ -83,54 +54,19 @@ func posString(p Pos) string {
 	return p.File + ":" + itoa(p.Line) + ":" + itoa(p.Column)
 }
 
-// checkIdentityOverlaps rejects identities that would attribute one client to two tenants.
-func checkIdentityOverlaps(policies []LimitPolicy, c *collector) {
-	type owner struct {
-		tenant string
-		pos    Pos
+// resolveTenant resolves one policy's limits against the defaults.
+func resolveTenant(p LimitPolicy, gd GatewayDefaults, c *collector) Tenant {
+	// Limits that come from no field of their own are reported at the tenant, or at the
+	// document when it names none.
+	at := p.TenantPos
+	if at == (Pos{}) {
+		at = p.Pos
 	}
-	natsUsers := map[string]owner{}
-	natsNkeys, natsAccounts := map[string]owner{}, map[string]owner{}
-	saslPrincipals := map[string]owner{}
-	tlsSubjects, tlsSANs := map[string]owner{}, map[string]owner{}
-	var prefixes []struct {
-		prefix string
-		owner
-	}
-	for _, p := range policies {
-		if p.Tenant == "" {
-			continue
-		}
-		me := owner{p.Tenant, p.Identify.Pos}
-		exact := func(seen map[string]owner, keys []string, field, what string) {
-			for _, k := range keys {
-				if o, dup := seen[k]; dup && o.tenant != p.Tenant {
-					c.conflict(p.Identify.Pos, field, "%s %q already identifies tenant %q (%s)", what, k, o.tenant, posString(o.pos))
-				} else {
-					seen[k] = me
-				}
-			}
-		}
-		exact(natsUsers, p.Identify.NATSUsers, "spec.identify.nats.users", "NATS user")
-		exact(natsNkeys, p.Identify.NATSNkeys, "spec.identify.nats.nkeys", "NATS nkey")
-		exact(natsAccounts, p.Identify.NATSAccounts, "spec.identify.nats.accounts", "NATS account")
-		exact(saslPrincipals, p.Identify.KafkaSASLPrincipals, "spec.identify.kafka.saslPrincipals", "SASL principal")
-		exact(tlsSubjects, p.Identify.TLSSubjects, "spec.identify.tls.subjects", "certificate subject")
-		exact(tlsSANs, p.Identify.TLSSANs, "spec.identify.tls.sans", "certificate SAN")
-		for _, pre := range p.Identify.KafkaClientIDPrefixes {
-			for _, other := range prefixes {
-				if other.tenant != p.Tenant && (strings.HasPrefix(pre, other.prefix) || strings.HasPrefix(other.prefix, pre)) {
-					c.conflict(p.Identify.Pos, "spec.identify.kafka.clientIdPrefixes",
-						"client.id prefix %q overlaps prefix %q of tenant %q (%s): a client id could match both",
-						pre, other.prefix, other.tenant, posString(other.pos))
-				}
-			}
-			prefixes = append(prefixes, struct {
-				prefix string
-				owner
-			}{pre, me})
-		}
-	}
+	t := Tenant{Policy: p, Limits: resolve(p.Limits, "spec.limits", at, gd.DefaultLimits, c),
+		Permissions: resolvePermissions(p.Permissions, gd.DefaultPermissions)}
+	t.Overrides = resolveOverrides(p, t.Limits, c)
+	t.Clients = resolveClients(p, t.Limits, c)
+	return t
 }
 
 // resolveOverrides checks each override and resolves its limits. An override may only narrow
