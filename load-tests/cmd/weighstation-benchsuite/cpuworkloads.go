@@ -11,6 +11,8 @@ type direction string
 const (
 	natsPublish  direction = "nats pub" // a client publishing through Envoy
 	natsDelivery direction = "nats sub" // a subscriber receiving through Envoy
+	// natsPublishManyTenants is natsPublish with the benchmark's tenants and with 10,000 more.
+	natsPublishManyTenants direction = "nats pub, tenants"
 	// kafkaProduce is Produce requests over one pinned connection (kafkaproduce.go).
 	kafkaProduce direction = "kafka produce"
 	// kafkaProducerPerf is Kafka's own Java producer, which follows the broker's metadata.
@@ -109,6 +111,19 @@ func (s *suite) cpuWorkloads() []cpuWorkload {
 			},
 		})
 	}
+	// The smallest messages again, as acme, with the benchmark's few tenants and with 10,000
+	// more (manytenants.go): a tenant count should not change what a message costs.
+	out = append(out, cpuWorkload{
+		workloadShape: workloadShape{Direction: natsPublishManyTenants, Bytes: natsSizes[0].bytes, Records: 1},
+		messages:      natsSizes[0].messages / scale,
+		targets:       []string{"gateway", "gateway-10k-tenants"},
+		send: func(ctx context.Context, target string, messages int) (float64, error) {
+			if err := s.withTenants(ctx, target == "gateway-10k-tenants"); err != nil {
+				return 0, err
+			}
+			return s.natsBench(ctx, natsAddr["gateway"], publishSubject, acme, natsSizes[0].bytes, messages, false)
+		},
+	})
 	// Delivery: acme's subscriber has a consume limit it never reaches (each read's deliveries
 	// are charged), reader's has none (they pass uncharged).
 	deliverUser := func(target string) tenant {

@@ -169,8 +169,10 @@ func drain(c chan time.Time) {
 }
 
 func (r *rung) sampleRSS(procs map[string]int) {
-	r.envoyMost = max(r.envoyMost, rssKiB(procs["envoy"]))
-	r.cpMost = max(r.cpMost, rssKiB(procs["control-plane"]))
+	envoy, cp := rssKiB(procs["envoy"]), rssKiB(procs["control-plane"])
+	r.envoyMost = max(r.envoyMost, envoy)
+	r.cpMost = max(r.cpMost, cp)
+	fmt.Fprintf(os.Stderr, "    RSS: Envoy %d MiB, control plane %d MiB\n", envoy/1024, cp/1024)
 }
 
 // ackedVersion is the policy version the gateway's Envoy last acknowledged.
