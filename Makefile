@@ -10,12 +10,12 @@ IMPACT_WASM := wasm-filter/target/wasm32-wasip1/release/weighstation_impact.wasm
 GO_SOURCES := $(shell find control-plane -name '*.go' -o -name go.mod -o -name go.sum)
 RUST_SOURCES := $(shell find wasm-filter/core/src wasm-filter/envoy/src wasm-filter/impact/src -name '*.rs') $(wildcard wasm-filter/*/Cargo.toml wasm-filter/Cargo.*)
 
-.PHONY: run test tools wasm control-plane validate test-unit test-rust test-go test-integration test-docs test-clusters-smoke test-clusters test-global-shapes test-quota-sentinel test-soak test-impact-long soak lint fuzz clean otelcol
+.PHONY: run test tools wasm control-plane validate test-unit test-rust test-go test-integration test-docs test-clusters-smoke test-clusters test-global-shapes test-quota-store-smoke test-soak test-impact-long soak lint fuzz clean otelcol
 
 run: tools wasm control-plane
 	$(BIN)/weighstation-localstack -root $(ROOT)
 
-test: tools wasm control-plane lint test-unit test-load-harness test-image test-helm test-integration test-docs test-clusters-smoke test-quota-sentinel test-soak test-k8s-node-smoke
+test: tools wasm control-plane lint test-unit test-load-harness test-image test-helm test-integration test-docs test-clusters-smoke test-quota-store-smoke test-soak test-k8s-node-smoke
 
 tools:
 	@scripts/install-tools.sh
@@ -94,14 +94,15 @@ test-clusters: wasm control-plane test-global-shapes
 	@scripts/install-tools.sh redis
 	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_CLUSTERS=full go test -p 1 -count=1 -timeout 60m -v $(CLUSTER_PACKAGES) $(QUOTA_STORE_PACKAGE) 2>&1 | tee $(TOOLS)/e2ecluster-full.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
-# The quota store losing its primary under the quota service (e2equota): make test runs the
-# Sentinel smoke (a primary, a replica and three sentinels behind three gateway replicas under
-# load, the primary killed; about 30 s); make test-clusters the Redis Cluster test as well.
+# The quota store under the quota service (e2equota): make test runs the smoke (one server with
+# TLS and an ACL user; a primary, a replica and three sentinels behind three gateway replicas
+# under load, a sentinel then the primary killed; about 30 s); make test-clusters the Redis
+# Cluster test as well.
 QUOTA_STORE_PACKAGE = ./e2equota/
 
-test-quota-sentinel: wasm control-plane
+test-quota-store-smoke: wasm control-plane
 	@scripts/install-tools.sh redis
-	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 5m -v -run 'TestQuotaFollowsSentinelFailover' $(QUOTA_STORE_PACKAGE) 2>&1 | tee $(TOOLS)/e2equota.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 5m -v -run 'TestQuotaReachesOneServerWithTLSAndAUser|TestQuotaFollowsSentinelFailover' $(QUOTA_STORE_PACKAGE) 2>&1 | tee $(TOOLS)/e2equota.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 # A global limit over three replicas in every load shape of docs/operations.md (connections
 # 1:2:7, all on one replica, a stalled connection in reject and delay, a replica added), at

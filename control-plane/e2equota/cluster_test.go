@@ -91,7 +91,7 @@ func TestQuotaFollowsClusterFailover(t *testing.T) {
 	if code, body := get(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", p.Quota)); code != http.StatusOK || !strings.Contains(body, victim) {
 		t.Errorf("/healthz with primary %s down answered %d %q: want 200 naming it", victim, code, body)
 	}
-	promoted := waitFor(t, 30*time.Second, "a replica takes the killed primary's slots", func() bool {
+	waitFor(t, 30*time.Second, "a replica takes the killed primary's slots", func() bool {
 		info, err := cluster.ClusterInfo(ctx).Result()
 		if err != nil || !strings.Contains(info, "cluster_state:ok") {
 			return false
@@ -99,10 +99,12 @@ func TestQuotaFollowsClusterFailover(t *testing.T) {
 		slots, err := cluster.ClusterSlots(ctx).Result()
 		return err == nil && slotsCovered(slots) && !servedBy(slots, victim)
 	})
-	t.Logf("primary %s (%d of the limits' keys) killed; its replica promoted %s later", victim, most, promoted.Round(10*time.Millisecond))
-	back := waitFor(t, backWithin+5*time.Second, "every replica's answer carries every limit again", func() bool {
+	promoted := time.Since(killed)
+	t.Logf("primary %s (%d of the limits' keys) killed; its replica serves its slots %s later", victim, most, promoted.Round(10*time.Millisecond))
+	waitFor(t, backWithin+5*time.Second, "every replica's answer carries every limit again", func() bool {
 		return log.lastWhole(replicas, len(keys)).After(killed)
 	})
+	back := log.lastWhole(replicas, len(keys)).Sub(killed)
 	failed := log.failedSince(killed)
 	t.Logf("kill → every limit's reports answered again, all three replicas counted: %s (%d of the replicas' requests refused meanwhile, each with every limit in it)",
 		back.Round(10*time.Millisecond), failed)
@@ -184,8 +186,9 @@ func reportAsReplicas(t *testing.T, p localstack.Ports, replicas int, keys []str
 }
 
 func (a *answers) add(replica int, client *http.Client, url string, body []byte, keys, replicas int) {
-	ans := answer{at: time.Now(), replica: replica}
+	ans := answer{replica: replica}
 	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+	ans.at = time.Now() // answered (or not) by then
 	if err == nil {
 		ans.status = resp.StatusCode
 		var shares quota.SharesResponse

@@ -1,11 +1,13 @@
-// Package e2equota drives the quota service against a real store that loses its primary:
-// Redis with Sentinel (a primary, a replica, three sentinels) behind three gateway replicas
-// under load on a global tenant, and a Redis Cluster (three primaries, three replicas) under the
-// reports of a hundred global limits. Each test starts its own local stack on free loopback
-// ports and kills a primary with SIGKILL; what users would notice is counted at the broker (the
-// tenant's admitted messages) or at the quota service's HTTP API (the answers replicas get).
+// Package e2equota drives the quota service against a real store: one server with TLS and an
+// ACL user; Redis with Sentinel (a primary, a replica, three sentinels) behind three gateway
+// replicas under load on a global tenant; and a Redis Cluster (three primaries, three replicas)
+// under the reports of a hundred global limits. The last two start a local stack on free
+// loopback ports and kill a primary with SIGKILL; what users would notice is counted at the
+// broker (the tenant's admitted messages) or at the quota service's HTTP API (the answers
+// replicas get).
 //
-// `make test` runs the Sentinel smoke (make test-quota-sentinel); `make test-clusters` both.
+// `make test` runs the one-server and Sentinel tests (make test-quota-store-smoke); `make
+// test-clusters` every test.
 package e2equota
 
 import (
