@@ -141,7 +141,11 @@ func runGlobalShape(t *testing.T, s globalShape, factor float64) {
 		off := (rate - shapeLimit) / shapeLimit
 		rates = append(rates, fmt.Sprintf("%.1f/s (%+.2f%%)", rate, off*100))
 		if math.Abs(off) > 0.05 {
-			t.Errorf("window %d: admitted %.1f msg/s, outside ±5%% of %.0f", w+1, rate, shapeLimit)
+			var perSecond []string
+			for at := from; at.Before(to); at = at.Add(time.Second) {
+				perSecond = append(perSecond, strconv.Itoa(received.deliveredBetween(at, at.Add(time.Second))))
+			}
+			t.Errorf("window %d: admitted %.1f msg/s, outside ±5%% of %.0f (second by second: %s)", w+1, rate, shapeLimit, strings.Join(perSecond, " "))
 		}
 	}
 	t.Logf("%s at %gx (%.0f msg/s offered per connection, connections %v): admitted %s of %.0f/s; shares %v",

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,9 +14,11 @@ import (
 // once a second, never per message).
 const SharesPath = "/v1/shares"
 
-// storeDeadline bounds a request's time in Redis: a slow store is a store that is down, and the
-// filter falls back rather than wait.
-const storeDeadline = 500 * time.Millisecond
+// storeDeadline bounds each of a request's two round trips to Redis (the reports, then the
+// shares; together the filter's default timeout, 500 ms), so that a node that does not answer
+// costs its own limits and not the others' second trip: a slow store is a store that is down,
+// and the filter falls back rather than wait.
+const storeDeadline = 250 * time.Millisecond
 
 // SharesRequest is one replica's reports, one per global limit it carries traffic for.
 type SharesRequest struct {
@@ -77,9 +80,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("bad shares request: %v", err), http.StatusBadRequest)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), storeDeadline)
-	defer cancel()
-	resp, err := s.shares(ctx, req)
+	resp, err := s.shares(r.Context(), req)
 	if err != nil {
 		s.Log.Warn("quota store unavailable", "replica", req.Replica, "err", err)
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -89,6 +90,10 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(resp)
 }
 
+// shares answers every limit the store could reach; a limit it could not (a Cluster primary
+// lost) is left out of the answer, and that replica's share of it lapses into the fallback
+// (limit ÷ replicas) while the others keep theirs. Only when no limit could be answered is the
+// request an error.
 func (s *Service) shares(ctx context.Context, req SharesRequest) (SharesResponse, error) {
 	now := s.Now()
 	var resp SharesResponse
@@ -101,20 +106,40 @@ func (s *Service) shares(ctx context.Context, req SharesRequest) (SharesResponse
 		keys[i] = l.Key
 		reports[i] = Report{Replica: req.Replica, Admitted: l.Admitted, Demand: l.demand(), Connections: l.Connections, Saturated: l.Saturated, At: now.UnixMilli()}
 	}
-	live, err := s.Store.Exchange(ctx, keys, reports, now)
-	if err != nil {
-		return resp, err
-	}
-	due := make([]float64, len(req.Limits))
+	exchange, cancel := context.WithTimeout(ctx, storeDeadline)
+	live, failed := s.Store.Exchange(exchange, keys, reports, now)
+	cancel()
+	var reached []int
+	var due []float64
 	for i, l := range req.Limits {
-		due[i] = Allocate(l.PerSecond, live[i], max(req.Replicas, len(live[i])))[req.Replica]
+		if failed[i] == nil {
+			reached = append(reached, i)
+			due = append(due, Allocate(l.PerSecond, live[i], max(req.Replicas, len(live[i])))[req.Replica])
+		}
 	}
-	given, err := s.Store.Grant(ctx, req.Replica, keys, due, now)
-	if err != nil {
-		return resp, err
+	reachedKeys := make([]string, len(reached))
+	for j, i := range reached {
+		reachedKeys[j] = keys[i]
 	}
-	for i, l := range req.Limits {
-		resp.Limits = append(resp.Limits, Share{Key: l.Key, Share: given[i], Replicas: len(live[i])})
+	grant, cancel := context.WithTimeout(ctx, storeDeadline)
+	given, grantFailed := s.Store.Grant(grant, req.Replica, reachedKeys, due, now)
+	cancel()
+	var firstErr error
+	for _, err := range failed {
+		firstErr = cmp.Or(firstErr, err)
+	}
+	for j, i := range reached {
+		if grantFailed[j] != nil {
+			firstErr = cmp.Or(firstErr, grantFailed[j])
+			continue
+		}
+		resp.Limits = append(resp.Limits, Share{Key: keys[i], Share: given[j], Replicas: len(live[i])})
+	}
+	if len(resp.Limits) == 0 {
+		return resp, firstErr
+	}
+	if missing := len(req.Limits) - len(resp.Limits); missing > 0 {
+		s.Log.Warn("quota store unreachable for some limits", "replica", req.Replica, "limits", missing, "answered", len(resp.Limits), "err", firstErr)
 	}
 	return resp, nil
 }

@@ -1,11 +1,12 @@
 package quota
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,28 +49,33 @@ var grantSource string
 var grantScript = redis.NewScript(grantSource)
 
 // Exchange records a replica's reports, one per limit, and returns every live report under
-// each of those limits, its own included: one pipelined round trip for them all.
-func (s *Store) Exchange(ctx context.Context, limitKeys []string, reports []Report, now time.Time) ([][]Report, error) {
+// each of those limits, its own included: one pipelined round trip for them all. A limit whose
+// key could not be reached (in a Cluster, one whose primary is lost) has an error of its own;
+// the others are answered.
+func (s *Store) Exchange(ctx context.Context, limitKeys []string, reports []Report, now time.Time) ([][]Report, []error) {
 	pipe := s.rdb.Pipeline()
-	all := make([]*redis.MapStringStringCmd, len(limitKeys))
+	type sent struct {
+		set    *redis.IntCmd
+		expire *redis.BoolCmd
+		all    *redis.MapStringStringCmd
+	}
+	cmds := make([]sent, len(limitKeys))
 	for i, limitKey := range limitKeys {
-		b, err := json.Marshal(reports[i])
-		if err != nil {
-			return nil, err
-		}
+		b, _ := json.Marshal(reports[i]) // numbers and strings: cannot fail
 		key := hashKey(limitKey)
-		pipe.HSet(ctx, key, reportField+reports[i].Replica, b)
-		pipe.PExpire(ctx, key, 10*reportTTL)
-		all[i] = pipe.HGetAll(ctx, key)
+		cmds[i] = sent{pipe.HSet(ctx, key, reportField+reports[i].Replica, b), pipe.PExpire(ctx, key, 10*reportTTL), pipe.HGetAll(ctx, key)}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
-	}
+	_, _ = pipe.Exec(ctx) // each command's own error is read below
 	live := make([][]Report, len(limitKeys))
+	errs := make([]error, len(limitKeys))
 	stale := s.rdb.Pipeline()
-	for i, cmd := range all {
+	for i, c := range cmds {
+		if err := cmp.Or(c.set.Err(), c.expire.Err(), c.all.Err()); err != nil {
+			errs[i] = fmt.Errorf("redis: %w", err)
+			continue
+		}
 		var gone []string
-		for field, v := range cmd.Val() {
+		for field, v := range c.all.Val() {
 			replica, isReport := strings.CutPrefix(field, reportField)
 			var rep Report
 			switch {
@@ -90,13 +96,14 @@ func (s *Store) Exchange(ctx context.Context, limitKeys []string, reports []Repo
 	if stale.Len() > 0 {
 		_, _ = stale.Exec(ctx)
 	}
-	return live, nil
+	return live, errs
 }
 
 // Grant records each share a replica is due (a fraction of the limit), capped as grantScript
-// says, and returns the shares it was given: one pipelined round trip.
-func (s *Store) Grant(ctx context.Context, replica string, limitKeys []string, due []float64, now time.Time) ([]float64, error) {
-	run := func(send bool) ([]*redis.Cmd, error) {
+// says, and returns the shares it was given: one pipelined round trip. As with Exchange, a
+// limit whose key could not be reached has an error of its own.
+func (s *Store) Grant(ctx context.Context, replica string, limitKeys []string, due []float64, now time.Time) ([]float64, []error) {
+	run := func(send bool) []*redis.Cmd {
 		pipe := s.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(limitKeys))
 		for i, limitKey := range limitKeys {
@@ -108,27 +115,25 @@ func (s *Store) Grant(ctx context.Context, replica string, limitKeys []string, d
 				cmds[i] = grantScript.EvalSha(ctx, pipe, keys, args...)
 			}
 		}
-		_, err := pipe.Exec(ctx)
-		return cmds, err
+		_, _ = pipe.Exec(ctx)
+		return cmds
 	}
-	cmds, err := run(false)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+	cmds := run(false)
+	if slices.ContainsFunc(cmds, func(c *redis.Cmd) bool { return redis.HasErrorPrefix(c.Err(), "NOSCRIPT") }) {
 		// A server that has not seen the script yet (the first call, or a new primary after a
 		// failover): send it whole.
-		cmds, err = run(true)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
+		cmds = run(true)
 	}
 	granted := make([]float64, len(cmds))
+	errs := make([]error, len(cmds))
 	for i, c := range cmds {
 		text, err := c.Text()
 		if err == nil {
 			granted[i], err = strconv.ParseFloat(text, 64)
 		}
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("share of %s", limitKeys[i]), err)
+			errs[i] = fmt.Errorf("redis: share of %s: %w", limitKeys[i], err)
 		}
 	}
-	return granted, nil
+	return granted, errs
 }
