@@ -218,24 +218,7 @@ func startReplicatedWithRoom(t *testing.T, replicas, room int, tenants map[strin
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	docs := fmt.Sprintf(`apiVersion: weighstation.io/v1alpha1
-kind: GatewayDefaults
-metadata: { name: defaults }
-spec:
-  defaultTenant: anonymous
-  quotaService: { address: "127.0.0.1:%d" }
----
-apiVersion: weighstation.io/v1alpha1
-kind: LimitPolicy
-metadata: { name: anonymous }
-spec:
-  tenant: anonymous
-`, p.Quota)
-	var users []string
-	for name, spec := range tenants {
-		users = append(users, name)
-		docs += fmt.Sprintf("---\napiVersion: weighstation.io/v1alpha1\nkind: LimitPolicy\nmetadata: { name: %s }\nspec:\n  tenant: %s\n  identify: { nats: { users: [%s] } }\n  %s", name, name, name, spec)
-	}
+	docs, users := localstack.QuotaTestPolicies(p.Quota, tenants)
 	if err := os.WriteFile(filepath.Join(dir, "policies.yaml"), []byte(docs), 0o644); err != nil {
 		t.Fatal(err)
 	}
