@@ -7,7 +7,7 @@ load_tests_default_goal := $(.DEFAULT_GOAL)
 LOAD_TESTS_SOURCES := $(shell find load-tests -path load-tests/k6 -prune -o \( -name '*.go' -o -name go.mod -o -name go.sum -o -name '*.yaml' \) -print)
 K6_SOURCES := $(shell find load-tests/k6 -name '*.go' -o -name go.mod -o -name go.sum)
 
-.PHONY: bench bench-cpu bench-nats bench-quick bench-tenants bench-install k6 test-load-harness lint-load-tests
+.PHONY: bench bench-cpu bench-nats bench-quick bench-tenants bench-quota bench-install k6 test-load-harness lint-load-tests
 
 # weighstation-bench, the benchmark suite and k6 (v1.8.1 with k6/x/weighstation) into .tools/bin.
 bench-install: $(BIN)/weighstation-bench $(BIN)/weighstation-benchsuite $(BIN)/k6
@@ -20,6 +20,10 @@ $(BIN)/weighstation-benchsuite: $(LOAD_TESTS_SOURCES)
 
 $(BIN)/weighstation-tenantscale: $(LOAD_TESTS_SOURCES)
 	cd load-tests && go build -o $@ ./cmd/weighstation-tenantscale
+
+# In the control-plane module: it starts the quota store with the local stack's own code.
+$(BIN)/weighstation-quotabench: $(GO_SOURCES)
+	cd control-plane && go build -o $@ ./cmd/quotabench
 
 k6: $(BIN)/k6
 # A plain go build of a main package calling go.k6.io/k6/cmd.Execute (what xk6 would produce).
@@ -40,7 +44,7 @@ test-load-harness: tools $(BIN)/k6 lint-load-tests
 
 # The published evidence: ~20 minutes, the local stack started on free ports, results into
 # docs/benchmarks/ (README.md with the tables and plots, suite.json, runs/).
-bench: tools wasm control-plane $(BIN)/weighstation-benchsuite bench-tenants
+bench: tools wasm control-plane $(BIN)/weighstation-benchsuite bench-tenants bench-quota
 	$(BIN)/weighstation-benchsuite -root $(ROOT) -out $(ROOT)/docs/benchmarks
 
 # What many tenants cost (~5 minutes): the local stack with 10, 1,000, 10,000 and 100,000
@@ -49,6 +53,15 @@ bench: tools wasm control-plane $(BIN)/weighstation-benchsuite bench-tenants
 TENANTS ?= 10,1000,10000,100000
 bench-tenants: tools wasm control-plane $(BIN)/weighstation-tenantscale
 	$(BIN)/weighstation-tenantscale -root $(ROOT) -out $(ROOT)/docs/benchmarks/tenants -tenants $(TENANTS)
+
+# The quota service at scale (~4 minutes): the real `weighstation quota` on one Redis, on
+# Sentinel and on a Cluster, each posted the filter's reports by 100 replicas once a second on the
+# same global limits, up a ladder of limits per replica (QUOTA_LIMITS) until a rung is not
+# sustained; answer p50/p99, Redis commands/s and CPU per report, into docs/benchmarks/quota/.
+# 30 sits between the issue's 10 and 100 because this 2-CPU machine sustains no more than that.
+QUOTA_LIMITS ?= 10,30,100,1000,10000
+bench-quota: tools $(BIN)/weighstation $(BIN)/weighstation-quotabench
+	$(BIN)/weighstation-quotabench -root $(ROOT) -out $(ROOT)/docs/benchmarks/quota -limits $(QUOTA_LIMITS)
 
 # NATS request/reply alone (~3 minutes): direct nats-server vs Envoy's tcp_proxy vs the filter,
 # alternating in one run at 10%, 40% and 80% of the gateway's saturation, with the ratios.
