@@ -49,18 +49,25 @@ func TestQuantileIsNearestRank(t *testing.T) {
 	}
 }
 
-func TestFlatnessCountsSustainedRungsOnly(t *testing.T) {
-	at := func(limits, answered int, cpu time.Duration, failed int) rung {
+func TestGrowthIsOverTheFirstSustainedRung(t *testing.T) {
+	at := func(limits int, cpu time.Duration, failed int) rung {
 		return rung{limits: limits, window: time.Second,
-			load: loadResult{scheduled: answered, answered: answered, failed: failed, latencies: []time.Duration{time.Millisecond}},
+			load: loadResult{scheduled: 100, answered: 100, failed: failed, latencies: []time.Duration{time.Millisecond}},
 			cost: usage{quotaCPU: cpu}}
 	}
-	rungs := []rung{
-		at(10, 100, 100*time.Millisecond, 0),   // 100 µs per limit
-		at(100, 100, 1500*time.Millisecond, 0), // 150 µs per limit
-		at(1000, 100, 90*time.Second, 50),      // not sustained: left out
-	}
-	if got := flatness(rungs); got != 1.5 {
-		t.Errorf("flatness %v, want 1.5", got)
+	for _, tc := range []struct {
+		name  string
+		rungs []rung
+		want  float64
+	}{
+		// 100 µs per limit, then 150 µs; the unsustained rung is left out.
+		{"grows", []rung{at(10, 100*time.Millisecond, 0), at(100, 1500*time.Millisecond, 0), at(1000, 90*time.Second, 50)}, 1.5},
+		// 200 µs per limit, then 50 µs: a fixed cost per report shared by more limits.
+		{"falls", []rung{at(10, 200*time.Millisecond, 0), at(1000, 5*time.Second, 0)}, 1},
+		{"one rung", []rung{at(10, 100*time.Millisecond, 0)}, 1},
+	} {
+		if got := growth(tc.rungs); got != tc.want {
+			t.Errorf("%s: growth %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
