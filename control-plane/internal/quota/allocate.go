@@ -10,20 +10,20 @@ import "sort"
 
 // Report is one replica's last second under one global limit.
 type Report struct {
-	Replica string `json:"replica"`
+	Replica string
 	// Admitted is what the replica let through in the last report period, per second, in the
 	// limit's unit (messages, or bytes for a limit with only a byte rate).
-	Admitted float64 `json:"admitted"`
+	Admitted float64
 	// Demand is what its clients wanted, per second, in the same unit (see the filter's
 	// weighstation_core::quota::Demand: admitted and refused for a tenant that rejects; for one
 	// that delays, what the time its connections were held hid).
-	Demand float64 `json:"demand"`
+	Demand float64
 	// Connections is how many of the tenant's connections the replica holds.
-	Connections int `json:"connections"`
+	Connections int
 	// Saturated says the replica refused or held messages.
-	Saturated bool `json:"saturated"`
+	Saturated bool
 	// At is when the report was made (Unix ms).
-	At int64 `json:"at"`
+	At int64
 }
 
 // Allocate divides a limit among the replicas that reported by their demand, max-min fair:

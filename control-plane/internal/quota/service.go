@@ -20,6 +20,9 @@ const SharesPath = "/v1/shares"
 // and the filter falls back rather than wait.
 const storeDeadline = 250 * time.Millisecond
 
+// maxRequestBytes bounds a report's body: about 150 bytes a limit, so some 100,000 limits.
+const maxRequestBytes = 16 << 20
+
 // SharesRequest is one replica's reports, one per global limit it carries traffic for.
 type SharesRequest struct {
 	Replica string `json:"replica"`
@@ -76,7 +79,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req SharesRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil || req.Replica == "" {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes)).Decode(&req); err != nil || req.Replica == "" {
 		http.Error(w, fmt.Sprintf("bad shares request: %v", err), http.StatusBadRequest)
 		return
 	}

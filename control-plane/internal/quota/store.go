@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	_ "embed"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -61,9 +60,8 @@ func (s *Store) Exchange(ctx context.Context, limitKeys []string, reports []Repo
 	}
 	cmds := make([]sent, len(limitKeys))
 	for i, limitKey := range limitKeys {
-		b, _ := json.Marshal(reports[i]) // numbers and strings: cannot fail
 		key := hashKey(limitKey)
-		cmds[i] = sent{pipe.HSet(ctx, key, reportField+reports[i].Replica, b), pipe.PExpire(ctx, key, 10*reportTTL), pipe.HGetAll(ctx, key)}
+		cmds[i] = sent{pipe.HSet(ctx, key, reportField+reports[i].Replica, reports[i].encode()), pipe.PExpire(ctx, key, 10*reportTTL), pipe.HGetAll(ctx, key)}
 	}
 	_, _ = pipe.Exec(ctx) // each command's own error is read below
 	live := make([][]Report, len(limitKeys))
@@ -77,9 +75,9 @@ func (s *Store) Exchange(ctx context.Context, limitKeys []string, reports []Repo
 		var gone []string
 		for field, v := range c.all.Val() {
 			replica, isReport := strings.CutPrefix(field, reportField)
-			var rep Report
+			rep, readable := decodeReport(replica, v)
 			switch {
-			case isReport && json.Unmarshal([]byte(v), &rep) == nil && now.Sub(time.UnixMilli(rep.At)) <= reportTTL:
+			case isReport && readable && now.Sub(time.UnixMilli(rep.At)) <= reportTTL:
 				live[i] = append(live[i], rep)
 			case isReport:
 				gone = append(gone, field, grantField+replica)
@@ -136,4 +134,34 @@ func (s *Store) Grant(ctx context.Context, replica string, limitKeys []string, d
 		}
 	}
 	return granted, errs
+}
+
+// A report is kept as "r1 <admitted> <demand> <connections> <saturated 0|1> <at ms>": every
+// replica's answer reads back every other replica's report under each of its limits, and
+// decoding JSON there was 43% of the service's CPU at 100 replicas (make bench-quota).
+const reportVersion = "r1"
+
+func (r Report) encode() string {
+	saturated := "0"
+	if r.Saturated {
+		saturated = "1"
+	}
+	return strings.Join([]string{reportVersion, strconv.FormatFloat(r.Admitted, 'g', -1, 64), strconv.FormatFloat(r.Demand, 'g', -1, 64),
+		strconv.Itoa(r.Connections), saturated, strconv.FormatInt(r.At, 10)}, " ")
+}
+
+// decodeReport reads a report kept by encode; false for anything else (an earlier release's
+// layout, which then counts as stale).
+func decodeReport(replica, v string) (Report, bool) {
+	f := strings.Fields(v)
+	if len(f) != 6 || f[0] != reportVersion {
+		return Report{}, false
+	}
+	r := Report{Replica: replica, Saturated: f[4] == "1"}
+	var errs [4]error
+	r.Admitted, errs[0] = strconv.ParseFloat(f[1], 64)
+	r.Demand, errs[1] = strconv.ParseFloat(f[2], 64)
+	r.Connections, errs[2] = strconv.Atoi(f[3])
+	r.At, errs[3] = strconv.ParseInt(f[5], 10, 64)
+	return r, errs == [4]error{}
 }
