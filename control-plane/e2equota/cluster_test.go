@@ -111,7 +111,8 @@ func TestQuotaFollowsClusterFailover(t *testing.T) {
 		back.Round(10*time.Millisecond), failed, fewest, len(keys))
 	// The limits on the other primaries were answered all along: only the lost primary's lapse.
 	if want := len(keys) - int(most); fewest < want {
-		t.Errorf("an answer during the failover carried %d limits: the %d on the other primaries should have been answered all along", fewest, want)
+		t.Errorf("an answer during the failover carried %d limits: the %d on the other primaries should have been answered all along (answers since the kill by status, 0 for none: %v)",
+			fewest, want, log.statusesSince(killed))
 	}
 	if back > backWithin {
 		t.Errorf("the limits' reports went on %s after the kill: more than %s", back.Round(10*time.Millisecond), backWithin)
@@ -259,6 +260,19 @@ func (a *answers) fewestSince(from time.Time) int {
 		}
 	}
 	return fewest
+}
+
+// statusesSince counts the answers after from by HTTP status (0: no answer).
+func (a *answers) statusesSince(from time.Time) map[int]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[int]int{}
+	for _, ans := range a.got {
+		if ans.at.After(from) {
+			out[ans.status]++
+		}
+	}
+	return out
 }
 
 func (a *answers) failedSince(from time.Time) int {

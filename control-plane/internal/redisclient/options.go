@@ -138,6 +138,11 @@ func (o Options) Universal() (*redis.UniversalOptions, error) {
 	case Cluster:
 		// One seed address would otherwise make a single-node client.
 		u.IsClusterMode = true
+		// No retry within a pipeline: go-redis retries a pipeline's failed commands after a
+		// backoff, and when the context ends during it marks every command failed, those the
+		// other primaries answered too. Without it a lost primary costs only its own limits,
+		// and a command moved elsewhere is answered at the replica's next report.
+		u.MaxRedirects = -1
 	}
 	if o.TLS.Enabled {
 		cfg, err := o.TLS.Config()
