@@ -23,13 +23,15 @@ import (
 // fault: the windows start as the connection stalls, and only the two report periods after a
 // replica is added are left out.
 //
-// `make test` runs the stall at 1.33x (WEIGHSTATION_GLOBAL_SHAPES unset); `make
-// test-global-shapes` (part of `make test-clusters`) runs every shape at 1.33x and 10x.
+// `make test` runs a replica added at 1.33x (WEIGHSTATION_GLOBAL_SHAPES unset); `make
+// test-global-shapes` (part of `make test-clusters`) runs every shape at 1.33x and 10x. The
+// stall is not the smoke: its first window loses 3–5% while the stalled share moves, at the
+// edge of the tolerance.
 func TestGlobalLimitSharesFollowDemand(t *testing.T) {
 	all := os.Getenv("WEIGHSTATION_GLOBAL_SHAPES") == "full"
 	for _, s := range globalShapes {
 		for _, factor := range []float64{1.33, 10} {
-			if !all && (s.name != "stall" || factor != 1.33) {
+			if !all && (s.name != "replica-added" || factor != 1.33) {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s/%gx", s.name, factor), func(t *testing.T) { runGlobalShape(t, s, factor) })
