@@ -82,14 +82,26 @@ func (s *suite) measureCPU() error {
 		for _, t := range w.targets {
 			costs[t] = &cpuCost{Workload: w.name(), workloadShape: w.workloadShape, Target: t}
 		}
+		prepare := func(t string) error {
+			if w.prepare == nil {
+				return nil
+			}
+			return w.prepare(s.ctx, t)
+		}
 		// One unmeasured run per target first: connections, JIT and buffers warmed.
 		for _, t := range w.targets {
+			if err := prepare(t); err != nil {
+				return fmt.Errorf("%s readying %s: %w", w.name(), t, err)
+			}
 			if _, err := w.send(s.ctx, t, w.messages/10); err != nil {
 				return fmt.Errorf("%s warm-up via %s: %w", w.name(), t, err)
 			}
 		}
 		for round := 1; round <= s.cpuRounds(); round++ {
 			for _, t := range w.targets {
+				if err := prepare(t); err != nil {
+					return fmt.Errorf("%s readying %s: %w", w.name(), t, err)
+				}
 				before, err := processCPU(pid)
 				if err != nil {
 					return err

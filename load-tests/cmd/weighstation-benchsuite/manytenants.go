@@ -47,6 +47,9 @@ func (s *suite) withTenants(ctx context.Context, many bool) error {
 			return ctx.Err()
 		}
 		if v, err := s.ackedVersion(); err == nil && v != before && v != "" {
+			// Every worker has installed it by the acknowledgement; a second more lets Envoy
+			// finish with the configuration it replaced before the CPU is read.
+			time.Sleep(time.Second)
 			return nil
 		}
 	}
