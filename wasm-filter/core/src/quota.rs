@@ -135,6 +135,16 @@ impl LimitReport {
     }
 }
 
+/// The demand a replica reports: what it measured, but a rise only once it has lasted two
+/// reports (`previous` is the last report's measurement, None for a limit it did not report).
+/// A demand that rises for one report and falls back — a client that stalls between bursts,
+/// as librdkafka does after a refusal — would claim a share that arrives after the burst, when
+/// the replica is idle again, and that the others wait for meanwhile: the tenant loses it. A
+/// fall is reported at once, so a share nobody uses comes free at the next report.
+pub fn steady_demand(previous: Option<f64>, measured: f64) -> f64 {
+    previous.map_or(measured, |p| p.min(measured))
+}
+
 #[derive(Debug, Deserialize)]
 struct SharesResponse {
     limits: Vec<Share>,
@@ -228,6 +238,15 @@ mod tests {
         };
         let r = LimitReport::new("k".into(), &l, calm, 1, 1_000_000_000, delay).unwrap();
         assert_eq!(r.demand, 100.0);
+    }
+
+    #[test]
+    fn a_rise_in_demand_counts_once_it_lasts() {
+        assert_eq!(steady_demand(None, 120.0), 120.0, "a limit's first report");
+        assert_eq!(steady_demand(Some(0.0), 120.0), 0.0, "a burst after an idle report");
+        assert_eq!(steady_demand(Some(120.0), 0.0), 0.0, "a stall, at once");
+        assert_eq!(steady_demand(Some(90.0), 120.0), 90.0);
+        assert_eq!(steady_demand(Some(120.0), 130.0), 120.0, "two high reports in a row");
     }
 
     #[test]

@@ -8,13 +8,14 @@
 
 use proxy_wasm::traits::Context;
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::time::Duration;
 use weighstation_core::config::Protocol;
 use weighstation_core::leases::{SharedRate, Usage, SHARED_RATE_WORDS};
 use weighstation_core::limits::RateLimit;
 use weighstation_core::quota::{
-    parse_shares, shares_request, Demand, LimitReport, QuotaService, REPORT_PERIOD_NS, SATURATED_REPORT_PERIOD_NS,
-    SHARES_PATH, SHARE_TTL_NS,
+    parse_shares, shares_request, steady_demand, Demand, LimitReport, QuotaService, REPORT_PERIOD_NS,
+    SATURATED_REPORT_PERIOD_NS, SHARES_PATH, SHARE_TTL_NS,
 };
 
 use crate::{keys, metrics, shared, state};
@@ -60,6 +61,8 @@ struct Leader {
     pending: Option<(u32, u64)>,
     /// Whether the process enforces shares (false: limit ÷ replicas).
     shared: Option<bool>,
+    /// Each limit's demand as measured for the last report (see steady_demand).
+    measured: HashMap<String, f64>,
 }
 
 thread_local! {
@@ -168,6 +171,7 @@ pub fn tick(root: &dyn Context, now: u64) {
 fn report(root: &dyn Context, now: u64) {
     let since = LEADER.with(|l| l.borrow().last_report);
     let period = if since == 0 { REPORT_PERIOD_NS } else { now - since };
+    let mut measured = HashMap::new();
     let (request, service, saturated) = SETUP.with(|s| {
         let s = s.borrow();
         let reports: Vec<LimitReport> = s
@@ -182,7 +186,12 @@ fn report(root: &dyn Context, now: u64) {
                 });
                 let connections = shared::read(&g.connections_key);
                 let key = g.key.trim_start_matches("weighstation/").to_owned();
-                let report = LimitReport::new(key, &g.limit, usage.get(), connections, period, g.demand);
+                let mut report = LimitReport::new(key, &g.limit, usage.get(), connections, period, g.demand);
+                if let Some(r) = report.as_mut() {
+                    let previous = LEADER.with(|l| l.borrow().measured.get(&r.key).copied());
+                    measured.insert(r.key.clone(), r.demand);
+                    r.demand = steady_demand(previous, r.demand);
+                }
                 metrics::set_gauge(
                     g.demand_metric.as_deref(),
                     report.as_ref().map_or(0, |r| r.demand.round() as u64),
@@ -203,6 +212,7 @@ fn report(root: &dyn Context, now: u64) {
         } else {
             REPORT_PERIOD_NS
         };
+        l.measured = measured;
     });
     // Nothing to report: no traffic under any global limit, so no share to ask for.
     let (Some(body), Some(service)) = (request, service) else {
