@@ -58,7 +58,7 @@ func writeCPU(p func(string, ...any), costs []cpuCost) {
 func goal(v cpuVerdict) string {
 	var parts []string
 	if v.MaxOverMicros > 0 {
-		parts = append(parts, fmt.Sprintf("≤ %g µs", v.MaxOverMicros))
+		parts = append(parts, fmt.Sprintf("≤ %.3g µs", v.MaxOverMicros))
 	}
 	if v.MinShare > 0 {
 		parts = append(parts, fmt.Sprintf("≥ %.0f%%", v.MinShare*100))
