@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,7 +23,7 @@ func (s *suite) withTenants(ctx context.Context, many bool) error {
 	if _, err := os.Stat(marker); (err == nil) == many {
 		return nil
 	}
-	before, err := s.ackedVersion()
+	before, err := s.stack.AckedVersion()
 	if err != nil {
 		return err
 	}
@@ -42,37 +40,11 @@ func (s *suite) withTenants(ctx context.Context, many bool) error {
 			return err
 		}
 	}
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if v, err := s.ackedVersion(); err == nil && v != before && v != "" {
-			// Every worker has installed it by the acknowledgement; a second more lets Envoy
-			// finish with the configuration it replaced before the CPU is read.
-			time.Sleep(time.Second)
-			return nil
-		}
+	if err := s.stack.WaitAcked(ctx, before, time.Minute); err != nil {
+		return fmt.Errorf("the policies with%s %d more tenants: %w", map[bool]string{true: "", false: "out"}[many], manyTenants, err)
 	}
-	return fmt.Errorf("Envoy did not acknowledge the policies with%s %d more tenants within a minute", map[bool]string{true: "", false: "out"}[many], manyTenants)
-}
-
-// ackedVersion is the policy version the stack's Envoy last acknowledged.
-func (s *suite) ackedVersion() (string, error) {
-	resp, err := http.Get("http://" + s.stack.Addr("CONTROL_PLANE_PORT") + "/status")
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	var st struct {
-		Nodes []struct {
-			AckedVersion string `json:"ackedVersion"`
-		} `json:"nodes"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return "", err
-	}
-	if len(st.Nodes) == 0 {
-		return "", fmt.Errorf("no Envoy in the control plane's /status")
-	}
-	return st.Nodes[0].AckedVersion, nil
+	// Every worker has installed them by the acknowledgement; a second more lets Envoy finish
+	// with the configuration they replaced before the CPU is read.
+	time.Sleep(time.Second)
+	return nil
 }

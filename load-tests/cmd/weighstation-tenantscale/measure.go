@@ -1,9 +1,8 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -108,9 +107,8 @@ func measure(root string, n, changes int) (rung, error) {
 	defer close(stop)
 	go publish(nc, stop)
 	file := filepath.Join(st.PolicyDir(), measured+".yaml")
-	status := "http://" + st.Addr("CONTROL_PLANE_PORT") + "/status"
 	for range changes {
-		version, err := ackedVersion(status)
+		version, err := st.AckedVersion()
 		if err != nil {
 			return r, err
 		}
@@ -126,15 +124,15 @@ func measure(root string, n, changes int) (rung, error) {
 			return r, fmt.Errorf("the change was not in force a minute after the write")
 		}
 		r.sampleRSS(procs)
-		if err := waitAcked(status, version, time.Minute); err != nil {
+		if err := st.WaitAcked(context.Background(), version, time.Minute); err != nil {
 			return r, err
 		}
-		version, _ = ackedVersion(status)
+		version, _ = st.AckedVersion()
 		wrote = time.Now()
 		if err := os.WriteFile(file, []byte(policy(0, 1000)), 0o644); err != nil {
 			return r, err
 		}
-		if err := waitAcked(status, version, time.Minute); err != nil {
+		if err := st.WaitAcked(context.Background(), version, time.Minute); err != nil {
 			return r, err
 		}
 		r.acked = append(r.acked, time.Since(wrote))
@@ -173,37 +171,6 @@ func (r *rung) sampleRSS(procs map[string]int) {
 	r.envoyMost = max(r.envoyMost, envoy)
 	r.cpMost = max(r.cpMost, cp)
 	fmt.Fprintf(os.Stderr, "    RSS: Envoy %d MiB, control plane %d MiB\n", envoy/1024, cp/1024)
-}
-
-// ackedVersion is the policy version the gateway's Envoy last acknowledged.
-func ackedVersion(statusURL string) (string, error) {
-	resp, err := http.Get(statusURL)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	var s struct {
-		Nodes []struct {
-			AckedVersion string `json:"ackedVersion"`
-		} `json:"nodes"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-		return "", err
-	}
-	if len(s.Nodes) != 1 {
-		return "", fmt.Errorf("%d Envoys in /status, want 1", len(s.Nodes))
-	}
-	return s.Nodes[0].AckedVersion, nil
-}
-
-// waitAcked waits until Envoy acknowledged a version other than before.
-func waitAcked(statusURL, before string, timeout time.Duration) error {
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if v, err := ackedVersion(statusURL); err == nil && v != before && v != "" {
-			return nil
-		}
-	}
-	return fmt.Errorf("no new version acknowledged within %s (last %s)", timeout, before)
 }
 
 func rssKiB(pid int) int {

@@ -5,9 +5,12 @@ package localstack
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,6 +110,42 @@ func Start(root string, policies func(dir string) error, env ...string) (*Stack,
 
 // Addr is the loopback address of one of portEnv's ports.
 func (s *Stack) Addr(env string) string { return "127.0.0.1:" + strconv.Itoa(s.ports[env]) }
+
+// AckedVersion is the policy version the stack's Envoy last acknowledged, from the control
+// plane's /status.
+func (s *Stack) AckedVersion() (string, error) {
+	resp, err := http.Get("http://" + s.Addr("CONTROL_PLANE_PORT") + "/status")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Nodes []struct {
+			AckedVersion string `json:"ackedVersion"`
+		} `json:"nodes"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return "", err
+	}
+	if len(st.Nodes) != 1 {
+		return "", fmt.Errorf("%d Envoys in the control plane's /status, want 1", len(st.Nodes))
+	}
+	return st.Nodes[0].AckedVersion, nil
+}
+
+// WaitAcked waits until the stack's Envoy acknowledged a policy version other than before,
+// polling every 5 ms (a benchmark times it).
+func (s *Stack) WaitAcked(ctx context.Context, before string, timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if v, err := s.AckedVersion(); err == nil && v != before && v != "" {
+			return nil
+		}
+	}
+	return fmt.Errorf("no policy version after %s acknowledged within %s", before, timeout)
+}
 
 // PolicyDir is where the stack's control plane reads policies: a benchmark may change them.
 func (s *Stack) PolicyDir() string { return filepath.Join(s.scratch, "policies") }

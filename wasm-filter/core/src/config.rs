@@ -3,7 +3,6 @@
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use crate::attribution::Directory;
@@ -21,6 +20,10 @@ use crate::patterns;
 pub use crate::protocol::Protocol;
 use crate::quota::QuotaService;
 use crate::report::Reports;
+
+mod reuse;
+pub use reuse::Tenants;
+use reuse::{Parsed, TenantKey, TenantsByJson};
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Override {
@@ -128,63 +131,6 @@ fn split_host_port(s: &str) -> Option<(String, i32)> {
         host.trim_start_matches('[').trim_end_matches(']').to_owned(),
         port.parse().ok()?,
     ))
-}
-
-/// The tenants of the last configuration of each protocol, by their JSON, for the next one to
-/// take unchanged (Config::parse_reusing). Tenants and plans are immutable once built, so
-/// configurations share them.
-#[derive(Debug, Default)]
-pub struct Tenants([TenantsByJson; 2]);
-
-type TenantsByJson = HashMap<TenantKey, Parsed>;
-
-/// A tenant as parsed, with its plan and, if it is global, the replica count its concurrency
-/// limits were divided by (then it is parsed again when the count changes).
-#[derive(Debug, Clone)]
-struct Parsed {
-    tenant: Rc<Tenant>,
-    plan: Rc<TenantPlan>,
-    replicas: u64,
-}
-
-fn protocol_slot(p: Protocol) -> usize {
-    match p {
-        Protocol::Nats => 0,
-        Protocol::Kafka => 1,
-    }
-}
-
-/// A tenant's JSON, by a hash of its bytes and their length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct TenantKey {
-    hash: u64,
-    len: usize,
-}
-
-impl TenantKey {
-    fn of(bytes: &[u8]) -> TenantKey {
-        TenantKey {
-            hash: fingerprint(bytes),
-            len: bytes.len(),
-        }
-    }
-}
-
-/// A 64-bit hash of `bytes`, eight at a time (the whole configuration passes through it on each
-/// change: 5 MB at 10,000 tenants). Not for hostile input: the control plane wrote the bytes.
-fn fingerprint(bytes: &[u8]) -> u64 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut h = bytes.len() as u64;
-    let mut words = bytes.chunks_exact(8);
-    for w in &mut words {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(w);
-        h = (h ^ u64::from_le_bytes(a)).wrapping_mul(K).rotate_left(29);
-    }
-    for &b in words.remainder() {
-        h = (h ^ u64::from(b)).wrapping_mul(K).rotate_left(29);
-    }
-    h ^ (h >> 32)
 }
 
 /// A parsed configuration with its attribution tables built.
@@ -336,7 +282,7 @@ impl Config {
     pub fn parse_reusing(bytes: &[u8], known: &mut Tenants) -> Result<Config, ConfigError> {
         let doc: Document = serde_json::from_slice(bytes).map_err(|e| ConfigError::Json(e.to_string()))?;
         let replicas = doc.quota.as_ref().map_or(1, |q| q.replicas.max(1));
-        let known = &mut known.0[protocol_slot(doc.protocol)];
+        let known = &mut known.0[doc.protocol.index()];
         let mut next = TenantsByJson::with_capacity(doc.tenants.len());
         let mut tenants = Vec::with_capacity(doc.tenants.len());
         let mut plans = Vec::with_capacity(doc.tenants.len());
@@ -490,43 +436,6 @@ mod tests {
             Ok(c) => c,
             Err(e) => unreachable!("{e}"),
         }
-    }
-
-    /// A tenant whose JSON is unchanged is the last configuration's, not parsed again; a changed
-    /// one is parsed; the other protocol's tenants are not mixed in; a global tenant is parsed
-    /// again when the replica count its concurrency is divided by changes.
-    #[test]
-    fn reuses_the_tenants_a_change_left_alone() {
-        let doc = |acme_limit: u64, protocol: &str, replicas: u64| {
-            format!(
-                r#"{{"version":"1","protocol":"{protocol}","defaultTenant":"anonymous",
-                "quota":{{"cluster":"q","authority":"q:1","replicas":{replicas},"timeoutMs":100}},"tenants":[
-                {{"name":"acme","identify":{{"natsUsers":["acme"]}},"limits":{{"maxMessageBytes":{acme_limit}}}}},
-                {{"name":"globex","global":true,"identify":{{"natsUsers":["globex"]}},"limits":{{"inFlight":9}}}},
-                {{"name":"anonymous","limits":{{}}}}]}}"#
-            )
-        };
-        let mut known = Tenants::default();
-        let parse = |known: &mut Tenants, d: String| match Config::parse_reusing(d.as_bytes(), known) {
-            Ok(c) => c,
-            Err(e) => unreachable!("{e}"),
-        };
-        let first = parse(&mut known, doc(100, "nats", 3));
-        assert_eq!(first.parsed, vec![0, 1, 2]);
-        let second = parse(&mut known, doc(200, "nats", 3));
-        assert_eq!(second.parsed, vec![0], "only acme changed");
-        assert_eq!(second.tenants[0].limits.max_message_bytes, Some(200));
-        assert!(Rc::ptr_eq(&first.tenants[2], &second.tenants[2]));
-        assert!(Rc::ptr_eq(&first.plans[2], &second.plans[2]));
-        let kafka = parse(&mut known, doc(200, "kafka", 3));
-        assert_eq!(kafka.parsed, vec![0, 1, 2], "a Kafka plan is not a NATS one");
-        let scaled = parse(&mut known, doc(200, "nats", 2));
-        assert_eq!(scaled.parsed, vec![1], "globex's inFlight is divided by 2 now");
-        assert_eq!(scaled.tenants[1].limits.in_flight, Some(5));
-        assert_eq!(second.tenants[1].limits.in_flight, Some(3));
-        // A refused configuration leaves what is known alone.
-        assert!(Config::parse_reusing(b"{not json", &mut known).is_err());
-        assert_eq!(parse(&mut known, doc(200, "nats", 2)).parsed, Vec::<TenantId>::new());
     }
 
     #[test]

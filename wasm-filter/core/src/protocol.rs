@@ -16,4 +16,12 @@ impl Protocol {
             Protocol::Kafka => "kafka",
         }
     }
+
+    /// Its place in a per-protocol array.
+    pub fn index(self) -> usize {
+        match self {
+            Protocol::Nats => 0,
+            Protocol::Kafka => 1,
+        }
+    }
 }

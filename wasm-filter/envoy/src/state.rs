@@ -18,20 +18,13 @@ pub fn parse(bytes: &[u8]) -> Result<Config, ConfigError> {
     TENANTS.with(|t| Config::parse_reusing(bytes, &mut t.borrow_mut()))
 }
 
-fn slot(p: Protocol) -> usize {
-    match p {
-        Protocol::Nats => 0,
-        Protocol::Kafka => 1,
-    }
-}
-
 /// Makes `config` the one every connection of its protocol in this VM uses from now on.
 pub fn install(config: Config) {
-    let i = slot(config.protocol);
+    let i = config.protocol.index();
     CONFIGS.with(|c| c.borrow_mut()[i] = Some(Rc::new(config)));
 }
 
 /// The active configuration of a protocol, if one was installed.
 pub fn active(p: Protocol) -> Option<Rc<Config>> {
-    CONFIGS.with(|c| c.borrow()[slot(p)].clone())
+    CONFIGS.with(|c| c.borrow()[p.index()].clone())
 }
