@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -253,4 +254,33 @@ func certPool(t *testing.T, file string) *x509.CertPool {
 		t.Fatalf("%s holds no certificate", file)
 	}
 	return pool
+}
+
+// ecdsVersion is the version of the filter configuration (ECDS resource) name that Envoy runs,
+// from its admin config_dump.
+func ecdsVersion(t *testing.T, name string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr(ports.Admin) + "/config_dump?resource=ecds_filters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var dump struct {
+		Configs []struct {
+			VersionInfo string `json:"version_info"`
+			EcdsFilter  struct {
+				Name string `json:"name"`
+			} `json:"ecds_filter"`
+		} `json:"configs"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&dump); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range dump.Configs {
+		if c.EcdsFilter.Name == name {
+			return c.VersionInfo
+		}
+	}
+	t.Fatalf("Envoy runs no filter configuration %s", name)
+	return ""
 }

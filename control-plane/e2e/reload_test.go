@@ -28,7 +28,8 @@ spec:
 
 // A valid policy change is acknowledged by Envoy within 2 s and governs connections that were
 // open before it, without closing them: the open connection is attributed to the new tenant
-// and held to the new tenant's size limit.
+// and held to the new tenant's size limit. A change of tenants alone travels by the tenant
+// feed: Envoy's filter configuration (ECDS) is not sent again.
 func TestPolicyChangeGovernsOpenConnections(t *testing.T) {
 	t.Cleanup(func() {
 		// The next test reads the active version as its starting point: wait until the
@@ -54,6 +55,7 @@ func TestPolicyChangeGovernsOpenConnections(t *testing.T) {
 	}
 	oldVersion := activeVersion(t)
 	oldGeneration := metric(t, "weighstation_policy_generation", map[string]string{"protocol": "nats"})
+	ecdsBefore := ecdsVersion(t, "weighstation.nats")
 
 	start := time.Now()
 	writePolicy(t, "late.yaml", lateTenant)
@@ -73,6 +75,9 @@ func TestPolicyChangeGovernsOpenConnections(t *testing.T) {
 		return metric(t, "weighstation_policy_generation", map[string]string{"protocol": "nats"}) > oldGeneration
 	})
 	t.Logf("policy change in force in the filter after %s", time.Since(start).Round(time.Millisecond))
+	if after := ecdsVersion(t, "weighstation.nats"); after != ecdsBefore {
+		t.Errorf("a change of tenants alone was sent as a new filter configuration: ECDS %s, then %s", ecdsBefore, after)
+	}
 
 	lateBefore := metric(t, "weighstation_messages_accepted", natsLabels("late"))
 	for i := 0; i < 4; i++ {

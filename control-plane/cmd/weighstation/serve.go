@@ -21,6 +21,7 @@ import (
 	"github.com/weighstation/weighstation/control-plane/internal/kubesource"
 	"github.com/weighstation/weighstation/control-plane/internal/quota"
 	"github.com/weighstation/weighstation/control-plane/internal/status"
+	"github.com/weighstation/weighstation/control-plane/internal/tenantfeed"
 	"github.com/weighstation/weighstation/control-plane/internal/tlssecrets"
 	"github.com/weighstation/weighstation/control-plane/internal/usage"
 	"github.com/weighstation/weighstation/control-plane/internal/xds"
@@ -200,6 +201,9 @@ func serve(args []string) int {
 	}
 	var relay *usage.Relay
 	opsMux.Handle(kubesource.GatewaysPath, kubesource.GatewaysHandler(server.Nodes))
+	if feed := server.Feed(); feed != nil {
+		opsMux.Handle("GET "+tenantfeed.Path, tenantfeed.Handler(ctx, feed, server.Polled))
+	}
 	if peers := peersOf(*peersDNS, *peersList, opsLis); peers != nil {
 		relay = &usage.Relay{Peers: peers, Client: &http.Client{}, Log: log}
 		fleet.Peers = peers

@@ -41,6 +41,9 @@ type FilterConfig struct {
 	// Reports is where the filter's workers report usage and sampled decisions (the control
 	// plane's /v1/report); absent: they do not.
 	Reports *Reports `json:"reports,omitempty"`
+	// Feed (with Reports): the filter's workers poll the control plane for tenant changes and
+	// the live replica count (internal/tenantfeed); this configuration is where they start.
+	Feed bool `json:"feed,omitempty"`
 	// Backlog bounds what the gateway may owe one client of its own answers (refusals, PONGs);
 	// absent: the filter's defaults (32 KiB, 10 s).
 	Backlog *Backlog `json:"backlog,omitempty"`

@@ -57,9 +57,18 @@ func (f *Fleet) Nodes(ctx context.Context) ([]xds.NodeStatus, error) {
 		case !seen:
 			byID[n.ID] = len(out)
 			out = append(out, n)
-		case n.Connected && !out[i].Connected:
-			out[i] = n
+		default:
+			// A node's workers poll the tenant feed of any replica: each replica knows some.
+			workers := xds.MergeWorkers(out[i].Workers, n.Workers)
+			if n.Connected && !out[i].Connected {
+				out[i] = n
+			}
+			out[i].Workers = workers
 		}
+	}
+	now := time.Now()
+	for i := range out {
+		xds.Settle(&out[i], now)
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -10,6 +11,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"github.com/weighstation/weighstation/control-plane/internal/tenantfeed"
 )
 
 // NodeStatus is what one Envoy node has done with the policy versions it was sent.
@@ -23,6 +26,61 @@ type NodeStatus struct {
 	NackedVersion string    `json:"nackedVersion,omitempty"`
 	NackReason    string    `json:"nackReason,omitempty"`
 	LastSeen      time.Time `json:"lastSeen"`
+	// Workers are the node's filter workers that poll the tenant feed (internal/tenantfeed),
+	// each with the version it runs: once every live one runs the same, that is AckedVersion.
+	Workers []Worker `json:"workers,omitempty"`
+}
+
+// Worker is one filter worker as its last poll of the tenant feed told.
+type Worker struct {
+	Token   string    `json:"token"`
+	Version string    `json:"version"`
+	Seen    time.Time `json:"seen"`
+}
+
+// workerLive: a worker that has not polled for this long is gone (a poll is held at most
+// tenantfeed.Hold, and the next follows at once).
+const workerLive = tenantfeed.Hold + 15*time.Second
+
+// Settle drops the workers gone by now and, if every live one runs the same policy content,
+// makes its version the node's acknowledged one. It says whether that changed.
+func Settle(n *NodeStatus, now time.Time) bool {
+	live := make([]Worker, 0, len(n.Workers))
+	for _, w := range n.Workers {
+		if now.Sub(w.Seen) < workerLive {
+			live = append(live, w)
+		}
+	}
+	n.Workers = live
+	if len(live) == 0 {
+		return false
+	}
+	v := live[0].Version
+	for _, w := range live[1:] {
+		if tenantfeed.ContentOf(w.Version) != tenantfeed.ContentOf(v) {
+			return false
+		}
+	}
+	if tenantfeed.ContentOf(n.AckedVersion) == tenantfeed.ContentOf(v) {
+		return false
+	}
+	n.AckedVersion = v
+	return true
+}
+
+// MergeWorkers is the workers of two views of one node, each as last seen in either.
+func MergeWorkers(a, b []Worker) []Worker {
+	out := append([]Worker(nil), a...)
+	for _, w := range b {
+		i := slices.IndexFunc(out, func(o Worker) bool { return o.Token == w.Token })
+		switch {
+		case i < 0:
+			out = append(out, w)
+		case w.Seen.After(out[i].Seen):
+			out[i] = w
+		}
+	}
+	return out
 }
 
 // nodeTracker follows ACKs and NACKs of the policy-carrying type (ECDS) per Envoy node.
@@ -157,6 +215,27 @@ func (t *nodeTracker) OnStreamDeltaRequest(int64, *discoveryv3.DeltaDiscoveryReq
 	return nil
 }
 func (t *nodeTracker) OnStreamDeltaResponse(int64, *discoveryv3.DeltaDiscoveryRequest, *discoveryv3.DeltaDiscoveryResponse) {
+}
+
+// Polled records a filter worker's poll of the tenant feed: the version it runs.
+func (t *nodeTracker) Polled(p tenantfeed.Poll) {
+	if p.Node == "" || p.Worker == "" {
+		return
+	}
+	t.mu.Lock()
+	n, ok := t.nodes[p.Node]
+	if !ok {
+		n = &NodeStatus{ID: p.Node}
+		t.nodes[p.Node] = n
+	}
+	now := time.Now()
+	n.Workers = MergeWorkers(n.Workers, []Worker{{Token: p.Worker, Version: p.Applied, Seen: now}})
+	changed := Settle(n, now)
+	cb := t.onChange
+	t.mu.Unlock()
+	if changed && cb != nil {
+		cb()
+	}
 }
 
 // Nodes returns every node seen, sorted by id.

@@ -2,11 +2,14 @@ package xds
 
 import (
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
+
+	"github.com/weighstation/weighstation/control-plane/internal/tenantfeed"
 )
 
 // A node that reconnects already running the current version is sent nothing, so it never
@@ -36,5 +39,39 @@ func TestNodeTrackerAcknowledgements(t *testing.T) {
 	req("5-ghi"+gatewaySuffix+"f00", "3", false)
 	if n := acked(); n.NackedVersion != "" || n.AckedVersion != "5-ghi" {
 		t.Errorf("a later version acknowledged: %+v", n)
+	}
+}
+
+// A node's version moves with its workers' polls of the tenant feed once every live worker
+// runs it; a worker that stopped polling no longer holds it back; views of the node from two
+// control planes merge each worker's latest poll.
+func TestWorkersPollsAcknowledgeTheFeedsVersions(t *testing.T) {
+	tr := newNodeTracker()
+	_ = tr.OnStreamRequest(1, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "envoy-a"},
+		TypeUrl: resourcev3.ExtensionConfigType, VersionInfo: "3-abc" + gatewaySuffix + "f00"})
+	acked := func() string { return tr.Nodes()[0].AckedVersion }
+	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "1", Applied: "3-abc"})
+	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "2", Applied: "3-abc"})
+	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "1", Applied: "4-def"})
+	if v := acked(); v != "3-abc" {
+		t.Errorf("one worker of two on 4-def: acknowledged %s", v)
+	}
+	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "2", Applied: "4-def"})
+	if v := acked(); v != "4-def" {
+		t.Errorf("both workers on 4-def: acknowledged %s", v)
+	}
+
+	n := tr.Nodes()[0]
+	n.Workers = append(n.Workers, Worker{Token: "3", Version: "5-ghi", Seen: time.Now().Add(-2 * workerLive)})
+	if Settle(&n, time.Now()) || len(n.Workers) != 2 {
+		t.Errorf("a worker gone silent counted: %+v", n)
+	}
+	peer := NodeStatus{ID: "envoy-a", Workers: []Worker{
+		{Token: "1", Version: "6-jkl", Seen: time.Now()},
+		{Token: "2", Version: "6-jkl", Seen: time.Now()},
+	}}
+	n.Workers = MergeWorkers(n.Workers, peer.Workers)
+	if !Settle(&n, time.Now()) || n.AckedVersion != "6-jkl" {
+		t.Errorf("workers' later polls at another control plane: %+v", n)
 	}
 }

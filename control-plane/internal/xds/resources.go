@@ -370,6 +370,7 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 			}
 		}
 		fc.Reports = g.Reports.filter()
+		fc.Feed = g.Reports != nil
 		fc.Backlog = g.backlog()
 		ext, err := filterConfig(l.proto, g.Wasm, fc)
 		if err != nil {

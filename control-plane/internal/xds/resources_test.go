@@ -212,7 +212,7 @@ func TestQuotaServiceClusterAndReplicas(t *testing.T) {
 	if q == nil || *q != (compile.Quota{Cluster: compile.QuotaCluster, Authority: "quota.weighstation:8081", Replicas: 3, TimeoutMs: 300}) {
 		t.Errorf("filter quota %+v", q)
 	}
-	if v := snapshotVersion(set, "4-abc", "f00", 3); policyVersion(v) != "4-abc" || !strings.HasSuffix(v, "+replicas=3") {
+	if v := snapshotVersion(set, "4-abc", "f00", 3, false); policyVersion(v) != "4-abc" || !strings.HasSuffix(v, "+replicas=3") {
 		t.Errorf("snapshot version %q", v)
 	}
 }

@@ -23,7 +23,9 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/weighstation/weighstation/control-plane/internal/bootstrap"
+	"github.com/weighstation/weighstation/control-plane/internal/compile"
 	"github.com/weighstation/weighstation/control-plane/internal/policy"
+	"github.com/weighstation/weighstation/control-plane/internal/tenantfeed"
 	"github.com/weighstation/weighstation/control-plane/internal/tlssecrets"
 )
 
@@ -56,6 +58,9 @@ type Server struct {
 	// second, and every Envoy start would wait out its 15 s initial fetch timeout.
 	secrets cachev3.SnapshotCache
 	nodes   *nodeTracker
+	// feed carries tenant-only changes and the replica count to the filters (nil without
+	// reports: the filters reach the control plane through the reports cluster).
+	feed *tenantfeed.Feed
 
 	mu       sync.Mutex
 	set      *policy.Set
@@ -69,6 +74,9 @@ type Server struct {
 	// holdUntil: nothing is published before it (HoldUntil); held says a publish waits for it.
 	holdUntil time.Time
 	held      bool
+	// frame identifies what the published filter configurations hold besides their tenants
+	// (see frameOf): while a new set's is the same, the feed alone carries it.
+	frame string
 }
 
 func NewServer(g Gateway) *Server {
@@ -81,16 +89,57 @@ func NewServer(g Gateway) *Server {
 		offsets:     map[int]bool{0: true},
 	}
 	s.nodes.onConnected = s.nodesChanged
+	if g.Reports != nil {
+		s.feed = tenantfeed.New()
+	}
 	return s
 }
 
-// Publish makes set the configuration every Envoy receives, as version.
+// Publish makes set the configuration every Envoy receives, as version. A set that differs
+// from the published one in its tenants alone goes through the tenant feed; the filter
+// configurations (ECDS) stay as they are, the base a starting worker catches up from.
 func (s *Server) Publish(set *policy.Set, version string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.set, s.version = set, version
+	if s.feed == nil {
+		return s.publishLocked()
+	}
+	frame, tenants, err := frameOf(set)
+	if err != nil {
+		return err
+	}
+	if err := s.feed.Publish(version, tenants); err != nil {
+		return err
+	}
+	if s.frame != "" && frame == s.frame {
+		return nil
+	}
 	return s.publishLocked()
 }
+
+// frameOf compiles set for each protocol: what the filter configurations hold besides the
+// tenants (a hash), and the tenants.
+func frameOf(set *policy.Set) (string, map[compile.Protocol][]compile.Tenant, error) {
+	h := sha256.New()
+	tenants := map[compile.Protocol][]compile.Tenant{}
+	for _, p := range []compile.Protocol{compile.NATS, compile.Kafka} {
+		fc := compile.Filter(set, "", p, 0)
+		tenants[p], fc.Tenants = fc.Tenants, nil
+		b, err := json.Marshal(fc)
+		if err != nil {
+			return "", nil, err
+		}
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)), tenants, nil
+}
+
+// Feed is the tenant feed the filters poll (nil without reports).
+func (s *Server) Feed() *tenantfeed.Feed { return s.feed }
+
+// Polled records a filter worker's poll of the tenant feed (see NodeStatus.Workers).
+func (s *Server) Polled(p tenantfeed.Poll) { s.nodes.Polled(p) }
 
 // SetTLS makes m the TLS material every Envoy receives (over SDS). Only the secrets' version
 // changes: listeners, clusters and the filter configuration are untouched, so open connections
@@ -106,9 +155,9 @@ func (s *Server) SetTLS(m *tlssecrets.Material) error {
 // on, which the tracker strips: the gateway's own configuration (fingerprint) and, when a
 // global limit depends on it, the live replica count (a change in the count must reach every
 // Envoy as a new version).
-func snapshotVersion(set *policy.Set, version, fingerprint string, replicas int) string {
+func snapshotVersion(set *policy.Set, version, fingerprint string, replicas int, feed bool) string {
 	v := version + gatewaySuffix + fingerprint
-	if set.QuotaService == nil {
+	if set.QuotaService == nil || feed {
 		return v
 	}
 	return v + replicasSuffix + strconv.Itoa(replicas)
@@ -209,7 +258,7 @@ func (s *Server) publishLocked() error {
 		if s.tls != nil {
 			res[resourcev3.SecretType] = s.tls.Secrets()
 		}
-		snap, err := cachev3.NewSnapshot(snapshotVersion(s.set, s.version, s.fingerprint, g.Replicas), res)
+		snap, err := cachev3.NewSnapshot(snapshotVersion(s.set, s.version, s.fingerprint, g.Replicas, s.feed != nil), res)
 		if err != nil {
 			return fmt.Errorf("building snapshot: %w", err)
 		}
@@ -230,6 +279,13 @@ func (s *Server) publishLocked() error {
 			return err
 		}
 	}
+	if s.feed != nil {
+		frame, _, err := frameOf(s.set)
+		if err != nil {
+			return err
+		}
+		s.frame = frame
+	}
 	return nil
 }
 
@@ -242,9 +298,16 @@ func (s *Server) nodesChanged(connected int, offset int) {
 	if s.offsets[offset] && s.replicas == connected {
 		return
 	}
+	known := s.offsets[offset]
 	s.offsets[offset] = true
 	if !s.counted {
 		s.replicas = connected
+	}
+	if s.feed != nil {
+		s.feed.SetReplicas(max(s.replicas, 1))
+		if known {
+			return
+		}
 	}
 	if err := s.publishLocked(); err != nil {
 		slog.Error("republishing for a changed set of Envoys", "err", err)
@@ -261,6 +324,10 @@ func (s *Server) SetReplicas(n int) {
 		return
 	}
 	s.replicas = n
+	if s.feed != nil {
+		s.feed.SetReplicas(n)
+		return
+	}
 	if err := s.publishLocked(); err != nil {
 		slog.Error("republishing for a changed replica count", "err", err)
 	}

@@ -21,6 +21,7 @@ pub use crate::protocol::Protocol;
 use crate::quota::QuotaService;
 use crate::report::Reports;
 
+mod delta;
 mod reuse;
 pub use reuse::Tenants;
 use reuse::{Parsed, TenantKey, TenantsByJson};
@@ -123,6 +124,8 @@ struct Document<'a> {
     reports: Option<Reports>,
     #[serde(default)]
     backlog: BacklogPolicy,
+    #[serde(default)]
+    feed: bool,
 }
 
 fn split_host_port(s: &str) -> Option<(String, i32)> {
@@ -146,6 +149,9 @@ pub struct Config {
     plans: Vec<Rc<TenantPlan>>,
     /// The tenants parsed for this configuration (the rest were the last one's, unchanged).
     pub parsed: Vec<TenantId>,
+    /// Each tenant's JSON key and the tenant as sent (a global one before its split), for a
+    /// delta to build on (see delta.rs).
+    sources: Vec<(TenantKey, Rc<Tenant>)>,
     /// (upstream host, port) → (gateway host, port).
     broker_routes: Vec<((String, i32), (String, i32))>,
     /// Filter chain name → the NATS listener it serves.
@@ -159,6 +165,9 @@ pub struct Config {
     /// How much the gateway may owe one client of its own answers, and how long a client past
     /// that may take nothing before it is closed (crate::backlog).
     pub backlog: BacklogPolicy,
+    /// Whether the control plane feeds tenant changes (see delta.rs): polled through the
+    /// reports cluster.
+    pub feed: bool,
 }
 
 /// What the data path needs of a tenant, computed once per configuration.
@@ -270,54 +279,27 @@ impl std::fmt::Display for ConfigError {
     }
 }
 
-impl Config {
-    pub fn parse(bytes: &[u8]) -> Result<Config, ConfigError> {
-        Config::parse_reusing(bytes, &mut Tenants::default())
-    }
+/// A tenant as the control plane sent it (before a global tenant's concurrency is split).
+fn parse_tenant(raw: &RawValue) -> Result<Tenant, ConfigError> {
+    serde_json::from_str(raw.get()).map_err(|e| ConfigError::Json(e.to_string()))
+}
 
-    /// Parses a configuration, taking each tenant whose JSON is byte for byte the one `known`
-    /// holds from there, and leaves in `known` this configuration's tenants. A policy change
-    /// among 10,000 tenants then parses one tenant, not 10,000: the rest is a hash of each
-    /// tenant's bytes and a lookup.
-    pub fn parse_reusing(bytes: &[u8], known: &mut Tenants) -> Result<Config, ConfigError> {
-        let doc: Document = serde_json::from_slice(bytes).map_err(|e| ConfigError::Json(e.to_string()))?;
-        let replicas = doc.quota.as_ref().map_or(1, |q| q.replicas.max(1));
-        let known = &mut known.0[doc.protocol.index()];
-        let mut next = TenantsByJson::with_capacity(doc.tenants.len());
-        let mut tenants = Vec::with_capacity(doc.tenants.len());
-        let mut plans = Vec::with_capacity(doc.tenants.len());
-        let mut parsed = Vec::new();
-        for raw in &doc.tenants {
-            let key = TenantKey::of(raw.get().as_bytes());
-            let entry = match known.get(&key) {
-                Some(p) if !p.tenant.global || p.replicas == replicas => p.clone(),
-                _ => {
-                    let mut t: Tenant =
-                        serde_json::from_str(raw.get()).map_err(|e| ConfigError::Json(e.to_string()))?;
-                    if t.global {
-                        t.split_concurrency(replicas);
-                    }
-                    parsed.push(tenants.len());
-                    Parsed {
-                        plan: Rc::new(TenantPlan::new(doc.protocol, &t)),
-                        tenant: Rc::new(t),
-                        replicas,
-                    }
-                }
-            };
-            tenants.push(entry.tenant.clone());
-            plans.push(entry.plan.clone());
-            next.insert(key, entry);
-        }
-        if tenants.iter().any(|t| t.global) && doc.quota.is_none() {
-            return Err(ConfigError::NoQuotaService);
-        }
-        let default_tenant = tenants
-            .iter()
-            .position(|t| t.name == doc.default_tenant)
-            .ok_or_else(|| ConfigError::UnknownDefaultTenant(doc.default_tenant.clone()))?;
-        let directory = Directory::new(tenants.iter().map(|t| &t.identify));
-        let generation = doc.version.split('-').next().and_then(|g| g.parse().ok()).unwrap_or(0);
+/// Everything of a configuration but its tenants.
+struct Frame {
+    version: String,
+    protocol: Protocol,
+    default_tenant: String,
+    broker_routes: Vec<((String, i32), (String, i32))>,
+    nats_listeners: Vec<(String, Rc<nats::Listener>)>,
+    kafka_clusters: Vec<Rc<kafka::Cluster>>,
+    quota: Option<QuotaService>,
+    reports: Option<Reports>,
+    backlog: BacklogPolicy,
+    feed: bool,
+}
+
+impl Frame {
+    fn of(doc: Document<'_>) -> Result<Frame, ConfigError> {
         let mut broker_routes = Vec::new();
         for r in &doc.broker_routes {
             match (split_host_port(&r.upstream), split_host_port(&r.advertise)) {
@@ -349,22 +331,89 @@ impl Config {
                 (l.chain, Rc::new(listener))
             })
             .collect();
-        *known = next;
-        Ok(Config {
-            plans,
-            parsed,
+        Ok(Frame {
+            version: doc.version,
+            protocol: doc.protocol,
+            default_tenant: doc.default_tenant,
             broker_routes,
             nats_listeners,
             kafka_clusters,
-            version: doc.version,
-            generation,
-            protocol: doc.protocol,
-            tenants,
-            default_tenant,
-            directory,
             quota: doc.quota,
             reports: doc.reports,
             backlog: doc.backlog,
+            feed: doc.feed,
+        })
+    }
+}
+
+impl Config {
+    pub fn parse(bytes: &[u8]) -> Result<Config, ConfigError> {
+        Config::parse_reusing(bytes, &mut Tenants::default())
+    }
+
+    /// Parses a configuration, taking each tenant whose JSON is byte for byte the one `known`
+    /// holds from there, and leaves in `known` this configuration's tenants. A policy change
+    /// among 10,000 tenants then parses one tenant, not 10,000: the rest is a hash of each
+    /// tenant's bytes and a lookup.
+    pub fn parse_reusing(bytes: &[u8], known: &mut Tenants) -> Result<Config, ConfigError> {
+        let doc: Document = serde_json::from_slice(bytes).map_err(|e| ConfigError::Json(e.to_string()))?;
+        let replicas = doc.quota.as_ref().map_or(1, |q| q.replicas.max(1));
+        let known = &mut known.0[doc.protocol.index()];
+        let mut next = TenantsByJson::with_capacity(doc.tenants.len());
+        let mut entries = Vec::with_capacity(doc.tenants.len());
+        let mut parsed = Vec::new();
+        for raw in &doc.tenants {
+            let key = TenantKey::of(raw.get().as_bytes());
+            let entry = match known.get(&key) {
+                Some(p) if !p.tenant.global || p.replicas == replicas => p.clone(),
+                _ => {
+                    parsed.push(entries.len());
+                    Parsed::new(doc.protocol, Rc::new(parse_tenant(raw)?), replicas)
+                }
+            };
+            next.insert(key, entry.clone());
+            entries.push((key, entry));
+        }
+        let frame = Frame::of(doc)?;
+        let config = Config::assemble(frame, entries, parsed)?;
+        *known = next;
+        Ok(config)
+    }
+
+    /// A configuration of `frame`'s settings and these tenants (`parsed`: those parsed anew).
+    fn assemble(frame: Frame, entries: Vec<(TenantKey, Parsed)>, parsed: Vec<TenantId>) -> Result<Config, ConfigError> {
+        let tenants: Vec<Rc<Tenant>> = entries.iter().map(|(_, e)| e.tenant.clone()).collect();
+        if tenants.iter().any(|t| t.global) && frame.quota.is_none() {
+            return Err(ConfigError::NoQuotaService);
+        }
+        let default_tenant = tenants
+            .iter()
+            .position(|t| t.name == frame.default_tenant)
+            .ok_or_else(|| ConfigError::UnknownDefaultTenant(frame.default_tenant.clone()))?;
+        let directory = Directory::new(tenants.iter().map(|t| &t.identify));
+        let generation = frame
+            .version
+            .split('-')
+            .next()
+            .and_then(|g| g.parse().ok())
+            .unwrap_or(0);
+        Ok(Config {
+            plans: entries.iter().map(|(_, e)| e.plan.clone()).collect(),
+            sources: entries.into_iter().map(|(k, e)| (k, e.source)).collect(),
+            parsed,
+            broker_routes: frame.broker_routes,
+            nats_listeners: frame.nats_listeners,
+            kafka_clusters: frame.kafka_clusters,
+            version: frame.version,
+            generation,
+            protocol: frame.protocol,
+            tenants,
+            default_tenant,
+            directory,
+            quota: frame.quota,
+            reports: frame.reports,
+            backlog: frame.backlog,
+            feed: frame.feed,
         })
     }
 

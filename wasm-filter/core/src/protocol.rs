@@ -10,6 +10,9 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// Both, in the order of [`Protocol::index`].
+    pub const ALL: [Protocol; 2] = [Protocol::Nats, Protocol::Kafka];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::Nats => "nats",

@@ -10,6 +10,7 @@ mod clock;
 mod connection;
 mod consume;
 mod discovery;
+mod feed;
 mod gatekeeper;
 mod host;
 mod kafka_conn;

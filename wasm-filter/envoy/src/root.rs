@@ -1,10 +1,10 @@
 use proxy_wasm::traits::{Context, RootContext, StreamContext};
 use proxy_wasm::types::ContextType;
-use weighstation_core::config::Protocol;
+use weighstation_core::config::{Config, Protocol};
 
 use std::time::Duration;
 
-use crate::{clock, kafka_conn, leases, metrics, nats_conn, quota, reports, state, waiters};
+use crate::{clock, feed, kafka_conn, leases, metrics, nats_conn, quota, reports, state, waiters};
 
 /// The tick the driving root keeps while no connection is held, when the quota leader or the
 /// usage reports need one.
@@ -22,22 +22,55 @@ impl Root {
     }
 }
 
+/// This Envoy's node id: how the quota service and the control plane tell replicas apart.
+pub fn replica(ctx: &dyn Context) -> String {
+    // `xds.node` in current Envoy; `node` in older releases.
+    [vec!["xds", "node", "id"], vec!["node", "id"]]
+        .into_iter()
+        .find_map(|path| ctx.get_property(path).filter(|b| !b.is_empty()))
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
 impl Root {
-    /// This Envoy's node id: how the quota service tells replicas apart.
-    fn replica(&self) -> String {
-        // `xds.node` in current Envoy; `node` in older releases.
-        [vec!["xds", "node", "id"], vec!["node", "id"]]
-            .into_iter()
-            .find_map(|path| self.get_property(path).filter(|b| !b.is_empty()))
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
+    /// Puts `config` in force in this VM: from on_configure, or from the tenant feed.
+    fn install(&self, config: Config) {
+        log::info!(
+            "weighstation: {} policy version {} in force ({} tenants, {} of them new or changed)",
+            config.protocol.as_str(),
+            config.version,
+            config.tenants.len(),
+            config.parsed.len()
+        );
+        metrics::configuration_installed(&config);
+        state::install(config);
+        leases::prune();
+        metrics::flush();
+        waiters::set_driver(self.id);
+        let now = clock::now_ns();
+        let sharing = quota::configure(replica(self), now);
+        let reporting = reports::configure(replica(self), now);
+        waiters::set_idle_tick(if sharing || reporting {
+            IDLE_TICK
+        } else {
+            Duration::ZERO
+        });
     }
 }
 
 impl Context for Root {
     fn on_http_call_response(&mut self, token_id: u32, _num_headers: usize, body_size: usize, _num_trailers: usize) {
+        let now = clock::now_ns();
+        match feed::answer(self, token_id, body_size, now) {
+            feed::Answer::NotOurs => {}
+            feed::Answer::Nothing => return feed::tick(self, now),
+            feed::Answer::Install(config) => {
+                self.install(*config);
+                return feed::tick(self, now);
+            }
+        }
         if !reports::answer(self, token_id) {
-            quota::answer(self, token_id, body_size, clock::now_ns());
+            quota::answer(self, token_id, body_size, now);
         }
     }
 }
@@ -50,27 +83,9 @@ impl RootContext for Root {
         };
         match state::parse(&bytes) {
             Ok(config) => {
-                log::info!(
-                    "weighstation: {} policy version {} in force ({} tenants, {} of them new or changed)",
-                    config.protocol.as_str(),
-                    config.version,
-                    config.tenants.len(),
-                    config.parsed.len()
-                );
                 self.protocol = Some(config.protocol);
-                metrics::configuration_installed(&config);
-                state::install(config);
-                leases::prune();
-                metrics::flush();
-                waiters::set_driver(self.id);
-                let now = clock::now_ns();
-                let sharing = quota::configure(self.replica(), now);
-                let reporting = reports::configure(self.replica(), now);
-                waiters::set_idle_tick(if sharing || reporting {
-                    IDLE_TICK
-                } else {
-                    Duration::ZERO
-                });
+                feed::configured(config.protocol, clock::now_ns());
+                self.install(config);
                 true
             }
             Err(e) => {
@@ -85,6 +100,7 @@ impl RootContext for Root {
         waiters::tick(self.id, now);
         quota::tick(self, now);
         reports::tick(self, now);
+        feed::tick(self, now);
         metrics::flush();
     }
 

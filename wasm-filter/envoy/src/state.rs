@@ -18,6 +18,11 @@ pub fn parse(bytes: &[u8]) -> Result<Config, ConfigError> {
     TENANTS.with(|t| Config::parse_reusing(bytes, &mut t.borrow_mut()))
 }
 
+/// The configuration `active` with a tenant feed delta applied (see crate::feed).
+pub fn apply_delta(active: &Config, delta: &[u8]) -> Result<Config, ConfigError> {
+    TENANTS.with(|t| active.with_delta(delta, &mut t.borrow_mut()))
+}
+
 /// Makes `config` the one every connection of its protocol in this VM uses from now on.
 pub fn install(config: Config) {
     let i = config.protocol.index();

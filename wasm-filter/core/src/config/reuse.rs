@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use super::{Tenant, TenantPlan};
+use super::{Protocol, Tenant, TenantPlan};
 
 /// The tenants of the last configuration of each protocol, by their JSON, for the next one to
 /// take unchanged (Config::parse_reusing). Tenants and plans are immutable once built, so
@@ -15,12 +15,33 @@ pub struct Tenants(pub(super) [TenantsByJson; 2]);
 pub(super) type TenantsByJson = HashMap<TenantKey, Parsed>;
 
 /// A tenant as parsed, with its plan and, if it is global, the replica count its concurrency
-/// limits were divided by (then it is parsed again when the count changes).
+/// limits were divided by (then it is built again when the count changes, from its source).
 #[derive(Debug, Clone)]
 pub(super) struct Parsed {
     pub(super) tenant: Rc<Tenant>,
     pub(super) plan: Rc<TenantPlan>,
+    /// The tenant as sent: `tenant` itself unless it is global.
+    pub(super) source: Rc<Tenant>,
     pub(super) replicas: u64,
+}
+
+impl Parsed {
+    /// `source` as this many replicas enforce it, with its plan.
+    pub(super) fn new(protocol: Protocol, source: Rc<Tenant>, replicas: u64) -> Parsed {
+        let tenant = if source.global {
+            let mut t = (*source).clone();
+            t.split_concurrency(replicas);
+            Rc::new(t)
+        } else {
+            source.clone()
+        };
+        Parsed {
+            plan: Rc::new(TenantPlan::new(protocol, &tenant)),
+            tenant,
+            source,
+            replicas,
+        }
+    }
 }
 
 /// A tenant's JSON, by a hash of its bytes and their length.

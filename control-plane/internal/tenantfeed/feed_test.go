@@ -1,0 +1,147 @@
+package tenantfeed
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weighstation/weighstation/control-plane/internal/compile"
+)
+
+func tenants(rates map[string]uint64) map[compile.Protocol][]compile.Tenant {
+	var ts []compile.Tenant
+	for name, rate := range rates {
+		r := rate
+		ts = append(ts, compile.Tenant{Name: name, Limits: compile.Limits{MessagesPerSecond: &r}})
+	}
+	return map[compile.Protocol][]compile.Tenant{compile.NATS: ts}
+}
+
+func names(d *Delta) []string {
+	var out []string
+	for _, raw := range d.Tenants {
+		var t compile.Tenant
+		_ = json.Unmarshal(raw, &t)
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+// now answers at once what Wait would (the worker is behind, or it is not).
+func now(f *Feed, applied string, replicas int) *Delta {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	d, _ := f.Wait(ctx, compile.NATS, applied, replicas)
+	return d
+}
+
+// A worker is sent the tenants changed, added and removed since the version it names, in one
+// delta however many versions it is behind; one on the current version waits.
+func TestADeltaIsWhatChangedSinceTheWorkersVersion(t *testing.T) {
+	f := New()
+	f.SetReplicas(2)
+	must := func(version string, rates map[string]uint64) {
+		if err := f.Publish(version, tenants(rates)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must("1-a", map[string]uint64{"acme": 1, "globex": 2, "initech": 3})
+	must("2-b", map[string]uint64{"acme": 10, "globex": 2, "initech": 3})
+	must("3-c", map[string]uint64{"acme": 10, "globex": 2, "umbrella": 4})
+	cases := []struct {
+		applied          string
+		tenants, removed string
+		full             bool
+	}{
+		{applied: "1-a", tenants: "acme,umbrella", removed: "initech"},
+		{applied: "2-b", tenants: "umbrella", removed: "initech"},
+		{applied: "9-a", tenants: "acme,umbrella", removed: "initech"}, // another replica's counter, same content
+		{applied: "1-zzz", tenants: "acme,globex,umbrella", full: true},
+	}
+	for _, c := range cases {
+		f.mu.Lock()
+		d, _ := f.delta(compile.NATS, c.applied, 2)
+		f.mu.Unlock()
+		if d == nil || strings.Join(names(d), ",") != c.tenants || strings.Join(d.Removed, ",") != c.removed ||
+			d.Full != c.full || d.Version != "3-c" || d.Replicas != 2 {
+			t.Errorf("from %s: %+v (tenants %v)", c.applied, d, names(d))
+		}
+	}
+	if d := now(f, "7-c", 2); d != nil {
+		t.Errorf("a worker on the current content was sent %+v", d)
+	}
+	if d := now(f, "3-c", 3); d == nil || len(d.Tenants) != 0 || d.Replicas != 2 {
+		t.Errorf("a worker dividing by 3 of 2 replicas was sent %+v", d)
+	}
+}
+
+// A waiting poll is answered as soon as something changes: a policy or the replica count.
+func TestAPollIsAnsweredWhenSomethingChanges(t *testing.T) {
+	f := New()
+	f.SetReplicas(1)
+	if err := f.Publish("1-a", tenants(map[string]uint64{"acme": 1})); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(context.Background(), f, func(Poll) {}))
+	defer srv.Close()
+	poll := func() chan *http.Response {
+		out := make(chan *http.Response, 1)
+		go func() {
+			resp, err := http.Get(srv.URL + Path + "?protocol=nats&applied=1-a&replicas=1&node=n&worker=1")
+			if err != nil {
+				t.Error(err)
+			}
+			out <- resp
+		}()
+		return out
+	}
+	for name, change := range map[string]func(){
+		"policy":   func() { _ = f.Publish("2-b", tenants(map[string]uint64{"acme": 2})) },
+		"replicas": func() { f.SetReplicas(3) },
+	} {
+		answer := poll()
+		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-answer:
+			t.Fatalf("%s: answered before any change", name)
+		default:
+		}
+		change()
+		select {
+		case resp := <-answer:
+			if resp == nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s: %v", name, resp)
+			}
+			_ = resp.Body.Close()
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no answer 5 s after the change", name)
+		}
+		_ = f.Publish("1-a", tenants(map[string]uint64{"acme": 1}))
+		f.SetReplicas(1)
+	}
+}
+
+// Many removals are forgotten past tombstonesKept: a worker from before them is sent every
+// tenant, one from after them a delta.
+func TestForgottenRemovalsMakeAFullDelta(t *testing.T) {
+	f := New()
+	all := map[string]uint64{"keep": 1}
+	for i := range tombstonesKept + 1 {
+		all["t"+string(rune('a'+i%26))+strings.Repeat("x", i/26)] = 1
+	}
+	_ = f.Publish("1-a", tenants(all))
+	_ = f.Publish("2-b", tenants(map[string]uint64{"keep": 1}))
+	_ = f.Publish("3-c", tenants(map[string]uint64{"keep": 2}))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d, _ := f.delta(compile.NATS, "1-a", 0); d == nil || !d.Full || len(d.Tenants) != 1 {
+		t.Errorf("from before the forgotten removals: %+v", d)
+	}
+	if d, _ := f.delta(compile.NATS, "2-b", 0); d == nil || d.Full || len(d.Tenants) != 1 {
+		t.Errorf("from after them: %+v", d)
+	}
+}

@@ -1,0 +1,48 @@
+package tenantfeed
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/weighstation/weighstation/control-plane/internal/compile"
+)
+
+// Hold is how long a poll is held when nothing changes: well inside the filter's 30 s timeout
+// for the call, and often enough that a worker gone silent is soon seen gone.
+const Hold = 20 * time.Second
+
+// Poll is what a worker says of itself when it polls: the version it runs is acknowledged
+// (see xds.NodeStatus) from here.
+type Poll struct {
+	Node, Worker, Applied string
+}
+
+// Handler answers GET Path?protocol=P&applied=VERSION&replicas=N&node=ID&worker=TOKEN: the
+// delta from that version as JSON (200), or 204 after Hold when there is none. Every poll is
+// first passed to seen. Polls end when ctx does (the server's shutdown need not wait for them).
+func Handler(ctx context.Context, f *Feed, seen func(Poll)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		p := compile.Protocol(q.Get("protocol"))
+		replicas, err := strconv.Atoi(q.Get("replicas"))
+		if (p != compile.NATS && p != compile.Kafka) || err != nil || q.Get("applied") == "" {
+			http.Error(w, "want protocol=nats|kafka, applied=VERSION and replicas=N", http.StatusBadRequest)
+			return
+		}
+		seen(Poll{Node: q.Get("node"), Worker: q.Get("worker"), Applied: q.Get("applied")})
+		wait, cancel := context.WithTimeout(r.Context(), Hold)
+		defer cancel()
+		stop := context.AfterFunc(ctx, cancel)
+		defer stop()
+		d, ok := f.Wait(wait, p, q.Get("applied"), replicas)
+		if !ok {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(d)
+	})
+}

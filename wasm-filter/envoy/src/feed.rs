@@ -1,0 +1,171 @@
+//! The tenant feed, this worker's side (control-plane/internal/tenantfeed): each worker holds
+//! one long poll per protocol open at the control plane, naming the policy version it runs and
+//! the replica count it divides by. The answer is what changed since: the tenants it names are
+//! parsed and installed, every other tenant kept as it is (Config::with_delta). Nothing here
+//! runs per message; the ECDS configuration stays the base a worker starts from.
+
+use proxy_wasm::traits::Context;
+use std::cell::RefCell;
+use std::fmt::Write;
+use std::time::Duration;
+use weighstation_core::config::{Config, Protocol};
+
+use crate::{root, state};
+
+/// The control plane holds a poll 20 s when nothing changes (tenantfeed.Hold).
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// After a failed poll, the next one waits this long.
+const RETRY_NS: u64 = 1_000_000_000;
+
+const PATH: &str = "/v1/tenants";
+
+#[derive(Default)]
+struct Poll {
+    /// The outstanding call and when to give up on it.
+    pending: Option<(u32, u64)>,
+    retry_at: u64,
+    /// Whether the last poll failed (logged on change).
+    failing: bool,
+}
+
+#[derive(Default)]
+struct Feed {
+    /// The worker's token (when it first configured, odd so never 0): the control plane tells
+    /// this node's workers apart by it.
+    worker: u64,
+    polls: [Poll; 2],
+}
+
+thread_local! {
+    static FEED: RefCell<Feed> = RefCell::new(Feed::default());
+}
+
+/// A protocol's configuration came through ECDS: its poll starts over from that version (an
+/// answer to the poll before is dropped).
+pub fn configured(protocol: Protocol, now: u64) {
+    FEED.with(|f| {
+        let mut f = f.borrow_mut();
+        if f.worker == 0 {
+            f.worker = now | 1;
+        }
+        f.polls[protocol.index()] = Poll::default();
+    });
+}
+
+/// From the ticking root context: opens each protocol's poll when none is open.
+pub fn tick(root: &dyn Context, now: u64) {
+    for protocol in Protocol::ALL {
+        poll(root, protocol, now);
+    }
+}
+
+fn poll(root: &dyn Context, protocol: Protocol, now: u64) {
+    let Some(config) = state::active(protocol).filter(|c| c.feed) else {
+        return;
+    };
+    let Some(target) = &config.reports else { return };
+    let worker = FEED.with(|f| {
+        let f = f.borrow();
+        let p = &f.polls[protocol.index()];
+        let due = now >= p.retry_at && p.pending.is_none_or(|(_, give_up_at)| now >= give_up_at);
+        due.then_some(f.worker)
+    });
+    let Some(worker) = worker else { return };
+    let replicas = config.quota.as_ref().map_or(1, |q| q.replicas);
+    let mut path = format!(
+        "{PATH}?protocol={}&replicas={replicas}&worker={worker}",
+        protocol.as_str()
+    );
+    for (name, value) in [("applied", config.version.as_str()), ("node", &root::replica(root))] {
+        let _ = write!(path, "&{name}=");
+        escape(&mut path, value);
+    }
+    let headers = vec![
+        (":method", "GET"),
+        (":path", path.as_str()),
+        (":authority", target.authority.as_str()),
+    ];
+    let call = root.dispatch_http_call(&target.cluster, headers, None, vec![], TIMEOUT);
+    FEED.with(|f| {
+        let p = &mut f.borrow_mut().polls[protocol.index()];
+        match call {
+            Ok(token) => p.pending = Some((token, now + TIMEOUT.as_nanos() as u64 + 1_000_000_000)),
+            Err(e) => failed(p, now, &format!("cannot call cluster {}: {e:?}", target.cluster)),
+        }
+    });
+}
+
+/// Percent-encodes a query value.
+fn escape(out: &mut String, value: &str) {
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+}
+
+fn failed(p: &mut Poll, now: u64, why: &str) {
+    p.pending = None;
+    p.retry_at = now + RETRY_NS;
+    if !p.failing {
+        log::warn!("weighstation: the tenant feed cannot be polled: {why}");
+    }
+    p.failing = true;
+}
+
+/// What a call's answer was to the feed.
+pub enum Answer {
+    /// Not a poll of the feed.
+    NotOurs,
+    /// Nothing to install (nothing changed, or the poll failed).
+    Nothing,
+    /// The configuration the delta makes: to install.
+    Install(Box<Config>),
+}
+
+/// The control plane's answer to call `token`.
+pub fn answer(root: &dyn Context, token: u32, body_size: usize, now: u64) -> Answer {
+    let protocol = FEED.with(|f| {
+        let mut f = f.borrow_mut();
+        let i = f
+            .polls
+            .iter()
+            .position(|p| p.pending.is_some_and(|(t, _)| t == token))?;
+        f.polls[i].pending = None;
+        Some(Protocol::ALL[i])
+    });
+    let Some(protocol) = protocol else {
+        return Answer::NotOurs;
+    };
+    let status = root.get_http_call_response_header(":status").unwrap_or_default();
+    let outcome = match status.as_str() {
+        "204" => Ok(None),
+        "200" => {
+            let body = root.get_http_call_response_body(0, body_size).unwrap_or_default();
+            match state::active(protocol) {
+                Some(active) => state::apply_delta(&active, &body).map(Some).map_err(|e| e.to_string()),
+                None => Ok(None),
+            }
+        }
+        _ => Err(format!("control plane answered {status:?}")),
+    };
+    FEED.with(|f| {
+        let p = &mut f.borrow_mut().polls[protocol.index()];
+        match &outcome {
+            Err(why) => failed(p, now, why),
+            Ok(_) => {
+                if p.failing {
+                    log::info!("weighstation: the tenant feed is polled again");
+                }
+                p.failing = false;
+            }
+        }
+    });
+    match outcome {
+        Ok(Some(config)) => Answer::Install(Box::new(config)),
+        _ => Answer::Nothing,
+    }
+}
