@@ -241,6 +241,17 @@ func (p Ports) checkSpans(c Counts) error {
 	return nil
 }
 
+// Holds says whether port is among p's (any span of a stack of counts c): a port picked for
+// something else after p must not be.
+func (p Ports) Holds(port int, c Counts) bool {
+	for _, e := range PortEnv {
+		if first := *e.field(&p); first != 0 && port >= first && port < first+e.Span.width(c) {
+			return true
+		}
+	}
+	return false
+}
+
 // Env is the environment in which `make run` and every tool that honours PortEnv use p.
 func (p Ports) Env() []string {
 	var env []string

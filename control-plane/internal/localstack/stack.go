@@ -309,18 +309,21 @@ type Status struct {
 		Line   int      `json:"line"`
 		Errors []string `json:"errors"`
 	} `json:"lastError"`
-	Nodes []struct {
-		ID            string `json:"id"`
-		Connected     bool   `json:"connected"`
-		AckedVersion  string `json:"ackedVersion"`
-		AckedSnapshot string `json:"ackedSnapshot"`
-		NackedVersion string `json:"nackedVersion"`
-		NackReason    string `json:"nackReason"`
-	} `json:"nodes"`
+	Nodes []NodeStatus `json:"nodes"`
 	Quota *struct {
 		Reachable bool   `json:"reachable"`
 		Enforcing string `json:"enforcing"`
 	} `json:"quota"`
+}
+
+// NodeStatus is one Envoy node as /status reports it.
+type NodeStatus struct {
+	ID            string `json:"id"`
+	Connected     bool   `json:"connected"`
+	AckedVersion  string `json:"ackedVersion"`
+	AckedSnapshot string `json:"ackedSnapshot"`
+	NackedVersion string `json:"nackedVersion"`
+	NackReason    string `json:"nackReason"`
 }
 
 // ControlPlaneStatus fetches /status.
@@ -342,8 +345,10 @@ func (s *Stack) WaitInSync(timeout time.Duration) error {
 	var last string
 	for time.Now().Before(deadline) {
 		st, err := s.ControlPlaneStatus()
-		if err == nil && st.Active != nil && len(st.Nodes) > 0 {
-			inSync := true
+		if err == nil && st.Active != nil {
+			// A node the control plane only knows by its workers' polls (its xDS stream not
+			// back yet) is not connected: some node must be.
+			inSync := slices.ContainsFunc(st.Nodes, func(n NodeStatus) bool { return n.Connected })
 			snapshot := ""
 			for _, n := range st.Nodes {
 				if !n.Connected {

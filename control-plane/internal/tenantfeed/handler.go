@@ -18,6 +18,7 @@ const Hold = 20 * time.Second
 // (see xds.NodeStatus) from here.
 type Poll struct {
 	Node, Worker, Applied string
+	Replicas              int
 }
 
 // Handler answers GET Path?protocol=P&applied=VERSION&replicas=N&node=ID&worker=TOKEN: the
@@ -32,7 +33,7 @@ func Handler(ctx context.Context, f *Feed, seen func(Poll)) http.Handler {
 			http.Error(w, "want protocol=nats|kafka, applied=VERSION and replicas=N", http.StatusBadRequest)
 			return
 		}
-		seen(Poll{Node: q.Get("node"), Worker: q.Get("worker"), Applied: q.Get("applied")})
+		seen(Poll{Node: q.Get("node"), Worker: q.Get("worker"), Applied: q.Get("applied"), Replicas: replicas})
 		wait, cancel := context.WithTimeout(r.Context(), Hold)
 		defer cancel()
 		stop := context.AfterFunc(ctx, cancel)

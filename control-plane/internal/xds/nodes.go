@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,17 +34,19 @@ type NodeStatus struct {
 
 // Worker is one filter worker as its last poll of the tenant feed told.
 type Worker struct {
-	Token   string    `json:"token"`
-	Version string    `json:"version"`
-	Seen    time.Time `json:"seen"`
+	Token    string    `json:"token"`
+	Version  string    `json:"version"`
+	Replicas int       `json:"replicas"`
+	Seen     time.Time `json:"seen"`
 }
 
 // workerLive: a worker that has not polled for this long is gone (a poll is held at most
 // tenantfeed.Hold, and the next follows at once).
 const workerLive = tenantfeed.Hold + 15*time.Second
 
-// Settle drops the workers gone by now and, if every live one runs the same policy content,
-// makes its version the node's acknowledged one. It says whether that changed.
+// Settle drops the workers gone by now and, if every live one runs the same policy content
+// and replica count, makes its version the node's acknowledged one (and the snapshot that
+// version with the count). It says whether that changed.
 func Settle(n *NodeStatus, now time.Time) bool {
 	live := make([]Worker, 0, len(n.Workers))
 	for _, w := range n.Workers {
@@ -55,16 +58,17 @@ func Settle(n *NodeStatus, now time.Time) bool {
 	if len(live) == 0 {
 		return false
 	}
-	v := live[0].Version
+	v, replicas := live[0].Version, live[0].Replicas
 	for _, w := range live[1:] {
-		if tenantfeed.ContentOf(w.Version) != tenantfeed.ContentOf(v) {
+		if tenantfeed.ContentOf(w.Version) != tenantfeed.ContentOf(v) || w.Replicas != replicas {
 			return false
 		}
 	}
-	if tenantfeed.ContentOf(n.AckedVersion) == tenantfeed.ContentOf(v) {
+	snapshot := v + replicasSuffix + strconv.Itoa(replicas)
+	if tenantfeed.ContentOf(n.AckedVersion) == tenantfeed.ContentOf(v) && n.AckedSnapshot == snapshot {
 		return false
 	}
-	n.AckedVersion = v
+	n.AckedVersion, n.AckedSnapshot = v, snapshot
 	return true
 }
 
@@ -229,7 +233,7 @@ func (t *nodeTracker) Polled(p tenantfeed.Poll) {
 		t.nodes[p.Node] = n
 	}
 	now := time.Now()
-	n.Workers = MergeWorkers(n.Workers, []Worker{{Token: p.Worker, Version: p.Applied, Seen: now}})
+	n.Workers = MergeWorkers(n.Workers, []Worker{{Token: p.Worker, Version: p.Applied, Replicas: p.Replicas, Seen: now}})
 	changed := Settle(n, now)
 	cb := t.onChange
 	t.mu.Unlock()

@@ -168,6 +168,8 @@ pub struct Config {
     /// Whether the control plane feeds tenant changes (see delta.rs): polled through the
     /// reports cluster.
     pub feed: bool,
+    /// The live replica count as the control plane last told it (the quota's, if any).
+    pub replicas: u64,
 }
 
 /// What the data path needs of a tenant, computed once per configuration.
@@ -296,6 +298,7 @@ struct Frame {
     reports: Option<Reports>,
     backlog: BacklogPolicy,
     feed: bool,
+    replicas: u64,
 }
 
 impl Frame {
@@ -332,6 +335,7 @@ impl Frame {
             })
             .collect();
         Ok(Frame {
+            replicas: doc.quota.as_ref().map_or(1, |q| q.replicas.max(1)),
             version: doc.version,
             protocol: doc.protocol,
             default_tenant: doc.default_tenant,
@@ -414,6 +418,7 @@ impl Config {
             reports: frame.reports,
             backlog: frame.backlog,
             feed: frame.feed,
+            replicas: frame.replicas,
         })
     }
 

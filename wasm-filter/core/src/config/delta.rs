@@ -30,7 +30,7 @@ impl Config {
     pub fn with_delta(&self, bytes: &[u8], known: &mut Tenants) -> Result<Config, ConfigError> {
         let delta: Delta = serde_json::from_slice(bytes).map_err(|e| ConfigError::Json(e.to_string()))?;
         let replicas = delta.replicas.max(1);
-        let before = self.quota.as_ref().map_or(1, |q| q.replicas.max(1));
+        let before = self.replicas;
         let known = &mut known.0[self.protocol.index()];
         // Each tenant with its key, and whether it is parsed for this configuration.
         let mut entries: Vec<Option<(TenantKey, Parsed, bool)>> = if delta.full {
@@ -106,6 +106,7 @@ impl Config {
             reports: self.reports.clone(),
             backlog: self.backlog,
             feed: self.feed,
+            replicas,
         };
         let config = Config::assemble(frame, kept, parsed)?;
         if delta.full {
