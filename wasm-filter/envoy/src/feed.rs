@@ -15,6 +15,10 @@ use crate::{root, state};
 /// The control plane holds a poll 20 s when nothing changes (tenantfeed.Hold).
 const TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A poll unanswered this long is polled again (its answer, should it come, is dropped): the
+/// control plane answers within 20 s, so it was lost.
+const GIVE_UP_NS: u64 = 25_000_000_000;
+
 /// After a failed poll, the next one waits this long.
 const RETRY_NS: u64 = 1_000_000_000;
 
@@ -24,6 +28,8 @@ const PATH: &str = "/v1/tenants";
 struct Poll {
     /// The outstanding call and when to give up on it.
     pending: Option<(u32, u64)>,
+    /// The root context that made it: its answer goes there, and is lost with it.
+    root: u32,
     retry_at: u64,
     /// Whether the last poll failed (logged on change).
     failing: bool,
@@ -53,14 +59,23 @@ pub fn configured(protocol: Protocol, now: u64) {
     });
 }
 
-/// From the ticking root context: opens each protocol's poll when none is open.
-pub fn tick(root: &dyn Context, now: u64) {
+/// A root context is gone, and the answers to the polls it made with it: they are polled again.
+pub fn root_gone(root: u32) {
+    FEED.with(|f| {
+        for p in f.borrow_mut().polls.iter_mut().filter(|p| p.root == root) {
+            p.pending = None;
+        }
+    });
+}
+
+/// From the ticking root context `id`: opens each protocol's poll when none is open.
+pub fn tick(root: &dyn Context, id: u32, now: u64) {
     for protocol in Protocol::ALL {
-        poll(root, protocol, now);
+        poll(root, id, protocol, now);
     }
 }
 
-fn poll(root: &dyn Context, protocol: Protocol, now: u64) {
+fn poll(root: &dyn Context, id: u32, protocol: Protocol, now: u64) {
     let Some(config) = state::active(protocol).filter(|c| c.feed) else {
         return;
     };
@@ -90,7 +105,10 @@ fn poll(root: &dyn Context, protocol: Protocol, now: u64) {
     FEED.with(|f| {
         let p = &mut f.borrow_mut().polls[protocol.index()];
         match call {
-            Ok(token) => p.pending = Some((token, now + TIMEOUT.as_nanos() as u64 + 1_000_000_000)),
+            Ok(token) => {
+                p.pending = Some((token, now + GIVE_UP_NS));
+                p.root = id;
+            }
             Err(e) => failed(p, now, &format!("cannot call cluster {}: {e:?}", target.cluster)),
         }
     });

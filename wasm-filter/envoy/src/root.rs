@@ -58,15 +58,21 @@ impl Root {
     }
 }
 
+impl Drop for Root {
+    fn drop(&mut self) {
+        feed::root_gone(self.id);
+    }
+}
+
 impl Context for Root {
     fn on_http_call_response(&mut self, token_id: u32, _num_headers: usize, body_size: usize, _num_trailers: usize) {
         let now = clock::now_ns();
         match feed::answer(self, token_id, body_size, now) {
             feed::Answer::NotOurs => {}
-            feed::Answer::Nothing => return feed::tick(self, now),
+            feed::Answer::Nothing => return feed::tick(self, self.id, now),
             feed::Answer::Install(config) => {
                 self.install(*config);
-                return feed::tick(self, now);
+                return feed::tick(self, self.id, now);
             }
         }
         if !reports::answer(self, token_id) {
@@ -84,8 +90,12 @@ impl RootContext for Root {
         match state::parse(&bytes) {
             Ok(config) => {
                 self.protocol = Some(config.protocol);
-                feed::configured(config.protocol, clock::now_ns());
+                let now = clock::now_ns();
+                feed::configured(config.protocol, now);
                 self.install(config);
+                // At once, not at the next tick: until a worker has polled, the control plane
+                // cannot count it among the node's workers that must run a newer version.
+                feed::tick(self, self.id, now);
                 true
             }
             Err(e) => {
@@ -100,7 +110,7 @@ impl RootContext for Root {
         waiters::tick(self.id, now);
         quota::tick(self, now);
         reports::tick(self, now);
-        feed::tick(self, now);
+        feed::tick(self, self.id, now);
         metrics::flush();
     }
 
