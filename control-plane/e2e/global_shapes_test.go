@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -24,18 +26,46 @@ import (
 // replica is added are left out.
 //
 // `make test` runs a replica added at 1.33x (WEIGHSTATION_GLOBAL_SHAPES unset); `make
-// test-global-shapes` (part of `make test-clusters`) runs every shape at 1.33x and 10x. The
+// test-global-shapes` (part of `make test-clusters`) runs every shape at 1.33x and 10x
+// (WEIGHSTATION_GLOBAL_SHAPES=full). A comma-separated list of shapes, each optionally with its
+// load (WEIGHSTATION_GLOBAL_SHAPES=stall-delay/10x,stall), runs only those. The
 // stall is not the smoke: its first window loses 3–5% while the stalled share moves, at the
 // edge of the tolerance.
 func TestGlobalLimitSharesFollowDemand(t *testing.T) {
-	all := os.Getenv("WEIGHSTATION_GLOBAL_SHAPES") == "full"
+	env := os.Getenv("WEIGHSTATION_GLOBAL_SHAPES")
+	selected, ran := shapesSelected(env), 0
 	for _, s := range globalShapes {
 		for _, factor := range []float64{1.33, 10} {
-			if !all && (s.name != "replica-added" || factor != 1.33) {
+			if !selected(s.name, factor) {
 				continue
 			}
+			ran++
 			t.Run(fmt.Sprintf("%s/%gx", s.name, factor), func(t *testing.T) { runGlobalShape(t, s, factor) })
 		}
+	}
+	if ran == 0 {
+		t.Fatalf("WEIGHSTATION_GLOBAL_SHAPES=%q selects no shape", env)
+	}
+}
+
+// shapesSelected tells which shape and load a WEIGHSTATION_GLOBAL_SHAPES value runs: unset, a
+// replica added at 1.33x; "full", all; else a comma-separated list of shape names, each with
+// an optional load ("stall-delay/10x").
+func shapesSelected(env string) func(name string, factor float64) bool {
+	switch env {
+	case "":
+		return func(name string, factor float64) bool { return name == "replica-added" && factor == 1.33 }
+	case "full":
+		return func(string, float64) bool { return true }
+	}
+	return func(name string, factor float64) bool {
+		for _, item := range strings.Split(env, ",") {
+			shape, load, withLoad := strings.Cut(strings.TrimSpace(item), "/")
+			if shape == name && (!withLoad || load == fmt.Sprintf("%gx", factor)) {
+				return true
+			}
+		}
+		return false
 	}
 }
 
@@ -134,6 +164,10 @@ func runGlobalShape(t *testing.T, s globalShape, factor float64) {
 		s.change(t, run)
 		time.Sleep(s.exempt)
 	}
+	traced := func() {}
+	if os.Getenv("WEIGHSTATION_GLOBAL_SHAPES_TRACE") != "" {
+		traced = traceShares(t, gs, received, 2*shapeWindow)
+	}
 	var rates []string
 	for w := range 2 {
 		from := time.Now()
@@ -150,6 +184,7 @@ func runGlobalShape(t *testing.T, s globalShape, factor float64) {
 			t.Errorf("window %d: admitted %.1f msg/s, outside ±5%% of %.0f (second by second: %s)", w+1, rate, shapeLimit, strings.Join(perSecond, " "))
 		}
 	}
+	traced()
 	t.Logf("%s at %gx (%.0f msg/s offered per connection, connections %v): admitted %s of %.0f/s; shares %v",
 		s.name, factor, run.perConn, s.connections, strings.Join(rates, ", "), shapeLimit, gs.shares(t, "shaped"))
 	// Publishers stop before their connections close (those cleanups run first).
@@ -232,4 +267,46 @@ func (r *shapeRun) addReplica(t *testing.T, replica int) {
 	}
 	r.gs.replicas++
 	r.connectAndPublish(t, replica, 3)
+}
+
+// traceShares logs, every 250 ms for `span`, each replica's share, demand, fallback and
+// messages accepted and delayed, and what reached the broker (WEIGHSTATION_GLOBAL_SHAPES_TRACE).
+// The function returned waits for it to end.
+func traceShares(t *testing.T, gs *replicatedStack, received *collector, span time.Duration) func() {
+	stats := []string{"weighstation_quota_share_ppm.protocol.nats.tenant.shaped", "weighstation_quota_demand.protocol.nats.tenant.shaped",
+		"weighstation_quota_fallback", "weighstation_messages_accepted.protocol.nats.tenant.shaped", "weighstation_messages_delayed.protocol.nats.tenant.shaped"}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		start := time.Now()
+		last := start
+		prev := map[string]float64{}
+		for time.Since(start) < span {
+			time.Sleep(250 * time.Millisecond)
+			now := time.Now()
+			line := fmt.Sprintf("trace %6.2fs broker %4d |", now.Sub(start).Seconds(), received.deliveredBetween(last, now))
+			for r := range gs.replicas {
+				resp, err := http.Get("http://" + addr(gs.ports.Admin+r) + "/stats")
+				if err != nil {
+					continue
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				v := map[string]float64{}
+				for _, l := range strings.Split(string(body), "\n") {
+					for _, st := range stats {
+						if x, ok := strings.CutPrefix(l, "wasmcustom."+st+": "); ok {
+							v[st], _ = strconv.ParseFloat(strings.TrimSpace(x), 64)
+						}
+					}
+				}
+				acc, del := fmt.Sprintf("%d/%s", r, stats[3]), fmt.Sprintf("%d/%s", r, stats[4])
+				line += fmt.Sprintf(" r%d share %6.0f demand %4.0f fb %.0f acc %4.0f del %4.0f |", r, v[stats[0]], v[stats[1]], v[stats[2]], v[stats[3]]-prev[acc], v[stats[4]]-prev[del])
+				prev[acc], prev[del] = v[stats[3]], v[stats[4]]
+			}
+			last = now
+			t.Log(line)
+		}
+	}()
+	return func() { <-done }
 }
