@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -261,12 +262,27 @@ func (r *shapeRun) stallBetweenBursts(t *testing.T, replica, burst int, every ti
 }
 
 // addReplica starts one more Envoy and connects the shape's connections for it.
+// The new count reaches the replicas already running through the tenant feed: their filter
+// configuration (ECDS) is not sent again.
 func (r *shapeRun) addReplica(t *testing.T, replica int) {
+	first := "weighstation-local-" + strconv.Itoa(r.gs.ports.Admin)
+	before := ecdsVersionAt(t, r.gs.ports.Admin, "weighstation.nats")
 	if _, err := r.gs.stack.AddEnvoy(); err != nil {
 		t.Fatalf("adding replica %d: %v", replica, err)
 	}
 	r.gs.replicas++
 	r.connectAndPublish(t, replica, 3)
+	counted := "+replicas=" + strconv.Itoa(r.gs.replicas)
+	took := eventually(t, 5*time.Second, "replica 0's workers divide by the new count", func() bool {
+		st, err := r.gs.stack.ControlPlaneStatus()
+		return err == nil && slices.ContainsFunc(st.Nodes, func(n localstack.NodeStatus) bool {
+			return n.ID == first && strings.HasSuffix(n.AckedSnapshot, counted)
+		})
+	})
+	if after := ecdsVersionAt(t, r.gs.ports.Admin, "weighstation.nats"); after != before {
+		t.Errorf("a replica added sent replica 0 a new filter configuration: ECDS %s, then %s", before, after)
+	}
+	t.Logf("replica 0 divides by %d replicas %s after the new one started", r.gs.replicas, took.Round(time.Millisecond))
 }
 
 // traceShares logs, every 250 ms for `span`, each replica's share, demand, fallback and

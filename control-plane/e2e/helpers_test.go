@@ -258,9 +258,12 @@ func certPool(t *testing.T, file string) *x509.CertPool {
 
 // ecdsVersion is the version of the filter configuration (ECDS resource) name that Envoy runs,
 // from its admin config_dump.
-func ecdsVersion(t *testing.T, name string) string {
+func ecdsVersion(t *testing.T, name string) string { return ecdsVersionAt(t, ports.Admin, name) }
+
+// ecdsVersionAt is ecdsVersion of the Envoy whose admin listens on adminPort.
+func ecdsVersionAt(t *testing.T, adminPort int, name string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + addr(ports.Admin) + "/config_dump?resource=ecds_filters")
+	resp, err := http.Get("http://" + addr(adminPort) + "/config_dump?resource=ecds_filters")
 	if err != nil {
 		t.Fatal(err)
 	}
