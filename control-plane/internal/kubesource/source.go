@@ -100,6 +100,9 @@ func (s *Source) Run(ctx context.Context) error {
 	informers := map[schema.GroupVersionResource]cache.SharedIndexInformer{}
 	for _, gvr := range []schema.GroupVersionResource{LimitPolicies, GatewayDefaults} {
 		inf := factory.ForResource(gvr).Informer()
+		if err := inf.SetTransform(slim); err != nil {
+			return err
+		}
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(any) { s.Wake() },
 			// Not the echo of a status write (this replica's own, at up to 50 a second while

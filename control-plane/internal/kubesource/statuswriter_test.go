@@ -155,3 +155,28 @@ func TestReconcileDoesNotWaitForStatusWrites(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 }
+
+// The informer keeps neither managedFields nor kubectl's copy of the applied object; the rest
+// of the metadata, the spec and the status stay.
+func TestSlim(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{"kind": "LimitPolicy", "spec": map[string]any{"tenant": "a"},
+		"status": map[string]any{"observedGeneration": int64(1)}}}
+	u.SetName("a")
+	u.SetGeneration(1)
+	u.SetAnnotations(map[string]string{lastApplied: `{"spec":{}}`, "team": "x"})
+	u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl"}})
+	out, err := slim(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := out.(*unstructured.Unstructured)
+	if len(s.GetManagedFields()) != 0 || s.GetAnnotations()[lastApplied] != "" {
+		t.Fatalf("managedFields or the last-applied annotation kept: %v", s.Object["metadata"])
+	}
+	if s.GetAnnotations()["team"] != "x" || s.GetName() != "a" || s.GetGeneration() != 1 || fromUnstructured(s).Spec["tenant"] != "a" {
+		t.Fatalf("more dropped than meant: %v", s.Object)
+	}
+	if g, _, _ := unstructured.NestedInt64(s.Object, "status", "observedGeneration"); g != 1 {
+		t.Fatal("status dropped")
+	}
+}
