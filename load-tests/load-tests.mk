@@ -7,7 +7,7 @@ load_tests_default_goal := $(.DEFAULT_GOAL)
 LOAD_TESTS_SOURCES := $(shell find load-tests -path load-tests/k6 -prune -o \( -name '*.go' -o -name go.mod -o -name go.sum -o -name '*.yaml' \) -print)
 K6_SOURCES := $(shell find load-tests/k6 -name '*.go' -o -name go.mod -o -name go.sum)
 
-.PHONY: bench bench-cpu bench-nats bench-quick bench-tenants bench-quota bench-install k6 test-load-harness lint-load-tests
+.PHONY: bench bench-cpu bench-nats bench-quick bench-tenants bench-tenants-kube bench-quota bench-install k6 test-load-harness lint-load-tests
 
 # weighstation-bench, the benchmark suite and k6 (v1.8.1 with k6/x/weighstation) into .tools/bin.
 bench-install: $(BIN)/weighstation-bench $(BIN)/weighstation-benchsuite $(BIN)/k6
@@ -53,6 +53,15 @@ bench: tools wasm control-plane $(BIN)/weighstation-benchsuite bench-tenants ben
 TENANTS ?= 10,1000,10000,100000
 bench-tenants: tools wasm control-plane $(BIN)/weighstation-tenantscale
 	$(BIN)/weighstation-tenantscale -root $(ROOT) -out $(ROOT)/docs/benchmarks/tenants -tenants $(TENANTS)
+
+# The same with the policies as LimitPolicy objects of a real kube-apiserver and etcd (~15 minutes
+# at 10,000): all created with one kubectl apply (timed), each change a kubectl apply timed from
+# its return, then how long the control plane took to write every object's status; rows labelled
+# kubernetes in the same README (TENANTS_KUBE to pick rungs).
+TENANTS_KUBE ?= 10000
+bench-tenants-kube: tools wasm control-plane $(BIN)/weighstation-tenantscale
+	@scripts/install-tools.sh k8s kubectl
+	$(BIN)/weighstation-tenantscale -root $(ROOT) -out $(ROOT)/docs/benchmarks/tenants -source kubernetes -tenants $(TENANTS_KUBE)
 
 # The quota service at scale (~6 minutes): the real `weighstation quota` on one Redis, on
 # Sentinel and on a Cluster, each posted the filter's reports by 100 replicas (then 10, on a fresh

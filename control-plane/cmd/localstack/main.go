@@ -101,6 +101,17 @@ func run(root, wasm string) error {
 		// of POLICY_DIR to name (the CPU benchmark's tenant without a consume limit).
 		ExtraNATSUsers: strings.Fields(os.Getenv("EXTRA_NATS_USERS")),
 	}
+	// POLICY_KUBECONFIG=<file> has the control plane take its policies from the LimitPolicy and
+	// GatewayDefaults objects of that API server instead of POLICY_DIR (--policy-source=kubernetes),
+	// PLATFORM_NAMESPACE (default weighstation) its own namespace (the tenant-scale benchmark).
+	if kubeconfig := os.Getenv("POLICY_KUBECONFIG"); kubeconfig != "" {
+		ns := os.Getenv("PLATFORM_NAMESPACE")
+		if ns == "" {
+			ns = "weighstation"
+		}
+		cfg.Kubernetes = &localstack.KubernetesPolicies{Kubeconfig: kubeconfig, Namespace: ns}
+		policyDir = "objects of the API server of " + kubeconfig
+	}
 	fmt.Printf("starting %d nats-server, %d kafka broker, the control plane and %d envoy…\n", natsServers, kafkaBrokers, replicas)
 	s, err := localstack.Start(ctx, cfg)
 	if err != nil {

@@ -55,8 +55,11 @@ type Source struct {
 	// held is, per object, the generation in force and the content hashes of the published
 	// sets that hold it.
 	held map[string]*holding
-	// told is, per LimitPolicy, what its status and Events last said of its usage.
+	// told is, per LimitPolicy, what its status and Events last said of its usage (the status
+	// writer's alone).
 	told map[string]*told
+	// status is what the status writer is to write next (statuswriter.go).
+	status statusMailbox
 }
 
 type holding struct {
@@ -79,7 +82,8 @@ func New(cfg Config) (*Source, error) {
 		return nil, err
 	}
 	return &Source{cfg: cfg, client: client, kube: kube, eval: newEvaluator(cfg.PlatformNamespace),
-		wake: make(chan struct{}, 1), held: map[string]*holding{}, told: map[string]*told{}}, nil
+		wake: make(chan struct{}, 1), held: map[string]*holding{}, told: map[string]*told{},
+		status: statusMailbox{ready: make(chan struct{}, 1)}}, nil
 }
 
 // Wake asks for a reconcile soon: an object changed, or a gateway acknowledged or refused.
@@ -96,9 +100,18 @@ func (s *Source) Run(ctx context.Context) error {
 	informers := map[schema.GroupVersionResource]cache.SharedIndexInformer{}
 	for _, gvr := range []schema.GroupVersionResource{LimitPolicies, GatewayDefaults} {
 		inf := factory.ForResource(gvr).Informer()
+		if err := inf.SetTransform(slim); err != nil {
+			return err
+		}
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { s.Wake() },
-			UpdateFunc: func(any, any) { s.Wake() },
+			AddFunc: func(any) { s.Wake() },
+			// Not the echo of a status write (this replica's own, at up to 50 a second while
+			// thousands of objects are new): the tick reconciles those.
+			UpdateFunc: func(old, cur any) {
+				if evaluated(old) != evaluated(cur) {
+					s.Wake()
+				}
+			},
 			DeleteFunc: func(any) { s.Wake() },
 		}); err != nil {
 			return err
@@ -113,6 +126,11 @@ func (s *Source) Run(ctx context.Context) error {
 	elected := make(chan struct{})
 	go func() { s.elect(ctx); close(elected) }()
 	defer func() { <-elected }() // a stopping replica releases the Lease before it exits
+	// Status is written beside the reconciles, never in their way: at 50 writes a second,
+	// 10,000 new objects' status takes minutes, and a policy change must not wait behind it.
+	written := make(chan struct{})
+	go func() { s.writeStatusLoop(ctx); close(written) }()
+	defer func() { <-written }()
 	// The tick notices gateways that went away (and retries status a failed write left stale).
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -172,22 +190,11 @@ func (s *Source) reconcile(ctx context.Context, defaults, policies []any) {
 	if !s.leader.Load() {
 		return
 	}
-	nodes, partial := s.cfg.Gateways(ctx)
-	for ref, v := range ev.Verdicts {
-		u := stored[ref]
-		var held []string
-		if h := s.held[ref]; h != nil && h.uid == string(u.GetUID()) && h.generation == v.InForce {
-			held = h.hashes
-		}
-		prog := programmed(v, held, nodes, v.Generation)
-		if partial != nil && prog.Status == metav1.ConditionTrue {
-			// Not every gateway is known: a refusal on another replica's could be missing.
-			prog.Status, prog.Reason = metav1.ConditionFalse, ReasonPending
-			prog.Message += " of this replica's; the other replicas could not be listed: " + partial.Error()
-		}
-		s.writeStatus(ctx, u, []metav1.Condition{acceptedCondition(v), prog}, v.Earlier)
+	held := make(map[string]holding, len(s.held))
+	for ref, h := range s.held {
+		held[ref] = holding{uid: h.uid, generation: h.generation, hashes: slices.Clone(h.hashes)}
 	}
-	s.tellUsage(ctx, usageTargets(ev, stored), time.Now())
+	s.status.offer(&statusWork{ev: ev, stored: stored, held: held})
 }
 
 // writeStatus patches the object's status when its conditions or the earlier generation it

@@ -74,13 +74,16 @@ func usageTargets(ev evaluation, stored map[string]*unstructured.Unstructured) [
 
 // tellUsage writes each LimitPolicy in force its tenant's last minute, and an Event when its
 // refusals start ("Refusing", told again every refusingEvery while they go on) and stop
-// ("Recovered").
-func (s *Source) tellUsage(ctx context.Context, targets []usageTarget, now time.Time) {
+// ("Recovered"). It leaves off when stop says so.
+func (s *Source) tellUsage(ctx context.Context, targets []usageTarget, now time.Time, stop func() bool) {
 	if s.cfg.Usage == nil {
 		return
 	}
 	seen := map[string]bool{}
 	for _, t := range targets {
+		if stop() {
+			return // before forgetting those not seen
+		}
 		ref := fromUnstructured(t.obj).ref()
 		seen[ref] = true
 		st := s.told[ref]

@@ -17,8 +17,13 @@ import (
 
 // rung is one tenant count's figures.
 type rung struct {
+	source  string // files or kubernetes
 	tenants int
-	start   time.Duration
+	// kubernetes: how long kubectl apply of the N objects took, and from the control plane's
+	// start to every object's conditions current (seen, every 10 s) and to the last object's
+	// status written.
+	created, conditionsDone, statusDone time.Duration
+	start                               time.Duration
 	// inForce is each timed change, from the write to the first refusal; acked each rewrite
 	// back, from the write to the acknowledgement.
 	inForce, acked []time.Duration
@@ -74,9 +79,41 @@ func writePolicies(n int) func(dir string) error {
 	}
 }
 
-func measure(root string, n, changes int) (rung, error) {
-	r := rung{tenants: n}
-	st, err := localstack.Start(root, writePolicies(n), "EXTRA_NATS_USERS="+measured)
+// source is where the stack's policies come from and how one changes: files (one per tenant
+// in the stack's policy directory) or LimitPolicy objects of a real kube-apiserver.
+type source interface {
+	// change sets the measured tenant's rate; the time returned is when the change was made
+	// (before the file write, at kubectl apply's return).
+	change(st *localstack.Stack, perSecond int) (time.Time, error)
+}
+
+type files struct{}
+
+func (files) change(st *localstack.Stack, perSecond int) (time.Time, error) {
+	wrote := time.Now()
+	return wrote, os.WriteFile(filepath.Join(st.PolicyDir(), measured+".yaml"), []byte(policy(0, perSecond)), 0o644)
+}
+
+func measure(root, kind string, n, changes int) (rung, error) {
+	r := rung{source: kind, tenants: n}
+	var (
+		st   *localstack.Stack
+		src  source
+		kube *kubeSource
+		err  error
+	)
+	if kind == "kubernetes" {
+		if kube, err = startKube(root, n, &r); err != nil {
+			return r, err
+		}
+		defer kube.stop()
+		src = kube
+		st, err = localstack.Start(root, func(string) error { return nil }, "EXTRA_NATS_USERS="+measured,
+			"POLICY_KUBECONFIG="+kube.api.Kubeconfig, "PLATFORM_NAMESPACE="+platformNS)
+	} else {
+		src = files{}
+		st, err = localstack.Start(root, writePolicies(n), "EXTRA_NATS_USERS="+measured)
+	}
 	if err != nil {
 		return r, err
 	}
@@ -106,36 +143,45 @@ func measure(root string, n, changes int) (rung, error) {
 	stop := make(chan struct{})
 	defer close(stop)
 	go publish(nc, stop)
-	file := filepath.Join(st.PolicyDir(), measured+".yaml")
 	for range changes {
 		version, err := st.AckedVersion()
 		if err != nil {
 			return r, err
 		}
 		drain(refusals)
-		wrote := time.Now()
-		if err := os.WriteFile(file, []byte(policy(0, 1)), 0o644); err != nil {
+		wrote, err := src.change(st, 1)
+		if err != nil {
 			return r, err
 		}
 		select {
 		case at := <-refusals:
 			r.inForce = append(r.inForce, at.Sub(wrote))
 		case <-time.After(time.Minute):
-			return r, fmt.Errorf("the change was not in force a minute after the write")
+			return r, fmt.Errorf("the change was not in force a minute after it was made")
 		}
 		r.sampleRSS(procs)
 		if err := st.WaitAcked(context.Background(), version, time.Minute); err != nil {
 			return r, err
 		}
 		version, _ = st.AckedVersion()
-		wrote = time.Now()
-		if err := os.WriteFile(file, []byte(policy(0, 1000)), 0o644); err != nil {
+		wrote, err = src.change(st, 1000)
+		if err != nil {
 			return r, err
 		}
 		if err := st.WaitAcked(context.Background(), version, time.Minute); err != nil {
 			return r, err
 		}
 		r.acked = append(r.acked, time.Since(wrote))
+		r.sampleRSS(procs)
+	}
+	if kube != nil {
+		cpStart, err := processStart(procs["control-plane"])
+		if err != nil {
+			return r, err
+		}
+		if r.conditionsDone, r.statusDone, err = kube.statusWritten(cpStart, n); err != nil {
+			return r, err
+		}
 		r.sampleRSS(procs)
 	}
 	return r, nil
