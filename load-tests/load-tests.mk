@@ -21,6 +21,10 @@ $(BIN)/weighstation-benchsuite: $(LOAD_TESTS_SOURCES)
 $(BIN)/weighstation-tenantscale: $(LOAD_TESTS_SOURCES)
 	cd load-tests && go build -o $@ ./cmd/weighstation-tenantscale
 
+# In the control-plane module: etcd and kube-apiserver as the e2e tests run them.
+$(BIN)/weighstation-kubeapi: $(GO_SOURCES)
+	cd control-plane && go build -o $@ ./cmd/kubeapi
+
 # In the control-plane module: it starts the quota store with the local stack's own code.
 $(BIN)/weighstation-quotabench: $(GO_SOURCES)
 	cd control-plane && go build -o $@ ./cmd/quotabench
@@ -59,7 +63,7 @@ bench-tenants: tools wasm control-plane $(BIN)/weighstation-tenantscale
 # its return, then how long the control plane took to write every object's status; rows labelled
 # kubernetes in the same README (TENANTS_KUBE to pick rungs).
 TENANTS_KUBE ?= 10000
-bench-tenants-kube: tools wasm control-plane $(BIN)/weighstation-tenantscale
+bench-tenants-kube: tools wasm control-plane $(BIN)/weighstation-tenantscale $(BIN)/weighstation-kubeapi
 	@scripts/install-tools.sh k8s kubectl
 	$(BIN)/weighstation-tenantscale -root $(ROOT) -out $(ROOT)/docs/benchmarks/tenants -source kubernetes -tenants $(TENANTS_KUBE)
 

@@ -63,7 +63,7 @@ func startKube(root string, n int, r *rung) (*kubeSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	api, err := kubeapi.Start(dir, filepath.Join(root, ".tools", "k8s", "bin"))
+	api, err := kubeapi.Start(dir, filepath.Join(root, ".tools", "bin"), filepath.Join(root, ".tools", "k8s", "bin"))
 	if err != nil {
 		return nil, err
 	}
