@@ -242,6 +242,9 @@ func serve(args []string) int {
 			}
 		}()
 	}
+	if server.Feed() != nil {
+		go healSilentGateways(ctx, server, fleet)
+	}
 	kept := make(chan struct{})
 	go func() { errs <- keepCurrent(); close(kept) }()
 	log.Info("weighstation control plane serving", "xds", xdsLis.Addr().String(), "http", httpLis.Addr().String(), "ops", opsLis.Addr().String(), "policies", source.describe())
@@ -447,4 +450,24 @@ func kafkaRanges(cs []xds.KafkaCluster) []discovery.Range {
 		out = append(out, c.Range())
 	}
 	return out
+}
+
+// healSilentGateways has the server send its filter configuration again, every 5 s if need be,
+// to a gateway whose filter runs no worker (xds.Server.HealSilent), judged by every replica's
+// view of the gateways.
+func healSilentGateways(ctx context.Context, server *xds.Server, fleet *kubesource.Fleet) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		nodes, err := fleet.Nodes(ctx)
+		if err != nil {
+			continue // the peers are not all known: a worker polling one of them would be missed
+		}
+		server.HealSilent(nodes)
+	}
 }

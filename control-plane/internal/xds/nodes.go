@@ -27,6 +27,8 @@ type NodeStatus struct {
 	NackedVersion string    `json:"nackedVersion,omitempty"`
 	NackReason    string    `json:"nackReason,omitempty"`
 	LastSeen      time.Time `json:"lastSeen"`
+	// AckedAt is when the node last acknowledged a filter configuration (ECDS).
+	AckedAt time.Time `json:"ackedAt,omitzero"`
 	// Workers are the node's filter workers that poll the tenant feed (internal/tenantfeed),
 	// each with the version it runs: once every live one runs the same, that is AckedVersion.
 	Workers []Worker `json:"workers,omitempty"`
@@ -99,6 +101,8 @@ type nodeTracker struct {
 	// onConnected is told the count of connected nodes and the port offset of the node that
 	// just spoke, before its request is answered.
 	onConnected func(connected, offset int)
+	// onNack is told of every NACK.
+	onNack func()
 }
 
 func newNodeTracker() *nodeTracker {
@@ -157,22 +161,25 @@ func (t *nodeTracker) OnStreamRequest(id int64, req *discoveryv3.DiscoveryReques
 	}
 	n.Connected = true
 	n.LastSeen = time.Now()
-	changed := false
+	changed, nacked := false, false
 	if req.GetTypeUrl() == resourcev3.ExtensionConfigType && req.GetResponseNonce() == "" && req.GetVersionInfo() != "" {
 		// A node (re)connecting names the version it runs. When that is the current snapshot's
 		// (the same policy, gateway and module: see snapshotVersion), no response follows and
 		// so no ACK: this is its acknowledgement. Otherwise the response's ACK follows.
 		n.AckedVersion = policyVersion(req.GetVersionInfo())
 		n.AckedSnapshot = req.GetVersionInfo()
+		n.AckedAt = time.Now()
 		changed = true
 	}
 	if req.GetTypeUrl() == resourcev3.ExtensionConfigType && req.GetResponseNonce() != "" {
 		if req.GetErrorDetail() != nil {
 			n.NackedVersion = policyVersion(t.nonceVersions[id][req.GetResponseNonce()])
 			n.NackReason = req.GetErrorDetail().GetMessage()
+			nacked = true
 		} else {
 			n.AckedVersion = policyVersion(req.GetVersionInfo())
 			n.AckedSnapshot = req.GetVersionInfo()
+			n.AckedAt = time.Now()
 			// Only a later version clears a NACK. Envoy acknowledges a version it refused when
 			// it is sent again (the control plane answers a NACK by resending): its extension
 			// config provider skips a configuration it already has seen, refused or not, and
@@ -183,8 +190,11 @@ func (t *nodeTracker) OnStreamRequest(id int64, req *discoveryv3.DiscoveryReques
 		}
 		changed = true
 	}
-	cb, connectedCb, connected := t.onChange, t.onConnected, t.connectedLocked()
+	cb, connectedCb, connected, nackCb := t.onChange, t.onConnected, t.connectedLocked(), t.onNack
 	t.mu.Unlock()
+	if nacked && nackCb != nil {
+		nackCb()
+	}
 	if connectedCb != nil {
 		connectedCb(connected, portOffset(req.GetNode()))
 	}

@@ -75,3 +75,24 @@ func TestWorkersPollsAcknowledgeTheFeedsVersions(t *testing.T) {
 		t.Errorf("workers' later polls at another control plane: %+v", n)
 	}
 }
+
+// A node connected here that acknowledged a filter configuration a while ago but whose workers
+// never polled the tenant feed is sent it again, at most nackResends times; one whose workers
+// poll at another control plane (the merged view) is not.
+func TestASilentNodeIsSentItsConfigurationAgain(t *testing.T) {
+	s := NewServer(Gateway{Reports: &Reports{Address: "127.0.0.1:1"}})
+	_ = s.nodes.OnStreamRequest(1, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "envoy-a"},
+		TypeUrl: resourcev3.ExtensionConfigType, VersionInfo: "3-abc" + gatewaySuffix + "f00"})
+	s.nodes.nodes["envoy-a"].AckedAt = time.Now().Add(-2 * silentAfter)
+	polled := []NodeStatus{{ID: "envoy-a", Workers: []Worker{{Token: "1", Version: "3-abc", Seen: time.Now()}}}}
+	s.HealSilent(polled)
+	if s.resent != 0 {
+		t.Errorf("a node whose workers poll another replica was sent its configuration again")
+	}
+	for range nackResends + 2 {
+		s.HealSilent([]NodeStatus{{ID: "envoy-a"}})
+	}
+	if s.resent != nackResends {
+		t.Errorf("a silent node: sent again %d times, want %d", s.resent, nackResends)
+	}
+}

@@ -77,6 +77,9 @@ type Server struct {
 	// frame identifies what the published filter configurations hold besides their tenants
 	// (see frameOf): while a new set's is the same, the feed alone carries it.
 	frame string
+	// resent counts the times the current snapshot was sent again under a new version after a
+	// NACK (see resendSnapshot).
+	resent int
 }
 
 func NewServer(g Gateway) *Server {
@@ -89,6 +92,7 @@ func NewServer(g Gateway) *Server {
 		offsets:     map[int]bool{0: true},
 	}
 	s.nodes.onConnected = s.nodesChanged
+	s.nodes.onNack = s.resendSnapshot
 	if g.Reports != nil {
 		s.feed = tenantfeed.New()
 	}
@@ -103,6 +107,7 @@ func (s *Server) Publish(set *policy.Set, version string) error {
 	defer s.mu.Unlock()
 	s.set, s.version = set, version
 	if s.feed == nil {
+		s.resent = 0
 		return s.publishLocked()
 	}
 	frame, tenants, err := frameOf(set)
@@ -115,6 +120,7 @@ func (s *Server) Publish(set *policy.Set, version string) error {
 	if s.frame != "" && frame == s.frame {
 		return nil
 	}
+	s.resent = 0
 	return s.publishLocked()
 }
 
@@ -166,6 +172,7 @@ func snapshotVersion(set *policy.Set, version, fingerprint string, replicas int,
 const (
 	gatewaySuffix  = "+gateway="
 	replicasSuffix = "+replicas="
+	resentSuffix   = "+resent="
 )
 
 // gatewayFingerprint identifies the listeners, clusters and filter module a Gateway gives
@@ -258,7 +265,11 @@ func (s *Server) publishLocked() error {
 		if s.tls != nil {
 			res[resourcev3.SecretType] = s.tls.Secrets()
 		}
-		snap, err := cachev3.NewSnapshot(snapshotVersion(s.set, s.version, s.fingerprint, g.Replicas, s.feed != nil), res)
+		version := snapshotVersion(s.set, s.version, s.fingerprint, g.Replicas, s.feed != nil)
+		if s.resent > 0 {
+			version += resentSuffix + strconv.Itoa(s.resent)
+		}
+		snap, err := cachev3.NewSnapshot(version, res)
 		if err != nil {
 			return fmt.Errorf("building snapshot: %w", err)
 		}
@@ -287,6 +298,65 @@ func (s *Server) publishLocked() error {
 		s.frame = frame
 	}
 	return nil
+}
+
+// nackResends bounds how often one snapshot is sent again after NACKs, nackResendDelay the wait
+// before the first (doubling after).
+const (
+	nackResends     = 3
+	nackResendDelay = 2 * time.Second
+)
+
+// resendSnapshot sends the current snapshot again, under a new version, a while after an Envoy
+// refused it. Envoy never applies a version it has refused, even sent again; and a refusal can
+// be passing — a filter whose module Envoy was still fetching fails to load. Before the tenant
+// feed some later change soon brought a new version anyway; now one may not come for hours.
+func (s *Server) resendSnapshot() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.resent >= nackResends {
+		return
+	}
+	s.resent++
+	n := s.resent
+	time.AfterFunc(nackResendDelay<<(n-1), func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.resent != n {
+			return // published anew since
+		}
+		if err := s.publishLocked(); err != nil {
+			slog.Error("sending the filter configuration again after a NACK", "err", err)
+		}
+	})
+}
+
+// silentAfter is how long a node may have acknowledged a filter configuration without any of
+// its workers polling the tenant feed before it is sent the configuration again.
+const silentAfter = 10 * time.Second
+
+// HealSilent sends the filter configuration again, under a new version, when a node connected
+// here acknowledged it silentAfter ago and no worker of it polls the tenant feed (nodes: every
+// control plane replica's view, merged): its filter is not running. Envoy accepts a filter
+// whose remote module another filter was still fetching, and it fails closed; before the tenant
+// feed a later change soon replaced it, now one may not come for hours.
+func (s *Server) HealSilent(nodes []NodeStatus) {
+	if s.feed == nil {
+		return
+	}
+	here := map[string]bool{}
+	for _, n := range s.nodes.Nodes() {
+		if n.Connected && !n.AckedAt.IsZero() && time.Since(n.AckedAt) > silentAfter {
+			here[n.ID] = true
+		}
+	}
+	for _, n := range nodes {
+		if here[n.ID] && len(n.Workers) == 0 {
+			slog.Warn("a gateway runs no filter worker: sending its filter configuration again", "node", n.ID)
+			s.resendSnapshot()
+			return
+		}
+	}
 }
 
 // nodesChanged republishes when an Envoy with new ports appears or the count of connected Envoys
