@@ -69,6 +69,7 @@ func serve(args []string) int {
 	serveWasm := fs.String("serve-wasm", "", "serve this filter module at "+WasmPath+" on the HTTP listener; Envoy fetches it (through `weighstation bootstrap --wasm-host`) pinned by its sha256, from --wasm-url if given")
 	opsListen := fs.String("ops-listen", "", "listen address for the filter's usage reports and the operator's /usage, /usage/history and /decisions (which name clients and subjects), apart from /metrics and /status; default: --http-listen")
 	reportAddress := fs.String("report-address", "", "host:port at which Envoy reaches this control plane's ops listener, where the filter reports usage and decisions (default: --ops-listen, else --http-listen, unless its host is unspecified; \"off\": no reports)")
+	tenantFeed := fs.Bool("tenant-feed", true, "send a policy change of tenants alone, and the live replica count, to the filters as deltas they poll for (with reports); false: every change whole by ECDS")
 	decisionsPerSecond := fs.Uint("decisions-per-second", 10, "decisions each filter worker keeps per tenant and reason each second (the rest are counted)")
 	delayThreshold := fs.Duration("decision-delay-threshold", 100*time.Millisecond, "a message held at least this long is logged as a decision (0: delays are not)")
 	peersList := fs.String("peers", "", "ADDRESS,...: the other control plane replicas' ops listeners, where no DNS name lists them (--peers-dns)")
@@ -93,6 +94,7 @@ func serve(args []string) int {
 	if addr := reportsAddress(*reportAddress, opsAddress); addr != "" {
 		g.Reports = &xds.Reports{Address: addr, DecisionsPerSecond: uint32(*decisionsPerSecond), DelayThreshold: *delayThreshold}
 	}
+	g.NoTenantFeed = !*tenantFeed
 	if err := source.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "weighstation serve:", err)
 		return 2

@@ -102,6 +102,10 @@ type Gateway struct {
 	Replicas int
 	// Reports, when set, has the filter report usage and decisions to the control plane.
 	Reports *Reports
+	// NoTenantFeed sends every policy change whole by ECDS, as without reports (see
+	// internal/tenantfeed); the chart sets it until the feed holds with several control plane
+	// replicas.
+	NoTenantFeed bool
 	// kafkaAdvertisedAs is the address brokers advertise for KafkaListen when this gateway's
 	// listeners were moved (WithPortOffset): responses naming it are rewritten to KafkaListen.
 	kafkaAdvertisedAs string
@@ -370,7 +374,7 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 			}
 		}
 		fc.Reports = g.Reports.filter()
-		fc.Feed = g.Reports != nil
+		fc.Feed = g.Reports != nil && !g.NoTenantFeed
 		fc.Backlog = g.backlog()
 		ext, err := filterConfig(l.proto, g.Wasm, fc)
 		if err != nil {

@@ -93,7 +93,7 @@ func NewServer(g Gateway) *Server {
 	}
 	s.nodes.onConnected = s.nodesChanged
 	s.nodes.onNack = s.resendSnapshot
-	if g.Reports != nil {
+	if g.Reports != nil && !g.NoTenantFeed {
 		s.feed = tenantfeed.New()
 	}
 	return s
