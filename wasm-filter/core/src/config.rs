@@ -22,7 +22,9 @@ use crate::quota::QuotaService;
 use crate::report::Reports;
 
 mod delta;
+mod frame;
 mod reuse;
+use frame::Frame;
 pub use reuse::Tenants;
 use reuse::{Parsed, TenantKey, TenantsByJson};
 
@@ -126,14 +128,6 @@ struct Document<'a> {
     backlog: BacklogPolicy,
     #[serde(default)]
     feed: bool,
-}
-
-fn split_host_port(s: &str) -> Option<(String, i32)> {
-    let (host, port) = s.rsplit_once(':')?;
-    Some((
-        host.trim_start_matches('[').trim_end_matches(']').to_owned(),
-        port.parse().ok()?,
-    ))
 }
 
 /// A parsed configuration with its attribution tables built.
@@ -284,70 +278,6 @@ impl std::fmt::Display for ConfigError {
 /// A tenant as the control plane sent it (before a global tenant's concurrency is split).
 fn parse_tenant(raw: &RawValue) -> Result<Tenant, ConfigError> {
     serde_json::from_str(raw.get()).map_err(|e| ConfigError::Json(e.to_string()))
-}
-
-/// Everything of a configuration but its tenants.
-struct Frame {
-    version: String,
-    protocol: Protocol,
-    default_tenant: String,
-    broker_routes: Vec<((String, i32), (String, i32))>,
-    nats_listeners: Vec<(String, Rc<nats::Listener>)>,
-    kafka_clusters: Vec<Rc<kafka::Cluster>>,
-    quota: Option<QuotaService>,
-    reports: Option<Reports>,
-    backlog: BacklogPolicy,
-    feed: bool,
-    replicas: u64,
-}
-
-impl Frame {
-    fn of(doc: Document<'_>) -> Result<Frame, ConfigError> {
-        let mut broker_routes = Vec::new();
-        for r in &doc.broker_routes {
-            match (split_host_port(&r.upstream), split_host_port(&r.advertise)) {
-                (Some(up), Some(gw)) => broker_routes.push((up, gw)),
-                _ => {
-                    return Err(ConfigError::BadBrokerRoute(format!(
-                        "{} -> {}",
-                        r.upstream, r.advertise
-                    )))
-                }
-            }
-        }
-        let mut kafka_clusters = Vec::new();
-        for mut c in doc.kafka_clusters {
-            c.check()
-                .map_err(|e| ConfigError::BadKafkaCluster(format!("{}: {e}", c.chain)))?;
-            c.fronted.sort_unstable();
-            c.fronted.dedup();
-            kafka_clusters.push(Rc::new(c));
-        }
-        let nats_listeners = doc
-            .nats_listeners
-            .into_iter()
-            .map(|l| {
-                let listener = nats::Listener {
-                    address: Some((l.host, l.port)),
-                    connect_urls: l.connect_urls,
-                };
-                (l.chain, Rc::new(listener))
-            })
-            .collect();
-        Ok(Frame {
-            replicas: doc.quota.as_ref().map_or(1, |q| q.replicas.max(1)),
-            version: doc.version,
-            protocol: doc.protocol,
-            default_tenant: doc.default_tenant,
-            broker_routes,
-            nats_listeners,
-            kafka_clusters,
-            quota: doc.quota,
-            reports: doc.reports,
-            backlog: doc.backlog,
-            feed: doc.feed,
-        })
-    }
 }
 
 impl Config {
