@@ -102,9 +102,8 @@ type Gateway struct {
 	Replicas int
 	// Reports, when set, has the filter report usage and decisions to the control plane.
 	Reports *Reports
-	// NoTenantFeed sends every policy change whole by ECDS, as without reports (see
-	// internal/tenantfeed); the chart sets it until the feed holds with several control plane
-	// replicas.
+	// NoTenantFeed sends every policy change whole by ECDS, as without reports
+	// (internal/tenantfeed; the chart sets it for now).
 	NoTenantFeed bool
 	// kafkaAdvertisedAs is the address brokers advertise for KafkaListen when this gateway's
 	// listeners were moved (WithPortOffset): responses naming it are rewritten to KafkaListen.

@@ -75,8 +75,9 @@ type Server struct {
 	holdUntil time.Time
 	held      bool
 	// frame identifies what the published filter configurations hold besides their tenants
-	// (see frameOf): while a new set's is the same, the feed alone carries it.
-	frame string
+	// (see frameOf): while a new set's is the same, the feed alone carries it. setFrame is the
+	// current set's, computed once per set.
+	frame, setFrame string
 	// resent counts the times the current snapshot was sent again under a new version after a
 	// NACK (see resendSnapshot).
 	resent int
@@ -114,6 +115,7 @@ func (s *Server) Publish(set *policy.Set, version string) error {
 	if err != nil {
 		return err
 	}
+	s.setFrame = frame
 	if err := s.feed.Publish(version, tenants); err != nil {
 		return err
 	}
@@ -290,13 +292,7 @@ func (s *Server) publishLocked() error {
 			return err
 		}
 	}
-	if s.feed != nil {
-		frame, _, err := frameOf(s.set)
-		if err != nil {
-			return err
-		}
-		s.frame = frame
-	}
+	s.frame = s.setFrame
 	return nil
 }
 
