@@ -469,23 +469,28 @@ fn hold(ask: &Ask<'_>, held: &mut Held, retry_ns: Option<u64>, paced_ns: u64, de
     let (since, paced) = match held.since {
         Some(s) => (s, held.paced),
         None => {
-            if !shared::acquire(&who.keys.queue, tenant.limits.queue_max_messages) {
-                refused(ask, Reason::Queue);
-                let max = tenant.limits.queue_max_messages.unwrap_or_default();
-                let text = format!("queue limit of tenant {name}: {max} messages already held ({detail})");
-                return Admit::Refuse(Reason::Queue, text, retry_ms(retry_ns), None);
-            }
-            if let Some((key, max)) = ask.client.and_then(|c| c.queue.as_ref()) {
+            // The client's place first: a client already holding its share never takes the
+            // tenant's last place, even for a moment (another worker's client would be refused).
+            let client_queue = ask.client.and_then(|c| c.queue.as_ref());
+            if let Some((key, max)) = client_queue {
                 if !shared::acquire(key, Some(*max)) {
-                    shared::release(&who.keys.queue);
                     refused(ask, Reason::Queue);
                     let client = ask.client.map_or("", |c| c.label.as_str());
                     let text =
                         format!("queue limit of {client} of tenant {name}: {max} messages already held ({detail})");
                     return Admit::Refuse(Reason::Queue, text, retry_ms(retry_ns), None);
                 }
-                held.client_queue = Some(key.clone());
             }
+            if !shared::acquire(&who.keys.queue, tenant.limits.queue_max_messages) {
+                if let Some((key, _)) = client_queue {
+                    shared::release(key);
+                }
+                refused(ask, Reason::Queue);
+                let max = tenant.limits.queue_max_messages.unwrap_or_default();
+                let text = format!("queue limit of tenant {name}: {max} messages already held ({detail})");
+                return Admit::Refuse(Reason::Queue, text, retry_ms(retry_ns), None);
+            }
+            held.client_queue = client_queue.map(|(key, _)| key.clone());
             who.metrics.queue_depth(1);
             held.since = Some(ask.now);
             held.paced = paced_ns;
