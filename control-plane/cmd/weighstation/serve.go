@@ -163,6 +163,7 @@ func serve(args []string) int {
 		}, log)
 	}
 	if *replicasDNS != "" {
+		server.SetReplicas(0) // counted by DNS from now on: unknown until the first lookup
 		go countReplicas(ctx, *replicasDNS, server, log)
 	}
 	ctrl := controller.New(source.describe(), server, log)

@@ -47,6 +47,10 @@ type FilterConfig struct {
 	// Backlog bounds what the gateway may owe one client of its own answers (refusals, PONGs);
 	// absent: the filter's defaults (32 KiB, 10 s).
 	Backlog *Backlog `json:"backlog,omitempty"`
+	// Rebuild counts the times this configuration was sent again. Envoy skips a filter
+	// configuration equal to the one it holds, and one sent again is sent to be built anew: the
+	// last may have failed to load (xds.Server.resendSnapshot). The filter has no use for it.
+	Rebuild int `json:"rebuild,omitempty"`
 }
 
 // Backlog is what the filter may owe one client before it reads nothing more from it, and how

@@ -158,8 +158,10 @@ func (f *Feed) notify() {
 
 // Delta is what a worker on one version needs to be on the current one.
 type Delta struct {
-	Version  string `json:"version"`
-	Replicas int    `json:"replicas"`
+	Version string `json:"version"`
+	// Replicas is the live replica count; 0 while this control plane does not know it (the
+	// worker keeps its own).
+	Replicas int `json:"replicas"`
 	// Full: Tenants are every tenant, and any other the worker has is gone.
 	Full    bool              `json:"full,omitempty"`
 	Tenants []json.RawMessage `json:"tenants"`
@@ -170,6 +172,12 @@ type Delta struct {
 // it before being sent every tenant: another replica may have published it a moment earlier.
 const unknownGrace = 2 * time.Second
 
+// replicasGrace is how long a poll whose worker runs the current version with another replica
+// count waits before being told this replica's count. Control plane replicas count the gateway
+// apart (each its own DNS lookup): while they disagree, a worker told one count by each in turn
+// would otherwise poll again at once, over and over.
+const replicasGrace = time.Second
+
 // Wait answers a worker of protocol p on version applied, told replicas: the delta to the
 // current version once there is one (nil, false if ctx ends first).
 func (f *Feed) Wait(ctx context.Context, p compile.Protocol, applied string, replicas int) (*Delta, bool) {
@@ -179,12 +187,20 @@ func (f *Feed) Wait(ctx context.Context, p compile.Protocol, applied string, rep
 		d, unknown := f.delta(p, applied, replicas)
 		changed := f.changed
 		f.mu.Unlock()
-		if d != nil && (!unknown || time.Since(asked) >= unknownGrace) {
+		var hold time.Duration
+		switch {
+		case d == nil:
+		case unknown:
+			hold = unknownGrace
+		case ContentOf(applied) == ContentOf(d.Version):
+			hold = replicasGrace
+		}
+		if d != nil && time.Since(asked) >= hold {
 			return d, true
 		}
 		var grace <-chan time.Time
 		if d != nil {
-			grace = time.After(unknownGrace - time.Since(asked))
+			grace = time.After(hold - time.Since(asked))
 		}
 		select {
 		case <-ctx.Done():
@@ -198,7 +214,9 @@ func (f *Feed) Wait(ctx context.Context, p compile.Protocol, applied string, rep
 // delta is nil when the worker is current; unknown says its version is not one this feed can
 // tell a delta from (the delta is then every tenant).
 func (f *Feed) delta(p compile.Protocol, applied string, replicas int) (d *Delta, unknown bool) {
-	if f.version == "" || (ContentOf(applied) == ContentOf(f.version) && replicas == f.replicas) {
+	// A count of 0 is not known yet (no gateway connected here, its pods not yet counted): a
+	// worker's own stands.
+	if f.version == "" || (ContentOf(applied) == ContentOf(f.version) && (replicas == f.replicas || f.replicas == 0)) {
 		return nil, false
 	}
 	from, known := f.at[ContentOf(applied)]

@@ -74,7 +74,10 @@ func TestADeltaIsWhatChangedSinceTheWorkersVersion(t *testing.T) {
 	if d := now(f, "7-c", 2); d != nil {
 		t.Errorf("a worker on the current content was sent %+v", d)
 	}
-	if d := now(f, "3-c", 3); d == nil || len(d.Tenants) != 0 || d.Replicas != 2 {
+	f.mu.Lock()
+	d, _ := f.delta(compile.NATS, "3-c", 3)
+	f.mu.Unlock()
+	if d == nil || len(d.Tenants) != 0 || d.Replicas != 2 {
 		t.Errorf("a worker dividing by 3 of 2 replicas was sent %+v", d)
 	}
 }
@@ -122,6 +125,36 @@ func TestAPollIsAnsweredWhenSomethingChanges(t *testing.T) {
 		}
 		_ = f.Publish("1-a", tenants(map[string]uint64{"acme": 1}))
 		f.SetReplicas(1)
+	}
+}
+
+// A worker on the current version told another replica count is told this replica's only after
+// replicasGrace: two control plane replicas that count the gateway apart would otherwise have a
+// worker polling them in turn answered at once, over and over. A policy change is not held.
+func TestAReplicaCountAloneIsToldAfterAGrace(t *testing.T) {
+	f := New()
+	_ = f.Publish("1-a", tenants(map[string]uint64{"acme": 1}))
+	f.SetReplicas(2)
+	asked := time.Now()
+	d, ok := f.Wait(context.Background(), compile.NATS, "1-a", 1)
+	if waited := time.Since(asked); !ok || d.Replicas != 2 || waited < replicasGrace {
+		t.Errorf("told %+v after %s, want 2 replicas after %s", d, waited, replicasGrace)
+	}
+	_ = f.Publish("2-b", tenants(map[string]uint64{"acme": 2}))
+	ctx, cancel := context.WithTimeout(context.Background(), replicasGrace/2)
+	defer cancel()
+	if d, ok := f.Wait(ctx, compile.NATS, "1-a", 1); !ok || d.Version != "2-b" {
+		t.Errorf("a policy change with another replica count was held: %+v", d)
+	}
+}
+
+// While the replica count is not known (0: counted elsewhere, not yet), a worker on the current
+// version is current whatever count it names.
+func TestAnUnknownReplicaCountLeavesTheWorkersOwn(t *testing.T) {
+	f := New()
+	_ = f.Publish("1-a", tenants(map[string]uint64{"acme": 1}))
+	if d := now(f, "1-a", 3); d != nil {
+		t.Errorf("told %+v while the count is unknown", d)
 	}
 }
 

@@ -18,7 +18,9 @@ const Hold = 20 * time.Second
 // (see xds.NodeStatus) from here.
 type Poll struct {
 	Node, Worker, Applied string
-	Replicas              int
+	// Protocol: each protocol's filter is configured, and can fail to load, on its own.
+	Protocol compile.Protocol
+	Replicas int
 }
 
 // Handler answers GET Path?protocol=P&applied=VERSION&replicas=N&node=ID&worker=TOKEN: the
@@ -33,7 +35,7 @@ func Handler(ctx context.Context, f *Feed, seen func(Poll)) http.Handler {
 			http.Error(w, "want protocol=nats|kafka, applied=VERSION and replicas=N", http.StatusBadRequest)
 			return
 		}
-		seen(Poll{Node: q.Get("node"), Worker: q.Get("worker"), Applied: q.Get("applied"), Replicas: replicas})
+		seen(Poll{Node: q.Get("node"), Worker: q.Get("worker"), Applied: q.Get("applied"), Protocol: p, Replicas: replicas})
 		wait, cancel := context.WithTimeout(r.Context(), Hold)
 		defer cancel()
 		stop := context.AfterFunc(ctx, cancel)

@@ -13,6 +13,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
+	"github.com/weighstation/weighstation/control-plane/internal/compile"
 	"github.com/weighstation/weighstation/control-plane/internal/tenantfeed"
 )
 
@@ -34,12 +35,14 @@ type NodeStatus struct {
 	Workers []Worker `json:"workers,omitempty"`
 }
 
-// Worker is one filter worker as its last poll of the tenant feed told.
+// Worker is one filter worker's filter of one protocol, as its last poll of the tenant feed
+// told. A worker runs a filter per protocol, each from its own filter configuration (ECDS).
 type Worker struct {
-	Token    string    `json:"token"`
-	Version  string    `json:"version"`
-	Replicas int       `json:"replicas"`
-	Seen     time.Time `json:"seen"`
+	Token    string           `json:"token"`
+	Protocol compile.Protocol `json:"protocol"`
+	Version  string           `json:"version"`
+	Replicas int              `json:"replicas"`
+	Seen     time.Time        `json:"seen"`
 }
 
 // workerLive: a worker that has not polled for this long is gone (a poll is held at most
@@ -78,7 +81,7 @@ func Settle(n *NodeStatus, now time.Time) bool {
 func MergeWorkers(a, b []Worker) []Worker {
 	out := append([]Worker(nil), a...)
 	for _, w := range b {
-		i := slices.IndexFunc(out, func(o Worker) bool { return o.Token == w.Token })
+		i := slices.IndexFunc(out, func(o Worker) bool { return o.Token == w.Token && o.Protocol == w.Protocol })
 		switch {
 		case i < 0:
 			out = append(out, w)
@@ -243,7 +246,7 @@ func (t *nodeTracker) Polled(p tenantfeed.Poll) {
 		t.nodes[p.Node] = n
 	}
 	now := time.Now()
-	n.Workers = MergeWorkers(n.Workers, []Worker{{Token: p.Worker, Version: p.Applied, Replicas: p.Replicas, Seen: now}})
+	n.Workers = MergeWorkers(n.Workers, []Worker{{Token: p.Worker, Protocol: p.Protocol, Version: p.Applied, Replicas: p.Replicas, Seen: now}})
 	changed := Settle(n, now)
 	cb := t.onChange
 	t.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
 
+	"github.com/weighstation/weighstation/control-plane/internal/compile"
 	"github.com/weighstation/weighstation/control-plane/internal/tenantfeed"
 )
 
@@ -76,23 +77,79 @@ func TestWorkersPollsAcknowledgeTheFeedsVersions(t *testing.T) {
 	}
 }
 
-// A node connected here that acknowledged a filter configuration a while ago but whose workers
-// never polled the tenant feed is sent it again, at most nackResends times; one whose workers
-// poll at another control plane (the merged view) is not.
-func TestASilentNodeIsSentItsConfigurationAgain(t *testing.T) {
+// A node connected here that acknowledged its filter configurations a while ago but for one
+// of whose protocols no worker polls the tenant feed (that filter failed to load) is sent them
+// again, at most nackResends times; one whose workers of every protocol poll, at another control
+// plane too (the merged view), is not.
+func TestASilentFilterIsSentItsConfigurationAgain(t *testing.T) {
 	s := NewServer(Gateway{Reports: &Reports{Address: "127.0.0.1:1"}})
+	s.filtered = []compile.Protocol{compile.NATS, compile.Kafka}
 	_ = s.nodes.OnStreamRequest(1, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "envoy-a"},
 		TypeUrl: resourcev3.ExtensionConfigType, VersionInfo: "3-abc" + gatewaySuffix + "f00"})
 	s.nodes.nodes["envoy-a"].AckedAt = time.Now().Add(-2 * silentAfter)
-	polled := []NodeStatus{{ID: "envoy-a", Workers: []Worker{{Token: "1", Version: "3-abc", Seen: time.Now()}}}}
-	s.HealSilent(polled)
+	worker := func(p compile.Protocol, seen time.Time) Worker {
+		return Worker{Token: "1", Protocol: p, Version: "3-abc", Seen: seen}
+	}
+	s.HealSilent([]NodeStatus{{ID: "envoy-a", Workers: []Worker{worker(compile.NATS, time.Now()), worker(compile.Kafka, time.Now())}}})
 	if s.resent != 0 {
-		t.Errorf("a node whose workers poll another replica was sent its configuration again")
+		t.Errorf("a node whose workers of both protocols poll another replica was sent its configuration again")
 	}
-	for range nackResends + 2 {
-		s.HealSilent([]NodeStatus{{ID: "envoy-a"}})
+	for _, tc := range []struct {
+		name    string
+		workers []Worker
+	}{
+		{"no worker polls", nil},
+		{"no Kafka worker polls", []Worker{worker(compile.NATS, time.Now())}},
+		{"the Kafka worker went silent", []Worker{worker(compile.NATS, time.Now()), worker(compile.Kafka, time.Now().Add(-2*workerLive))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.resent = 0
+			for range nackResends + 2 {
+				s.HealSilent([]NodeStatus{{ID: "envoy-a", Workers: tc.workers}})
+			}
+			if s.resent != nackResends {
+				t.Errorf("sent again %d times, want %d", s.resent, nackResends)
+			}
+		})
 	}
-	if s.resent != nackResends {
-		t.Errorf("a silent node: sent again %d times, want %d", s.resent, nackResends)
+}
+
+// A configuration sent again differs from the one before in its filter configurations' bytes,
+// not only in its version: Envoy skips a filter configuration equal to the last it was sent,
+// even one that failed to load, and would leave that filter failed.
+func TestAConfigurationSentAgainIsBuiltAnew(t *testing.T) {
+	g := gateway
+	g.Reports = &Reports{Address: "127.0.0.1:1"}
+	s := NewServer(g)
+	if err := s.Publish(examples(t), "1-abc"); err != nil {
+		t.Fatal(err)
+	}
+	filters := func() (string, map[string]string) {
+		sn, err := s.cache.GetSnapshot(groupKey(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for name, r := range sn.GetResources(resourcev3.ExtensionConfigType) {
+			out[name] = r.(*corev3.TypedExtensionConfig).GetTypedConfig().String()
+		}
+		return sn.GetVersion(resourcev3.ExtensionConfigType), out
+	}
+	v1, before := filters()
+	s.mu.Lock()
+	s.resent = 1
+	err := s.publishLocked()
+	s.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, after := filters()
+	if v1 == v2 || len(before) == 0 {
+		t.Fatalf("versions %s → %s, %d filter configurations", v1, v2, len(before))
+	}
+	for name := range before {
+		if before[name] == after[name] {
+			t.Errorf("%s sent again unchanged: Envoy would skip it", name)
+		}
 	}
 }

@@ -100,6 +100,8 @@ type Gateway struct {
 	Wasm                 WasmSource
 	// Replicas is how many Envoys are connected: a global limit's fallback divides by it.
 	Replicas int
+	// Rebuild makes the filter configurations differ from those sent before (compile.FilterConfig).
+	Rebuild int
 	// Reports, when set, has the filter report usage and decisions to the control plane.
 	Reports *Reports
 	// NoTenantFeed sends every policy change whole by ECDS, as without reports
@@ -375,6 +377,7 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 		fc.Reports = g.Reports.filter()
 		fc.Feed = g.Reports != nil && !g.NoTenantFeed
 		fc.Backlog = g.backlog()
+		fc.Rebuild = g.Rebuild
 		ext, err := filterConfig(l.proto, g.Wasm, fc)
 		if err != nil {
 			return nil, err

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,6 +80,8 @@ type Server struct {
 	// (see frameOf): while a new set's is the same, the feed alone carries it. setFrame is the
 	// current set's, computed once per set.
 	frame, setFrame string
+	// filtered are the protocols whose filter configurations are published.
+	filtered []compile.Protocol
 	// resent counts the times the current snapshot was sent again under a new version after a
 	// NACK (see resendSnapshot).
 	resent int
@@ -259,11 +263,12 @@ func (s *Server) publishLocked() error {
 		if err != nil {
 			return err
 		}
-		g.Replicas = max(s.replicas, 1)
+		g.Replicas, g.Rebuild = max(s.replicas, 1), s.resent
 		res, err := Resources(g, s.set, s.version)
 		if err != nil {
 			return err
 		}
+		s.filtered = filteredProtocols(res[resourcev3.ExtensionConfigType])
 		if s.tls != nil {
 			res[resourcev3.SecretType] = s.tls.Secrets()
 		}
@@ -303,10 +308,13 @@ const (
 	nackResendDelay = 2 * time.Second
 )
 
-// resendSnapshot sends the current snapshot again, under a new version, a while after an Envoy
-// refused it. Envoy never applies a version it has refused, even sent again; and a refusal can
-// be passing — a filter whose module Envoy was still fetching fails to load. Before the tenant
-// feed some later change soon brought a new version anyway; now one may not come for hours.
+// resendSnapshot sends the current snapshot again, under a new version and with filter
+// configurations that differ in their Rebuild count, a while after an Envoy refused it or one
+// of its filters was found not running (HealSilent). Envoy never applies a version it has
+// refused, even sent again, and skips a filter configuration equal to the last it was sent,
+// even one that failed; a failure can be passing — a filter whose module Envoy was still
+// fetching fails to load. Before the tenant feed some later change soon brought a new version
+// anyway; now one may not come for hours.
 func (s *Server) resendSnapshot() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -331,11 +339,12 @@ func (s *Server) resendSnapshot() {
 // its workers polling the tenant feed before it is sent the configuration again.
 const silentAfter = 10 * time.Second
 
-// HealSilent sends the filter configuration again, under a new version, when a node connected
-// here acknowledged it silentAfter ago and no worker of it polls the tenant feed (nodes: every
-// control plane replica's view, merged): its filter is not running. Envoy accepts a filter
-// whose remote module another filter was still fetching, and it fails closed; before the tenant
-// feed a later change soon replaced it, now one may not come for hours.
+// HealSilent sends the filter configurations again, under a new version, when a node connected
+// here acknowledged them silentAfter ago and, for one of the protocols it filters, no worker of
+// it polls the tenant feed (nodes: every control plane replica's view, merged): that filter is
+// not running. Envoy accepts a filter whose remote module another filter was still fetching,
+// and it fails closed; one protocol's can fail while the other's runs. Before the tenant feed a
+// later change soon replaced it, now one may not come for hours.
 func (s *Server) HealSilent(nodes []NodeStatus) {
 	if s.feed == nil {
 		return
@@ -346,13 +355,34 @@ func (s *Server) HealSilent(nodes []NodeStatus) {
 			here[n.ID] = true
 		}
 	}
+	s.mu.Lock()
+	filtered := s.filtered
+	s.mu.Unlock()
 	for _, n := range nodes {
-		if here[n.ID] && len(n.Workers) == 0 {
-			slog.Warn("a gateway runs no filter worker: sending its filter configuration again", "node", n.ID)
-			s.resendSnapshot()
-			return
+		if !here[n.ID] {
+			continue
+		}
+		for _, p := range filtered {
+			if !slices.ContainsFunc(n.Workers, func(w Worker) bool { return w.Protocol == p && time.Since(w.Seen) < workerLive }) {
+				slog.Warn("a gateway's filter runs no worker: sending its filter configurations again", "node", n.ID, "protocol", p)
+				s.resendSnapshot()
+				return
+			}
 		}
 	}
+}
+
+// filteredProtocols are the protocols of the filter configurations exts (see FilterName).
+func filteredProtocols(exts []types.Resource) []compile.Protocol {
+	var out []compile.Protocol
+	for _, r := range exts {
+		if c, ok := r.(*corev3.TypedExtensionConfig); ok {
+			if p, ok := strings.CutPrefix(c.GetName(), filterNamePrefix); ok {
+				out = append(out, compile.Protocol(p))
+			}
+		}
+	}
+	return out
 }
 
 // nodesChanged republishes when an Envoy with new ports appears or the count of connected Envoys
@@ -370,7 +400,7 @@ func (s *Server) nodesChanged(connected int, offset int) {
 		s.replicas = connected
 	}
 	if s.feed != nil {
-		s.feed.SetReplicas(max(s.replicas, 1))
+		s.feed.SetReplicas(s.replicas) // 0: counted elsewhere, not yet (the workers keep theirs)
 		if known {
 			return
 		}
@@ -381,7 +411,8 @@ func (s *Server) nodesChanged(connected int, offset int) {
 }
 
 // SetReplicas sets the live replica count from outside: with several control planes each sees
-// only the Envoys connected to it, so the chart counts the gateway's ready pods instead.
+// only the Envoys connected to it, so the chart counts the gateway's ready pods instead. n < 1
+// says the count comes from outside but is not known yet.
 func (s *Server) SetReplicas(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -104,6 +104,8 @@ pub struct NatsListener {
     pub connect_urls: Vec<String>,
 }
 
+/// A filter configuration as the control plane sends it. Fields not named here are ignored:
+/// `rebuild` only makes a configuration sent again differ from the last (compile.FilterConfig).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Document<'a> {

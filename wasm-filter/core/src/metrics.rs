@@ -148,6 +148,13 @@ pub fn auth_failures_metric_name(protocol: Protocol) -> String {
     format!("weighstation_auth_failures_total.protocol.{}", protocol.as_str())
 }
 
+/// Polls of the tenant feed a protocol's filter made: while nothing changes, one per worker
+/// every 20 s (the feed holds a poll that long); more says a worker is answered at once again
+/// and again.
+pub fn tenant_feed_polls_metric_name(protocol: Protocol) -> String {
+    format!("weighstation_tenant_feed_polls_total.protocol.{}", protocol.as_str())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,8 +9,9 @@ use std::cell::RefCell;
 use std::fmt::Write;
 use std::time::Duration;
 use weighstation_core::config::{Config, Protocol};
+use weighstation_core::metrics::tenant_feed_polls_metric_name;
 
-use crate::{root, state};
+use crate::{metrics, root, state};
 
 /// The control plane holds a poll 20 s when nothing changes (tenantfeed.Hold).
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -87,7 +88,10 @@ fn poll(root: &dyn Context, id: u32, protocol: Protocol, now: u64) {
         due.then_some(f.worker)
     });
     let Some(worker) = worker else { return };
-    let replicas = config.quota.as_ref().map_or(1, |q| q.replicas);
+    // The count the control plane last told this worker, with global tenants or without: were it
+    // the quota's, a worker without would name 1 to a feed counting 2, be answered at once, and
+    // poll again at once, forever.
+    let replicas = config.replicas;
     let mut path = format!(
         "{PATH}?protocol={}&replicas={replicas}&worker={worker}",
         protocol.as_str()
@@ -108,6 +112,7 @@ fn poll(root: &dyn Context, id: u32, protocol: Protocol, now: u64) {
             Ok(token) => {
                 p.pending = Some((token, now + GIVE_UP_NS));
                 p.root = id;
+                metrics::count(&tenant_feed_polls_metric_name(protocol), 1);
             }
             Err(e) => failed(p, now, &format!("cannot call cluster {}: {e:?}", target.cluster)),
         }

@@ -15,6 +15,8 @@ use super::{parse_tenant, Config, ConfigError, Frame, TenantId};
 #[derive(Deserialize)]
 struct Delta<'a> {
     version: String,
+    /// The live replica count; 0 while the control plane answering does not know it yet (no
+    /// gateway connected to it, and the gateway's pods not yet counted): this one's is kept.
     replicas: u64,
     /// The tenants are every tenant: any other is gone.
     #[serde(default)]
@@ -29,8 +31,8 @@ impl Config {
     /// This configuration with a feed delta applied, `known` kept as parse_reusing leaves it.
     pub fn with_delta(&self, bytes: &[u8], known: &mut Tenants) -> Result<Config, ConfigError> {
         let delta: Delta = serde_json::from_slice(bytes).map_err(|e| ConfigError::Json(e.to_string()))?;
-        let replicas = delta.replicas.max(1);
         let before = self.replicas;
+        let replicas = if delta.replicas == 0 { before } else { delta.replicas };
         let known = &mut known.0[self.protocol.index()];
         // Each tenant with its key, and whether it is parsed for this configuration.
         let mut entries: Vec<Option<(TenantKey, Parsed, bool)>> = if delta.full {
@@ -195,6 +197,25 @@ mod tests {
         assert!(Rc::ptr_eq(&first.tenants[0], &scaled.tenants[0]));
         let back = apply(&scaled, &mut known, r#"{"version":"1-a","replicas":3,"tenants":[]}"#);
         assert_eq!(back.tenants[1].limits.in_flight, Some(3));
+    }
+
+    /// Without global tenants there is no quota service, and the configuration still holds the
+    /// replica count it was told: a worker names it when it polls again, and a feed counting
+    /// more replicas than the quota's default would otherwise answer it at once, forever.
+    #[test]
+    fn the_replica_count_told_is_held_without_global_tenants() {
+        let mut known = Tenants::default();
+        let doc = r#"{"version":"1-a","protocol":"nats","defaultTenant":"anonymous","feed":true,
+            "tenants":[{"name":"anonymous","limits":{}}]}"#;
+        let first = match Config::parse_reusing(doc.as_bytes(), &mut known) {
+            Ok(c) => c,
+            Err(e) => unreachable!("{e}"),
+        };
+        assert_eq!((first.replicas, first.quota.is_none()), (1, true));
+        let told = apply(&first, &mut known, r#"{"version":"1-a","replicas":2,"tenants":[]}"#);
+        assert_eq!(told.replicas, 2);
+        let unknown = apply(&told, &mut known, r#"{"version":"1-a","replicas":0,"tenants":[]}"#);
+        assert_eq!(unknown.replicas, 2);
     }
 
     /// A full delta replaces every tenant; one that would leave no default tenant is refused
