@@ -53,6 +53,7 @@ func TestPolicyChangeGovernsOpenConnections(t *testing.T) {
 	if err := before.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	idleFeed(t)
 	oldVersion := activeVersion(t)
 	oldGeneration := metric(t, "weighstation_policy_generation", map[string]string{"protocol": "nats"})
 	ecdsBefore := ecdsVersion(t, "weighstation.nats")
@@ -107,6 +108,22 @@ func TestPolicyChangeGovernsOpenConnections(t *testing.T) {
 	}
 	if !raw.closed(5 * time.Second) {
 		t.Fatal("the connection stayed open after a payload violation")
+	}
+}
+
+// idleFeed: while no policy changes, each filter worker's poll of the tenant feed is held at
+// the control plane (20 s), so the workers poll a few times in 2 s at most, not over and over: a
+// worker answered at once each time (told a replica count it does not take, say) burns Envoy's
+// CPU.
+func idleFeed(t *testing.T) {
+	t.Helper()
+	polls := func() float64 { return metricTotal(t, "weighstation_tenant_feed_polls_total", nil) }
+	before := polls()
+	time.Sleep(2 * time.Second)
+	// Two workers, two protocols: one poll each if their held polls ended meanwhile; a worker
+	// answered at once polls hundreds of times.
+	if n := polls() - before; n > 10 {
+		t.Errorf("the filter polled the tenant feed %.0f times in 2 s with no policy change: its workers are answered at once again and again", n)
 	}
 }
 
