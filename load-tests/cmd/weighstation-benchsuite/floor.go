@@ -102,7 +102,12 @@ func writeFloors(p func(string, ...any), costs []cpuCost) {
 		if i > 0 {
 			p("; ")
 		}
-		p("is %.3f µs/msg against half the Wasm floor's %.3f µs/msg (%s)", r.Native.Median, r.Wasm.Median/2, r.Direction)
+		p("is %.3f µs/msg against half the Wasm floor's %.3f µs/msg (%s", r.Native.Median, r.Wasm.Median/2, r.Direction)
+		// A floor whose rounds straddle zero is not told apart from tcp_proxy by this run.
+		if r.Wasm.Min <= 0 {
+			p("; the Wasm floor's rounds range from %.3f to %.3f, within this run's noise", r.Wasm.Min, r.Wasm.Max)
+		}
+		p(")")
 	}
 	if d.Go {
 		p(": below half in every workload, so a native filter is worth pursuing.\n")
