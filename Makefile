@@ -10,7 +10,7 @@ IMPACT_WASM := wasm-filter/target/wasm32-wasip1/release/weighstation_impact.wasm
 GO_SOURCES := $(shell find control-plane -name '*.go' -o -name go.mod -o -name go.sum)
 RUST_SOURCES := $(shell find wasm-filter/core/src wasm-filter/envoy/src wasm-filter/impact/src -name '*.rs') $(wildcard wasm-filter/*/Cargo.toml wasm-filter/Cargo.*)
 
-.PHONY: run test tools wasm control-plane validate test-unit test-rust test-go test-integration test-docs test-clusters-smoke test-clusters test-global-shapes test-quota-store-smoke test-soak test-impact-long soak lint fuzz clean otelcol
+.PHONY: run test tools wasm noop-filters control-plane validate test-unit test-rust test-go test-integration test-docs test-clusters-smoke test-clusters test-global-shapes test-quota-store-smoke test-soak test-impact-long soak lint fuzz clean otelcol
 
 run: tools wasm control-plane
 	$(BIN)/weighstation-localstack -root $(ROOT)
@@ -26,6 +26,19 @@ $(WASM): $(RUST_SOURCES)
 # The limiter replay `weighstation impact` runs (the filter's own core, as a Wasm module).
 $(IMPACT_WASM): $(RUST_SOURCES)
 	cd wasm-filter && cargo build --release --locked --target wasm32-wasip1 -p weighstation-impact
+
+# The filters that do nothing, which `make bench-cpu` measures beside tcp_proxy and the filter:
+# a proxy-wasm module (V8, as the filter) and an Envoy dynamic module, built for this host. Each
+# output is its own stamp: rebuilt only when its crate or the lock file changes.
+NOOP_WASM := wasm-filter/target/wasm32-wasip1/release/weighstation_noop.wasm
+NOOP_NATIVE := wasm-filter/target/release/libweighstation_native_noop.so
+noop-filters: $(NOOP_WASM) $(NOOP_NATIVE)
+$(NOOP_WASM): $(wildcard wasm-filter/noop/src/*.rs) wasm-filter/noop/Cargo.toml wasm-filter/Cargo.lock
+	cd wasm-filter && cargo build --release --locked --target wasm32-wasip1 -p weighstation-noop
+	@touch $@
+$(NOOP_NATIVE): $(wildcard wasm-filter/native-noop/src/*.rs) wasm-filter/native-noop/Cargo.toml wasm-filter/Cargo.lock
+	cd wasm-filter && cargo build --release --locked -p weighstation-native-noop
+	@touch $@
 
 control-plane: $(BIN)/weighstation $(BIN)/weighstation-localstack $(BIN)/weighstation_impact.wasm
 $(BIN)/weighstation_impact.wasm: $(IMPACT_WASM)
@@ -54,7 +67,8 @@ lint: lint-load-tests check-generated
 	@test -z "$$(gofmt -l control-plane tools)" || { gofmt -l control-plane tools; echo "gofmt: files above need formatting"; exit 1; }
 	cd tools/image && go vet ./...
 	cd wasm-filter && cargo fmt --check
-	cd wasm-filter && cargo clippy --locked --target wasm32-wasip1 -p weighstation-filter -p weighstation-core -p weighstation-impact -- -D warnings
+	cd wasm-filter && cargo clippy --locked --target wasm32-wasip1 -p weighstation-filter -p weighstation-core -p weighstation-impact -p weighstation-noop -- -D warnings
+	cd wasm-filter && cargo clippy --locked -p weighstation-native-noop -- -D warnings
 	cd wasm-filter/fuzz && CARGO_TARGET_DIR=$(TOOLS)/fuzz-check cargo check --locked --bins --quiet
 	cd control-plane && go vet ./...
 	cd tools/otelcol && go vet .

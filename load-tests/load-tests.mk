@@ -48,7 +48,7 @@ test-load-harness: tools $(BIN)/k6 lint-load-tests
 
 # The published evidence: ~20 minutes, the local stack started on free ports, results into
 # docs/benchmarks/ (README.md with the tables and plots, suite.json, runs/).
-bench: tools wasm control-plane $(BIN)/weighstation-benchsuite bench-tenants bench-quota
+bench: tools wasm noop-filters control-plane $(BIN)/weighstation-benchsuite bench-tenants bench-quota
 	$(BIN)/weighstation-benchsuite -root $(ROOT) -out $(ROOT)/docs/benchmarks
 
 # What many tenants cost (~5 minutes): the local stack with 10, 1,000, 10,000 and 100,000
@@ -79,7 +79,7 @@ bench-quota: tools $(BIN)/weighstation $(BIN)/weighstation-quotabench
 
 # NATS request/reply alone (~3 minutes): direct nats-server vs Envoy's tcp_proxy vs the filter,
 # alternating in one run at 10%, 40% and 80% of the gateway's saturation, with the ratios.
-bench-nats: tools wasm control-plane $(BIN)/weighstation-benchsuite
+bench-nats: tools wasm noop-filters control-plane $(BIN)/weighstation-benchsuite
 	$(BIN)/weighstation-benchsuite -root $(ROOT) -out $(TOOLS)/bench-nats -only nats-request
 	@sed -n '/^## Direct/,/^## Rate/p' $(TOOLS)/bench-nats/README.md | grep -v '^!\[' | grep -v '^## Rate'
 
@@ -87,15 +87,16 @@ bench-nats: tools wasm control-plane $(BIN)/weighstation-benchsuite
 # (nats bench pub) at 128 B to 64 KiB through the filter, TLS, tcp_proxy and direct; delivery to a
 # subscriber through the filter and tcp_proxy; Kafka Produce requests of 1 to 1000 records of
 # 100 B to 64 KiB over one connection through the filter and tcp_proxy; kafka-producer-perf-test
-# (acks=1) through the gateway and direct. Prints the tables, whether the targets are met and
-# the cost per KiB.
-bench-cpu: tools wasm control-plane $(BIN)/weighstation-benchsuite
+# (acks=1) through the gateway and direct. NATS publish and delivery and 1-record Produce also
+# through a no-op Wasm and a no-op native filter (the floors any filter costs). Prints the
+# tables, whether the targets are met, the cost per KiB and the floors over tcp_proxy.
+bench-cpu: tools wasm noop-filters control-plane $(BIN)/weighstation-benchsuite
 	$(BIN)/weighstation-benchsuite -root $(ROOT) -out $(ROOT)/docs/benchmarks/cpu -only cpu
 	@sed -n '/^## Envoy CPU/,/^\(## Direct\|Plots\)/p' $(ROOT)/docs/benchmarks/cpu/README.md | grep -v '^\(## Direct\|Plots\)'
 
 # The same suite with measurements of a few seconds, to check it end to end (~3 minutes);
 # its figures are not evidence, so they go to .tools/bench-quick.
-bench-quick: tools wasm control-plane $(BIN)/weighstation-benchsuite
+bench-quick: tools wasm noop-filters control-plane $(BIN)/weighstation-benchsuite
 	$(BIN)/weighstation-benchsuite -root $(ROOT) -out $(TOOLS)/bench-quick -quick
 
 .DEFAULT_GOAL := $(load_tests_default_goal)

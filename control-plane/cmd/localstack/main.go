@@ -19,6 +19,13 @@ import (
 	"github.com/weighstation/weighstation/control-plane/internal/redisclient"
 )
 
+// The filters of the optional no-op listeners (NATS_NOOP_WASM_PORT…), where the Makefile
+// builds them (make noop-filters), relative to -root.
+const (
+	noopWasm   = "wasm-filter/target/wasm32-wasip1/release/weighstation_noop.wasm"
+	noopNative = "wasm-filter/target/release/libweighstation_native_noop.so"
+)
+
 func main() {
 	root := flag.String("root", ".", "repository root (holds .tools/ and the built filter)")
 	wasm := flag.String("wasm", "wasm-filter/target/wasm32-wasip1/release/weighstation_filter.wasm", "filter module, relative to -root")
@@ -79,6 +86,8 @@ func run(root, wasm string) error {
 	cfg := localstack.Config{
 		ToolsDir:         filepath.Join(root, ".tools"),
 		WasmFile:         filepath.Join(root, wasm),
+		NoopWasmFile:     filepath.Join(root, noopWasm),
+		NoopNativeFile:   filepath.Join(root, noopNative),
 		PolicyDir:        policyDir,
 		WorkDir:          filepath.Join(root, "run"),
 		Ports:            ports,
@@ -181,6 +190,19 @@ again after a second. Ctrl-C stops everything.
 	}
 	if ports.KafkaPlain != 0 {
 		fmt.Printf("  Kafka through Envoy without the filter (benchmark baseline; clients that follow metadata leave it for the gateway): %s\n\n", a(ports.KafkaPlain))
+	}
+	for _, n := range []struct {
+		port        int
+		what, proto string
+	}{
+		{ports.NATSNoopWasm, "NATS through Envoy with a no-op Wasm filter", "nats://"},
+		{ports.NATSNoopNative, "NATS through Envoy with a no-op native filter (dynamic module)", "nats://"},
+		{ports.KafkaNoopWasm, "Kafka through Envoy with a no-op Wasm filter", ""},
+		{ports.KafkaNoopNative, "Kafka through Envoy with a no-op native filter (dynamic module)", ""},
+	} {
+		if n.port != 0 {
+			fmt.Printf("  %s (benchmark baseline): %s%s\n\n", n.what, n.proto, a(n.port))
+		}
 	}
 	select {
 	case <-ctx.Done():

@@ -48,6 +48,7 @@ func serve(args []string) int {
 	discoveryHold := fs.Duration("kafka-discovery-hold", 3*time.Second, "with --kafka-cluster: how long a starting control plane waits for the filters' reports to name the brokers they front before it publishes (an Envoy it served before would otherwise lose their upstreams)")
 	fs.StringVar(&g.NATSPlainListen, "nats-plain-listen", "", "optional NATS listener with tcp_proxy alone, no filter (benchmark baseline)")
 	fs.StringVar(&g.KafkaPlainListen, "kafka-plain-listen", "", "optional plaintext Kafka listener with tcp_proxy alone, no filter, to --kafka-upstream (benchmark baseline)")
+	fs.Var(noopListeners{&g.NoopListeners}, "noop-listen", noopListenUsage+": optional plaintext listener whose filter is a module that does nothing (a proxy-wasm .wasm, or an Envoy dynamic module .so), ahead of tcp_proxy to the protocol's upstream (benchmark baseline: what having a filter costs; repeatable)")
 	fs.Var(natsTLSListen{&g}, "nats-tls-listen", "ADDRESS[,mtls]: a TLS-first NATS listener beside --nats-listen (mtls: a client certificate is required)")
 	fs.Var(addressList{&g.NATSAdvertise}, "nats-advertise", "HOST:PORT,...: the gateway addresses NATS clients of --nats-listen are told in INFO (connect_urls; the first is also host and port) in place of the servers' own: the Envoy Service, or every replica's address (default: none, and INFO names the listener)")
 	fs.Var(addressList{&g.NATSTLSAdvertise}, "nats-tls-advertise", "HOST:PORT,...: as --nats-advertise, for the clients of --nats-tls-listen")

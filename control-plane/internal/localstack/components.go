@@ -124,6 +124,7 @@ func (s *Stack) startControlPlane() error {
 	if p.KafkaPlain != 0 && s.cfg.WithKafka && !s.cfg.kafkaCluster() {
 		args = append(args, "--kafka-plain-listen", addr(p.KafkaPlain))
 	}
+	args = append(args, s.noopListenArgs()...)
 	if s.cfg.WithCollector {
 		args = append(args, "--otlp-logs-endpoint", s.collectorEndpoint())
 	}
@@ -142,6 +143,30 @@ func (s *Stack) startControlPlane() error {
 	s.ControlPlane = p2
 	s.procs = append(s.procs, p2)
 	return waitHTTP(p2, "http://"+addr(p.ControlPlane)+"/healthz", startTimeout)
+}
+
+// noopListenArgs are the no-op listeners asked for (the benchmarks'), each with its module;
+// Kafka's as its plain listener's, to the one broker's listener behind the gateway.
+func (s *Stack) noopListenArgs() []string {
+	p := s.cfg.Ports
+	kafka := s.cfg.WithKafka && !s.cfg.kafkaCluster()
+	var args []string
+	for _, n := range []struct {
+		on         bool
+		proto      string
+		port       int
+		kind, file string
+	}{
+		{true, "nats", p.NATSNoopWasm, "wasm", s.cfg.NoopWasmFile},
+		{true, "nats", p.NATSNoopNative, "native", s.cfg.NoopNativeFile},
+		{kafka, "kafka", p.KafkaNoopWasm, "wasm", s.cfg.NoopWasmFile},
+		{kafka, "kafka", p.KafkaNoopNative, "native", s.cfg.NoopNativeFile},
+	} {
+		if n.on && n.port != 0 {
+			args = append(args, "--noop-listen", n.proto+"="+addr(n.port)+","+n.kind+"="+n.file)
+		}
+	}
+	return args
 }
 
 // replicaAddrs is a gateway listener's address on every replica: port, port+1, ...

@@ -51,6 +51,11 @@ type Ports struct {
 	// more than one broker only: a cluster's brokers advertise their own GATEWAY addresses (a
 	// single broker advertises Kafka), which the gateway rewrites to these as it does DIRECT's.
 	KafkaGatewayBroker int
+
+	// Optional (0: none): Envoy NATS and Kafka listeners, like NATSPlain and KafkaPlain, whose
+	// filter does nothing: the no-op Wasm module or the no-op dynamic module (Config.NoopWasmFile,
+	// NoopNativeFile).
+	NATSNoopWasm, NATSNoopNative, KafkaNoopWasm, KafkaNoopNative int
 }
 
 // PortSpan says how many consecutive ports, from a PortEnv variable's port, the stack listens on.
@@ -165,6 +170,10 @@ var PortEnv = []struct {
 	{"OTLP_PORT", 14318, OnePort, func(p *Ports) *int { return &p.OTLP }},
 	{"NATS_PLAIN_PORT", 0, PerReplica, func(p *Ports) *int { return &p.NATSPlain }},
 	{"KAFKA_PLAIN_PORT", 0, PerReplica, func(p *Ports) *int { return &p.KafkaPlain }},
+	{"NATS_NOOP_WASM_PORT", 0, PerReplica, func(p *Ports) *int { return &p.NATSNoopWasm }},
+	{"NATS_NOOP_NATIVE_PORT", 0, PerReplica, func(p *Ports) *int { return &p.NATSNoopNative }},
+	{"KAFKA_NOOP_WASM_PORT", 0, PerReplica, func(p *Ports) *int { return &p.KafkaNoopWasm }},
+	{"KAFKA_NOOP_NATIVE_PORT", 0, PerReplica, func(p *Ports) *int { return &p.KafkaNoopNative }},
 	{"KAFKA_GATEWAY_BROKER_PORT", 9492, PerReplicaPerKafkaBroker, func(p *Ports) *int { return &p.KafkaGatewayBroker }},
 }
 

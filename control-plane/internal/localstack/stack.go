@@ -84,6 +84,10 @@ type Config struct {
 	// Kubernetes, when set, has the control plane take its policies from LimitPolicy and
 	// GatewayDefaults objects (--policy-source=kubernetes) instead of PolicyDir.
 	Kubernetes *KubernetesPolicies
+
+	// NoopWasmFile and NoopNativeFile are the no-op filters of the optional no-op listeners
+	// (Ports.NATSNoopWasm…): a proxy-wasm module and an Envoy dynamic module.
+	NoopWasmFile, NoopNativeFile string
 }
 
 // KubernetesPolicies is the API server the control plane watches.

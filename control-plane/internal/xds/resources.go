@@ -11,8 +11,6 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	wasmnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/wasm/v3"
 	wasmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/wasm/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -76,10 +74,11 @@ type Gateway struct {
 	KafkaNodes    map[string]map[int32]string
 	KafkaFronted  map[string]map[int32]string
 	// NATSPlainListen and KafkaPlainListen, if set, are a second NATS and Kafka listener with
-	// tcp_proxy alone and no filter, in plaintext, to the same upstream as NATSListen and
-	// KafkaListen: the baselines that benchmarks compare the filter's overhead against.
+	// tcp_proxy alone, and NoopListeners more with a filter that does nothing: the baselines
+	// benchmarks compare the filter's overhead against (baseline.go).
 	NATSPlainListen  string
 	KafkaPlainListen string
+	NoopListeners    []NoopListener
 	// NATSTLSListen, if set, is a TLS-first NATS listener (NATSTLS: TLS or MutualTLS) beside
 	// NATSListen, with the same filter configuration and upstream.
 	NATSTLSListen string
@@ -177,6 +176,9 @@ func (g Gateway) WithPortOffset(offset int) (Gateway, error) {
 			return g, err
 		}
 	}
+	if out.NoopListeners, err = movedNoops(g.NoopListeners, move); err != nil {
+		return g, err
+	}
 	out.KafkaClusters = append([]KafkaCluster(nil), g.KafkaClusters...)
 	for i := range out.KafkaClusters {
 		if out.KafkaClusters[i], err = out.KafkaClusters[i].moved(move); err != nil {
@@ -262,8 +264,10 @@ type listenerSpec struct {
 	listen     string
 	cluster    string
 	downstream Downstream
-	// plain listeners run tcp_proxy alone, without the filter (a benchmark baseline).
+	// plain listeners run tcp_proxy alone, without the filter (a benchmark baseline); noop, if
+	// set, ahead of it a filter that does nothing (baseline.go).
 	plain bool
+	noop  *NoopListener
 	// chain names the filter chain, by which the filter knows the listener (NATS: its INFO;
 	// Kafka: its discovered cluster).
 	chain string
@@ -340,12 +344,7 @@ func Resources(g Gateway, set *policy.Set, version string) (map[resourcev3.Type]
 		}
 		kafkaClusters = append(kafkaClusters, fc)
 	}
-	if g.NATSPlainListen != "" && g.NATSListen != "" {
-		listeners = append(listeners, listenerSpec{proto: compile.NATS, name: "nats_plain", listen: g.NATSPlainListen, cluster: clusterName(compile.NATS), plain: true})
-	}
-	if g.KafkaPlainListen != "" && g.KafkaListen != "" {
-		listeners = append(listeners, listenerSpec{proto: compile.Kafka, name: "kafka_plain", listen: g.KafkaPlainListen, cluster: clusterName(compile.Kafka), plain: true})
-	}
+	listeners = append(listeners, g.baselineListeners()...)
 	for _, c := range clusters {
 		cl, err := cluster(c, g)
 		if err != nil {
@@ -477,82 +476,6 @@ func slowConsumerTimeout(deadline time.Duration) []*corev3.SocketOption {
 }
 
 func mustAny(m proto.Message) (*anypb.Any, error) { return anypb.New(m) }
-
-// listener builds a listener whose filter chain is the protocol's Wasm filter (unless plain)
-// followed by tcp_proxy to the cluster, behind TLS when the listener terminates it.
-func listener(l listenerSpec, g Gateway) (*listenerv3.Listener, error) {
-	addr, err := socketAddress(l.listen)
-	if err != nil {
-		return nil, fmt.Errorf("%s listener: %w", l.name, err)
-	}
-	filters, err := chainFilters(l, l.downstream != Plaintext)
-	if err != nil {
-		return nil, err
-	}
-	out := &listenerv3.Listener{
-		Name:                          l.name,
-		Address:                       addr,
-		PerConnectionBufferLimitBytes: wrapperspb.UInt32(g.BufferLimitBytes),
-		FilterChains:                  []*listenerv3.FilterChain{{Filters: filters}},
-	}
-	if !l.plain {
-		out.FilterChains[0].Name = l.chain
-		out.SocketOptions = slowConsumerTimeout(g.SlowConsumerDeadline)
-	}
-	if l.downstream == Plaintext {
-		return out, nil
-	}
-	if out.FilterChains[0].TransportSocket, err = downstreamTransportSocket(l.downstream, g.TLSFiles); err != nil {
-		return nil, err
-	}
-	if l.proto == compile.NATS {
-		plaintext, err := chainFilters(l, false)
-		if err != nil {
-			return nil, err
-		}
-		if err := tlsFirstInspector(out, plaintext); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// chainFilters are the protocol's Wasm filter (unless the listener is plain) and tcp_proxy.
-// Behind TLS the broker is dialled once the client's handshake is done: the filter sees a
-// verified certificate from the first byte, and a failed handshake costs the broker nothing.
-func chainFilters(l listenerSpec, afterHandshake bool) ([]*listenerv3.Filter, error) {
-	proxy := &tcpproxyv3.TcpProxy{
-		StatPrefix:       l.name,
-		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: l.cluster},
-	}
-	if l.retries {
-		proxy.MaxConnectAttempts = wrapperspb.UInt32(seedConnectAttempts)
-	}
-	if afterHandshake {
-		proxy.UpstreamConnectMode = tcpproxyv3.UpstreamConnectMode_ON_DOWNSTREAM_TLS_HANDSHAKE
-		proxy.MaxEarlyDataBytes = wrapperspb.UInt32(0)
-	}
-	tcp, err := mustAny(proxy)
-	if err != nil {
-		return nil, err
-	}
-	var filters []*listenerv3.Filter
-	if !l.plain {
-		// The filter's configuration arrives separately through ECDS, so a policy change never
-		// rebuilds this listener or drains its connections.
-		filters = append(filters, &listenerv3.Filter{
-			Name: FilterName(l.proto),
-			ConfigType: &listenerv3.Filter_ConfigDiscovery{ConfigDiscovery: &corev3.ExtensionConfigSource{
-				ConfigSource: adsSource(),
-				TypeUrls:     []string{wasmNetworkType},
-			}},
-		})
-	}
-	return append(filters, &listenerv3.Filter{
-		Name:       "envoy.filters.network.tcp_proxy",
-		ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: tcp},
-	}), nil
-}
 
 func codeSource(w WasmSource) *corev3.AsyncDataSource {
 	if w.URL != "" {

@@ -55,7 +55,7 @@ func cpuVerdicts(costs []cpuCost) []cpuVerdict {
 	}
 	// What each target is compared with, in order of preference.
 	baselines := map[string][]string{"gateway": {"tcp-proxy", "direct"}, "gateway-tls": {"gateway"}, "gateway-unlimited": {"tcp-proxy"},
-		"gateway-open": {"tcp-proxy"}, "gateway-10k-tenants": {"gateway"}}
+		"gateway-open": {"tcp-proxy"}, "gateway-10k-tenants": {"gateway"}, wasmNoop: {"tcp-proxy"}, nativeNoop: {"tcp-proxy"}}
 	var out []cpuVerdict
 	for _, c := range costs {
 		var b cpuCost

@@ -84,11 +84,12 @@ func (s *suite) cpuWorkloads() []cpuWorkload {
 		scale = 10
 	}
 	natsAddr := map[string]string{"gateway": s.stack.Addr("NATS_PORT"), "tcp-proxy": s.stack.Addr("NATS_PLAIN_PORT"),
-		"direct": s.stack.Addr("NATS_UPSTREAM_PORT"), "gateway-tls": s.stack.Addr("NATS_TLS_PORT")}
+		"direct": s.stack.Addr("NATS_UPSTREAM_PORT"), "gateway-tls": s.stack.Addr("NATS_TLS_PORT"),
+		wasmNoop: s.stack.Addr("NATS_NOOP_WASM_PORT"), nativeNoop: s.stack.Addr("NATS_NOOP_NATIVE_PORT")}
 	// nats-server admits a tenant's user only through the gateway: elsewhere the baseline user.
 	natsUser := func(target string) tenant {
 		switch target {
-		case "direct", "tcp-proxy":
+		case "direct", "tcp-proxy", wasmNoop, nativeNoop:
 			return baseline
 		case "gateway-open":
 			return reader
@@ -101,7 +102,7 @@ func (s *suite) cpuWorkloads() []cpuWorkload {
 	natsAddr["gateway-open"] = natsAddr["gateway"]
 	var out []cpuWorkload
 	for i, n := range natsSizes {
-		targets := []string{"gateway", "tcp-proxy", "direct", "gateway-tls"}
+		targets := append([]string{"gateway", "tcp-proxy", "direct", "gateway-tls"}, floorTargets...)
 		if i == 0 {
 			targets = append(targets, "gateway-open")
 		}
@@ -140,7 +141,7 @@ func (s *suite) cpuWorkloads() []cpuWorkload {
 		out = append(out, cpuWorkload{
 			workloadShape: workloadShape{Direction: natsDelivery, Bytes: n.bytes, Records: 1},
 			messages:      n.messages / scale,
-			targets:       []string{"gateway", "gateway-unlimited", "tcp-proxy"},
+			targets:       append([]string{"gateway", "gateway-unlimited", "tcp-proxy"}, floorTargets...),
 			send: func(ctx context.Context, target string, messages int) (float64, error) {
 				return s.natsDeliver(ctx, natsAddr[target], deliverUser(target), n.bytes, messages)
 			},
@@ -148,11 +149,15 @@ func (s *suite) cpuWorkloads() []cpuWorkload {
 	}
 	// Both Kafka listeners reach the same broker listener, as the gateway; acme by its client id.
 	kafkaAddr := map[string]string{"gateway": s.stack.Addr("KAFKA_PORT"), "tcp-proxy": s.stack.Addr("KAFKA_PLAIN_PORT"),
-		"gateway-open": s.stack.Addr("KAFKA_PORT")}
+		"gateway-open": s.stack.Addr("KAFKA_PORT"), wasmNoop: s.stack.Addr("KAFKA_NOOP_WASM_PORT"), nativeNoop: s.stack.Addr("KAFKA_NOOP_NATIVE_PORT")}
 	for _, p := range produceShapes {
 		targets := []string{"gateway", "tcp-proxy"}
 		if p.records == 1 {
 			targets = append(targets, "gateway-open")
+		}
+		// The floors at one small record alone: a request's fixed cost.
+		if p.records == 1 && p.bytes == 100 {
+			targets = append(targets, floorTargets...)
 		}
 		out = append(out, cpuWorkload{
 			workloadShape: workloadShape{Direction: kafkaProduce, Bytes: p.bytes, Records: p.records},

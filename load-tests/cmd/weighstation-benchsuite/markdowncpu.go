@@ -17,6 +17,7 @@ func writeCPU(p func(string, ...any), costs []cpuCost) {
 	p("Each target in turn, round after round, in one run; *Envoy CPU* is the time the Envoy process's threads spent on a CPU over the run (their schedstat, in nanoseconds) divided by its messages (Produce requests for *kafka produce*, whose *µs/record* divides by the records in each). ")
 	p("*gateway-open* is the gateway as tenant `reader`, with acme's producing limits but no permission lists, beside *gateway* as acme, whose publishes are decided against a subject list and whose Produce requests against a topic list (each kept per subject or topic on the connection): the difference is what deciding permissions costs. ")
 	p("*nats pub, tenants*: *gateway-10k-tenants* is *gateway* with 10,000 more LimitPolicies in force (switched in and out between the rounds): the goal is the same cost per message within 5%%. ")
+	p("*wasm-noop* and *native-noop* are Envoy with a filter that does nothing ahead of tcp_proxy, reached as *tcp-proxy* is (see the floor below). ")
 	p("*direct* is the broker itself (Envoy idle), *tcp-proxy* Envoy without the filter, *gateway-tls* the gateway's TLS-first NATS listener (TLS 1.3, the nats CLI's `--tlsfirst`). Median (lowest–highest) over the rounds.\n\n")
 	p("| workload | target | messages per run | msgs/s | Envoy CPU µs/msg | µs/record |\n|---|---|---:|---:|---:|---:|\n")
 	for _, c := range costs {
@@ -51,6 +52,7 @@ func writeCPU(p func(string, ...any), costs []cpuCost) {
 			p("| %s | %s | %s–%s | %.3f | %.4f |\n", s.Direction, s.Target, sizeName(s.From), sizeName(s.To), s.FixedMicros, s.PerKiBMicros)
 		}
 	}
+	writeFloors(p, costs)
 	p("\n")
 }
 

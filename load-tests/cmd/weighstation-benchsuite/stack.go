@@ -15,10 +15,11 @@ import (
 //go:embed policies/*.yaml
 var policies embed.FS
 
-// startStack starts the local stack with the benchmark's policies; reader's and billing's NATS
-// users are added (policies/reader.yaml and billing.yaml name them).
+// startStack starts the local stack with the benchmark's policies and the no-op filters'
+// listeners (the CPU floors); reader's and billing's NATS users are added (policies/reader.yaml
+// and billing.yaml name them).
 func startStack(root string) (*localstack.Stack, error) {
-	return localstack.Start(root, copyPolicies, "EXTRA_NATS_USERS="+reader.natsUser+" "+billingA.natsUser)
+	return localstack.Start(root, copyPolicies, localstack.NoopPortEnv, "EXTRA_NATS_USERS="+reader.natsUser+" "+billingA.natsUser)
 }
 
 func copyPolicies(dir string) error {

@@ -108,11 +108,11 @@ func measure(root, kind string, n, changes int) (rung, error) {
 		}
 		defer kube.stop()
 		src = kube
-		st, err = localstack.Start(root, func(string) error { return nil }, "EXTRA_NATS_USERS="+measured,
+		st, err = localstack.Start(root, func(string) error { return nil }, nil, "EXTRA_NATS_USERS="+measured,
 			"POLICY_KUBECONFIG="+kube.api.Kubeconfig, "PLATFORM_NAMESPACE="+platformNS)
 	} else {
 		src = files{}
-		st, err = localstack.Start(root, writePolicies(n), "EXTRA_NATS_USERS="+measured)
+		st, err = localstack.Start(root, writePolicies(n), nil, "EXTRA_NATS_USERS="+measured)
 	}
 	if err != nil {
 		return r, err

@@ -41,10 +41,16 @@ type Stack struct {
 
 const startTimeout = 3 * time.Minute
 
+// NoopPortEnv are the ports of the optional listeners whose filter does nothing, a no-op Wasm
+// or native module (the CPU benchmark's floors): a benchmark that wants them passes them to
+// Start as morePorts, so that no other stack pays for their modules.
+var NoopPortEnv = []string{"NATS_NOOP_WASM_PORT", "NATS_NOOP_NATIVE_PORT", "KAFKA_NOOP_WASM_PORT", "KAFKA_NOOP_NATIVE_PORT"}
+
 // Start starts the stack: policies writes the benchmark's policies into the directory it is
-// given, and env adds to the stack's environment (EXTRA_NATS_USERS for users the policies
+// given, morePorts are optional listeners' port variables to turn on beside portEnv's (free
+// ports too), and env adds to the stack's environment (EXTRA_NATS_USERS for users the policies
 // name, say).
-func Start(root string, policies func(dir string) error, env ...string) (*Stack, error) {
+func Start(root string, policies func(dir string) error, morePorts []string, env ...string) (*Stack, error) {
 	scratch, err := os.MkdirTemp("", "weighstation-bench-")
 	if err != nil {
 		return nil, err
@@ -63,11 +69,12 @@ func Start(root string, policies func(dir string) error, env ...string) (*Stack,
 		return nil, err
 	}
 	env = append(append(os.Environ(), "POLICY_DIR="+policyDir), env...)
-	ports, err := freePorts(len(portEnv))
+	names := append(append([]string(nil), portEnv...), morePorts...)
+	ports, err := freePorts(len(names))
 	if err != nil {
 		return nil, err
 	}
-	for i, name := range portEnv {
+	for i, name := range names {
 		s.ports[name] = ports[i]
 		env = append(env, fmt.Sprintf("%s=%d", name, ports[i]))
 	}
@@ -108,7 +115,7 @@ func Start(root string, policies func(dir string) error, env ...string) (*Stack,
 	}
 }
 
-// Addr is the loopback address of one of portEnv's ports.
+// Addr is the loopback address of one of portEnv's ports, or of Start's morePorts.
 func (s *Stack) Addr(env string) string { return "127.0.0.1:" + strconv.Itoa(s.ports[env]) }
 
 // AckedVersion is the policy version the stack's Envoy last acknowledged, from the control
