@@ -3,10 +3,8 @@ package xds
 import (
 	"testing"
 
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	dynamicnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/dynamic_modules/v3"
 	wasmnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/wasm/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
 	"github.com/weighstation/weighstation/control-plane/internal/compile"
 )
@@ -27,11 +25,7 @@ func TestNoopListenersRunTheirModuleAheadOfTcpProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listeners := map[string]*listenerv3.Listener{}
-	for _, r := range res[resourcev3.ListenerType] {
-		l := r.(*listenerv3.Listener)
-		listeners[l.Name] = l
-	}
+	listeners := listenersByName(res)
 	for _, tc := range []struct {
 		name, filter string
 		port         uint32

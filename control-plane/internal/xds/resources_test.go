@@ -111,11 +111,7 @@ func TestPlainListenersHaveNoFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listeners := map[string]*listenerv3.Listener{}
-	for _, r := range res[resourcev3.ListenerType] {
-		l := r.(*listenerv3.Listener)
-		listeners[l.Name] = l
-	}
+	listeners := listenersByName(res)
 	for _, tc := range []struct{ name, cluster string }{
 		{"nats_plain", "nats_upstream"},
 		{"kafka_plain", "kafka_upstream"},
@@ -304,4 +300,14 @@ func TestClientListenersBoundWhatAClientThatDoesNotReadCosts(t *testing.T) {
 			t.Errorf("listener %s socket options %v, want TCP_USER_TIMEOUT 14000 ms", l.Name, opts)
 		}
 	}
+}
+
+// listenersByName are the listeners among res, by name.
+func listenersByName(res map[resourcev3.Type][]types.Resource) map[string]*listenerv3.Listener {
+	out := map[string]*listenerv3.Listener{}
+	for _, r := range res[resourcev3.ListenerType] {
+		l := r.(*listenerv3.Listener)
+		out[l.Name] = l
+	}
+	return out
 }
