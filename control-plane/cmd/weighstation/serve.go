@@ -457,7 +457,7 @@ func kafkaRanges(cs []xds.KafkaCluster) []discovery.Range {
 }
 
 // healSilentGateways has the server send its filter configuration again, every 5 s if need be,
-// to a gateway whose filter runs no worker (xds.Server.HealSilent), judged by every replica's
+// to a gateway whose filter of a protocol runs no worker (xds.Server.HealSilent), judged by every replica's
 // view of the gateways.
 func healSilentGateways(ctx context.Context, server *xds.Server, fleet *kubesource.Fleet) {
 	t := time.NewTicker(5 * time.Second)
