@@ -210,58 +210,70 @@ type Override struct {
 // Filter builds the configuration for one protocol's filter, for a gateway of `replicas` live
 // replicas.
 func Filter(set *policy.Set, version string, proto Protocol, replicas int) FilterConfig {
+	fc := Frame(set, version, proto, replicas)
+	fc.Tenants = make([]Tenant, 0, len(set.Tenants))
+	for _, t := range set.Tenants {
+		fc.Tenants = append(fc.Tenants, TenantOf(t, proto))
+	}
+	return fc
+}
+
+// Frame is Filter without the tenants.
+func Frame(set *policy.Set, version string, proto Protocol, replicas int) FilterConfig {
 	fc := FilterConfig{Version: version, Protocol: proto, DefaultTenant: set.DefaultTenant, Tenants: []Tenant{}}
 	if q := set.QuotaService; q != nil {
 		fc.Quota = &Quota{Cluster: QuotaCluster, Authority: q.Address, Replicas: max(replicas, 1), TimeoutMs: q.Timeout.Milliseconds()}
 	}
-	for _, t := range set.Tenants {
-		p := t.Policy
-		ct := Tenant{
-			Name:   p.Tenant,
-			Policy: p.Name,
-			DryRun: p.Mode == policy.ModeDryRun,
-			Reject: p.OnLimit == policy.OnLimitReject,
-			Global: p.Scope == policy.ScopeGlobal,
-			Limits: limits(t.Limits),
-		}
-		ct.Identify.TLSSubjects = p.Identify.TLSSubjects
-		ct.Identify.TLSSANs = p.Identify.TLSSANs
-		switch proto {
-		case NATS:
-			ct.Identify.NATSUsers = p.Identify.NATSUsers
-			ct.Identify.NATSNkeys = p.Identify.NATSNkeys
-			ct.Identify.NATSAccounts = p.Identify.NATSAccounts
-			if g := t.Permissions; g.NATSPublish != nil || g.NATSSubscribe != nil || len(g.NATSJetStreamAdmin) > 0 {
-				ct.NATSPermissions = &NATSPermissions{Publish: list(g.NATSPublish), Subscribe: list(g.NATSSubscribe),
-					JetStreamAdmin: g.NATSJetStreamAdmin}
-			}
-		case Kafka:
-			ct.Identify.KafkaClientIDPrefixes = p.Identify.KafkaClientIDPrefixes
-			ct.Identify.KafkaSASLPrincipals = p.Identify.KafkaSASLPrincipals
-			ct.Identify.KafkaOAuthClaim = p.Identify.KafkaOAuthClaim
-			if g := t.Permissions; g.KafkaProduce != nil || g.KafkaConsume != nil || g.KafkaGroups != nil ||
-				g.KafkaTransactionalIDs != nil || g.KafkaCreateTopics != nil ||
-				len(g.KafkaDeleteTopics)+len(g.KafkaAlterTopicConfigs)+len(g.KafkaDeleteGroups)+len(g.KafkaCluster) > 0 {
-				ct.Permissions = &Permissions{Produce: list(g.KafkaProduce), Consume: list(g.KafkaConsume),
-					Groups: list(g.KafkaGroups), TransactionalIDs: list(g.KafkaTransactionalIDs),
-					CreateTopics: list(g.KafkaCreateTopics),
-					DeleteTopics: g.KafkaDeleteTopics, AlterTopicConfigs: g.KafkaAlterTopicConfigs,
-					DeleteGroups: g.KafkaDeleteGroups, Cluster: g.KafkaCluster}
-			}
-		}
-		for _, o := range t.Overrides {
-			patterns := o.NATS
-			if proto == Kafka {
-				patterns = o.Kafka
-			}
-			if len(patterns) > 0 {
-				ct.Overrides = append(ct.Overrides, Override{Patterns: patterns, Limits: limits(o.Limits)})
-			}
-		}
-		ct.Clients = clients(t.Clients, proto)
-		fc.Tenants = append(fc.Tenants, ct)
-	}
 	return fc
+}
+
+// TenantOf is one tenant as proto's filter reads it.
+func TenantOf(t *policy.Tenant, proto Protocol) Tenant {
+	p := &t.Policy
+	ct := Tenant{
+		Name:   p.Tenant,
+		Policy: p.Name,
+		DryRun: p.Mode == policy.ModeDryRun,
+		Reject: p.OnLimit == policy.OnLimitReject,
+		Global: p.Scope == policy.ScopeGlobal,
+		Limits: limits(t.Limits),
+	}
+	ct.Identify.TLSSubjects = p.Identify.TLSSubjects
+	ct.Identify.TLSSANs = p.Identify.TLSSANs
+	switch proto {
+	case NATS:
+		ct.Identify.NATSUsers = p.Identify.NATSUsers
+		ct.Identify.NATSNkeys = p.Identify.NATSNkeys
+		ct.Identify.NATSAccounts = p.Identify.NATSAccounts
+		if g := t.Permissions; g.NATSPublish != nil || g.NATSSubscribe != nil || len(g.NATSJetStreamAdmin) > 0 {
+			ct.NATSPermissions = &NATSPermissions{Publish: list(g.NATSPublish), Subscribe: list(g.NATSSubscribe),
+				JetStreamAdmin: g.NATSJetStreamAdmin}
+		}
+	case Kafka:
+		ct.Identify.KafkaClientIDPrefixes = p.Identify.KafkaClientIDPrefixes
+		ct.Identify.KafkaSASLPrincipals = p.Identify.KafkaSASLPrincipals
+		ct.Identify.KafkaOAuthClaim = p.Identify.KafkaOAuthClaim
+		if g := t.Permissions; g.KafkaProduce != nil || g.KafkaConsume != nil || g.KafkaGroups != nil ||
+			g.KafkaTransactionalIDs != nil || g.KafkaCreateTopics != nil ||
+			len(g.KafkaDeleteTopics)+len(g.KafkaAlterTopicConfigs)+len(g.KafkaDeleteGroups)+len(g.KafkaCluster) > 0 {
+			ct.Permissions = &Permissions{Produce: list(g.KafkaProduce), Consume: list(g.KafkaConsume),
+				Groups: list(g.KafkaGroups), TransactionalIDs: list(g.KafkaTransactionalIDs),
+				CreateTopics: list(g.KafkaCreateTopics),
+				DeleteTopics: g.KafkaDeleteTopics, AlterTopicConfigs: g.KafkaAlterTopicConfigs,
+				DeleteGroups: g.KafkaDeleteGroups, Cluster: g.KafkaCluster}
+		}
+	}
+	for _, o := range t.Overrides {
+		patterns := o.NATS
+		if proto == Kafka {
+			patterns = o.Kafka
+		}
+		if len(patterns) > 0 {
+			ct.Overrides = append(ct.Overrides, Override{Patterns: patterns, Limits: limits(o.Limits)})
+		}
+	}
+	ct.Clients = clients(t.Clients, proto)
+	return ct
 }
 
 // clients keeps the client limits that apply to the protocol: the default, and the named

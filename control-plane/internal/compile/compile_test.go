@@ -57,7 +57,7 @@ func TestFilterConfigCarriesResolvedLimitsPerProtocol(t *testing.T) {
 // Kafka data lists and NATS lists where an empty list (nothing) is not an absent one (every
 // name).
 func TestPermissionsReachTheFilterOfTheirProtocol(t *testing.T) {
-	set := &policy.Set{DefaultTenant: "a", Tenants: []policy.Tenant{
+	set := &policy.Set{DefaultTenant: "a", Tenants: []*policy.Tenant{
 		{Policy: policy.LimitPolicy{Tenant: "a"}, Permissions: policy.EffectivePermissions{
 			KafkaProduce: []string{}, KafkaConsume: []string{"a.*"}, KafkaTransactionalIDs: []string{"a-tx-?"},
 			KafkaDeleteTopics: []string{"a.*"}, KafkaCluster: []string{"ElectLeaders"},

@@ -10,17 +10,17 @@ type Admission struct {
 }
 
 func NewAdmission(gd GatewayDefaults) *Admission {
-	return &Admission{gd: gd, claims: newRegistry()}
+	return &Admission{gd: gd, claims: newRegistry(0)}
 }
 
 // Admit returns lp's errors among the policies admitted so far, and admits it if it has none.
 func (a *Admission) Admit(lp LimitPolicy) Errors {
 	c := &collector{}
-	a.claims.check(lp, a.gd, c)
-	resolveTenant(lp, a.gd, c)
+	a.claims.check(&lp, a.gd, c)
+	resolveTenant(&lp, a.gd, c)
 	if len(c.errs) > 0 {
 		return c.errs.sorted()
 	}
-	a.claims.add(lp)
+	a.claims.add(&lp)
 	return nil
 }

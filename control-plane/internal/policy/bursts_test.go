@@ -96,7 +96,7 @@ func TestDefaultBurstIsAQuarterOfTheTenantsAtMost(t *testing.T) {
 			if len(set.Warnings) != 0 {
 				t.Errorf("a default burst warned: %v", set.Warnings)
 			}
-			var tn Tenant
+			var tn *Tenant
 			for _, x := range set.Tenants {
 				if x.Policy.Tenant == "billing" {
 					tn = x

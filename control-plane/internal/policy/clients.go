@@ -122,7 +122,7 @@ func (d *decoder) clientNames(n *yaml.Node, path string) []string {
 // resolveClients checks a policy's client limits: each names a rate, its bursts default to one
 // second of it (at most a quarter of the tenant's), and a byte burst must fit one message of the
 // tenant's maximum size.
-func resolveClients(p LimitPolicy, tenant Effective, c *collector) *EffectiveClients {
+func resolveClients(p *LimitPolicy, tenant Effective, c *collector) *EffectiveClients {
 	cl := p.Clients
 	if !cl.Set {
 		return nil

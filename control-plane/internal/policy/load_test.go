@@ -328,7 +328,7 @@ func TestLimitsResolveFromPolicyThenDefaultsThenBuiltins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var acmeT, anon Tenant
+	var acmeT, anon *Tenant
 	for _, tn := range set.Tenants {
 		switch tn.Policy.Tenant {
 		case "acme":

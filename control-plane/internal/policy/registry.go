@@ -51,8 +51,9 @@ func (k identityKind) values(id Identify) []string {
 	}
 }
 
-func newRegistry() *registry {
-	r := &registry{names: map[string]Pos{}, tenants: map[string]Pos{}, identities: map[identityKind]map[string]owner{}}
+// newRegistry is an empty registry for about n policies.
+func newRegistry(n int) *registry {
+	r := &registry{names: make(map[string]Pos, n), tenants: make(map[string]Pos, n), identities: map[identityKind]map[string]owner{}}
 	for _, k := range exactIdentities {
 		r.identities[k] = map[string]owner{}
 	}
@@ -61,7 +62,7 @@ func newRegistry() *registry {
 
 // check reports what of p conflicts with the claims, or breaks a rule that needs the defaults
 // (identify required, a global scope's quota service). It claims nothing.
-func (r *registry) check(p LimitPolicy, gd GatewayDefaults, c *collector) {
+func (r *registry) check(p *LimitPolicy, gd GatewayDefaults, c *collector) {
 	if first, dup := r.names[p.Name]; dup && p.Name != "" {
 		c.conflict(p.Pos, "metadata.name", "%q is already used by the LimitPolicy at %s", p.Name, posString(first))
 	}
@@ -97,7 +98,7 @@ func (r *registry) check(p LimitPolicy, gd GatewayDefaults, c *collector) {
 }
 
 // add claims p's name, tenant and identities; the first claim of each stays.
-func (r *registry) add(p LimitPolicy) {
+func (r *registry) add(p *LimitPolicy) {
 	if _, dup := r.names[p.Name]; !dup {
 		r.names[p.Name] = p.Pos
 	}

@@ -196,8 +196,11 @@ type EffectiveOverride struct {
 type Set struct {
 	DefaultTenant string
 	QuotaService  *QuotaService // nil: no tenant is global
-	Tenants       []Tenant      // sorted by tenant name
-	Hash          string        // sha256 over the files' names and contents, in path order
+	// Tenants are sorted by tenant name. Sets loaded one after another share the Tenants of
+	// unchanged policies (Decoded), and a publish recompiles only the others (by pointer):
+	// a Tenant is never changed once in a set.
+	Tenants []*Tenant
+	Hash    string // sha256 over the files' names and their contents' sha256, in path order
 	// Warnings are findings that do not stop the set loading (see bursts.go), in position order.
 	Warnings Errors
 }

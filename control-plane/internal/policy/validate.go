@@ -1,12 +1,28 @@
 package policy
 
 import (
-	"sort"
+	"slices"
 	"strings"
 )
 
 // validateSet checks the rules that span documents and resolves every tenant's limits.
 func validateSet(dir string, policies []LimitPolicy, defaults []GatewayDefaults, c *collector) *Set {
+	claimed := make([]*LimitPolicy, len(policies))
+	for i := range policies {
+		claimed[i] = &policies[i]
+	}
+	gd := checkClaims(dir, claimed, defaults, c)
+	tenants := make([]*Tenant, len(policies))
+	for i, p := range claimed {
+		t := resolveTenant(p, gd, c)
+		tenants[i] = &t
+	}
+	return newSet(gd, tenants)
+}
+
+// checkClaims checks the defaults and what the policies claim (names, tenants, identities:
+// each once), and returns the GatewayDefaults the tenants resolve against.
+func checkClaims(dir string, policies []*LimitPolicy, defaults []GatewayDefaults, c *collector) GatewayDefaults {
 	dirPos := Pos{File: dir, Line: 1, Column: 1}
 	var gd GatewayDefaults
 	switch len(defaults) {
@@ -20,7 +36,7 @@ func validateSet(dir string, policies []LimitPolicy, defaults []GatewayDefaults,
 	}
 	checkDefaultLimits(gd.DefaultLimits, c)
 
-	claims := newRegistry()
+	claims := newRegistry(len(policies))
 	for _, p := range policies {
 		claims.check(p, gd, c)
 		claims.add(p)
@@ -30,13 +46,13 @@ func validateSet(dir string, policies []LimitPolicy, defaults []GatewayDefaults,
 			c.add(gd.TenantPos, "spec.defaultTenant", "tenant %q has no LimitPolicy", gd.DefaultTenant)
 		}
 	}
+	return gd
+}
 
-	set := &Set{DefaultTenant: gd.DefaultTenant, QuotaService: gd.QuotaService}
-	for _, p := range policies {
-		set.Tenants = append(set.Tenants, resolveTenant(p, gd, c))
-	}
-	sort.Slice(set.Tenants, func(i, j int) bool { return set.Tenants[i].Policy.Tenant < set.Tenants[j].Policy.Tenant })
-	return set
+// newSet is the set of tenants resolved against gd, sorted by name.
+func newSet(gd GatewayDefaults, tenants []*Tenant) *Set {
+	slices.SortFunc(tenants, func(a, b *Tenant) int { return strings.Compare(a.Policy.Tenant, b.Policy.Tenant) })
+	return &Set{DefaultTenant: gd.DefaultTenant, QuotaService: gd.QuotaService, Tenants: tenants}
 }
 
 // checkDefaultLimits rejects a `defaultLimits` that sets queue or connections to values no
@@ -55,14 +71,14 @@ func posString(p Pos) string {
 }
 
 // resolveTenant resolves one policy's limits against the defaults.
-func resolveTenant(p LimitPolicy, gd GatewayDefaults, c *collector) Tenant {
+func resolveTenant(p *LimitPolicy, gd GatewayDefaults, c *collector) Tenant {
 	// Limits that come from no field of their own are reported at the tenant, or at the
 	// document when it names none.
 	at := p.TenantPos
 	if at == (Pos{}) {
 		at = p.Pos
 	}
-	t := Tenant{Policy: p, Limits: resolve(p.Limits, "spec.limits", at, gd.DefaultLimits, c),
+	t := Tenant{Policy: *p, Limits: resolve(p.Limits, "spec.limits", at, gd.DefaultLimits, c),
 		Permissions: resolvePermissions(p.Permissions, gd.DefaultPermissions)}
 	t.Overrides = resolveOverrides(p, t.Limits, c)
 	t.Clients = resolveClients(p, t.Limits, c)
@@ -71,7 +87,7 @@ func resolveTenant(p LimitPolicy, gd GatewayDefaults, c *collector) Tenant {
 
 // resolveOverrides checks each override and resolves its limits. An override may only narrow
 // the tenant's per-message limits (size, rate, inFlight); queue and connections are per tenant.
-func resolveOverrides(p LimitPolicy, tenant Effective, c *collector) []EffectiveOverride {
+func resolveOverrides(p *LimitPolicy, tenant Effective, c *collector) []EffectiveOverride {
 	out := make([]EffectiveOverride, 0, len(p.Overrides))
 	seenPatterns := map[string]int{}
 	for i, o := range p.Overrides {

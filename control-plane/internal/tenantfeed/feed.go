@@ -71,20 +71,9 @@ func ContentOf(version string) string {
 	return h
 }
 
-// Publish makes tenants (by protocol, as compiled for the filter) the current ones, as version.
-func (f *Feed) Publish(version string, tenants map[compile.Protocol][]compile.Tenant) error {
-	encoded := map[compile.Protocol]map[string]json.RawMessage{}
-	for p, ts := range tenants {
-		m := make(map[string]json.RawMessage, len(ts))
-		for _, t := range ts {
-			b, err := json.Marshal(t)
-			if err != nil {
-				return err
-			}
-			m[t.Name] = b
-		}
-		encoded[p] = m
-	}
+// Publish makes encoded the current tenants, as version: by protocol, then name, each
+// compiled for the filter (compile.Tenant) as JSON, which the feed keeps and must not change.
+func (f *Feed) Publish(version string, encoded map[compile.Protocol]map[string]json.RawMessage) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seq++
@@ -126,7 +115,6 @@ func (f *Feed) Publish(version string, tenants map[compile.Protocol][]compile.Te
 		f.order = f.order[1:]
 	}
 	f.notify()
-	return nil
 }
 
 func (f *Feed) forgetTombstones() {

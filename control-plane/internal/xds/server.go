@@ -82,6 +82,8 @@ type Server struct {
 	frame, setFrame string
 	// filtered are the protocols whose filter configurations are published.
 	filtered []compile.Protocol
+	// feedTenants are the current set's tenants as the feed sends them (with the feed).
+	feedTenants feedTenants
 	// resent counts the times the current snapshot was sent again under a new version after a
 	// NACK (see resendSnapshot).
 	resent int
@@ -115,14 +117,15 @@ func (s *Server) Publish(set *policy.Set, version string) error {
 		s.resent = 0
 		return s.publishLocked()
 	}
-	frame, tenants, err := frameOf(set)
+	frame, err := frameOf(set)
 	if err != nil {
 		return err
 	}
 	s.setFrame = frame
-	if err := s.feed.Publish(version, tenants); err != nil {
+	if err := s.feedTenants.update(set); err != nil {
 		return err
 	}
+	s.feed.Publish(version, s.feedTenants.encoded)
 	if s.frame != "" && frame == s.frame {
 		return nil
 	}
@@ -130,21 +133,17 @@ func (s *Server) Publish(set *policy.Set, version string) error {
 	return s.publishLocked()
 }
 
-// frameOf compiles set for each protocol: what the filter configurations hold besides the
-// tenants (a hash), and the tenants.
-func frameOf(set *policy.Set) (string, map[compile.Protocol][]compile.Tenant, error) {
+// frameOf is what set's filter configurations hold besides the tenants, as a hash.
+func frameOf(set *policy.Set) (string, error) {
 	h := sha256.New()
-	tenants := map[compile.Protocol][]compile.Tenant{}
-	for _, p := range []compile.Protocol{compile.NATS, compile.Kafka} {
-		fc := compile.Filter(set, "", p, 0)
-		tenants[p], fc.Tenants = fc.Tenants, nil
-		b, err := json.Marshal(fc)
+	for _, p := range protocols {
+		b, err := json.Marshal(compile.Frame(set, "", p, 0))
 		if err != nil {
-			return "", nil, err
+			return "", err
 		}
 		h.Write(b)
 	}
-	return hex.EncodeToString(h.Sum(nil)), tenants, nil
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Feed is the tenant feed the filters poll (nil without reports).
