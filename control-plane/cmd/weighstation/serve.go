@@ -168,6 +168,7 @@ func serve(args []string) int {
 		go countReplicas(ctx, *replicasDNS, server, log)
 	}
 	ctrl := controller.New(source.describe(), server, log)
+	server.OnVersionSeen(ctrl.Witness)
 	fleet := &kubesource.Fleet{Own: server.Nodes, Client: &http.Client{}, Timeout: 500 * time.Millisecond}
 	book := usage.New(*decisionsRetained, *usageMinutes, *usageSeconds)
 	keepCurrent, err := source.start(ctx, ctrl, server, fleet.Nodes, book.Summary, log)
@@ -206,7 +207,7 @@ func serve(args []string) int {
 	var relay *usage.Relay
 	opsMux.Handle(kubesource.GatewaysPath, kubesource.GatewaysHandler(server.Nodes))
 	if feed := server.Feed(); feed != nil {
-		opsMux.Handle("GET "+tenantfeed.Path, tenantfeed.Handler(ctx, feed, server.Polled))
+		opsMux.Handle("GET "+tenantfeed.Path, tenantfeed.Handler(ctx, feed, server))
 	}
 	if peers := peersOf(*peersDNS, *peersList, opsLis); peers != nil {
 		relay = &usage.Relay{Peers: peers, Client: &http.Client{}, Log: log}

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weighstation/weighstation/control-plane/internal/policy"
@@ -41,7 +44,14 @@ type Controller struct {
 	publisher Publisher
 	log       *slog.Logger
 
-	mu         sync.Mutex
+	// witnessed is the highest generation a gateway said it runs (atomic: told from xDS and
+	// feed handlers, which must not wait for a publication in progress).
+	witnessed atomic.Int64
+
+	mu sync.Mutex
+	// generation is the active version's. A version is numbered one past it and past any
+	// witnessed, so replicas that publish the same change number it alike, and a restarted one
+	// does not count from 1 below what the gateways hold.
 	generation int
 	active     *Active
 	lastError  *LoadError
@@ -89,14 +99,15 @@ func (c *Controller) Apply(set *policy.Set, err error) error {
 		c.lastError = nil
 		return nil
 	}
-	version := fmt.Sprintf("%d-%s", c.generation+1, set.Hash[:12])
+	generation := max(c.generation, int(c.witnessed.Load())) + 1
+	version := fmt.Sprintf("%d-%s", generation, set.Hash[:12])
 	if err := c.publisher.Publish(set, version); err != nil {
 		c.reloads["error"]++
 		c.lastError = &LoadError{At: time.Now(), Errors: []string{"publishing: " + err.Error()}}
 		c.log.Error("publishing policy failed", "version", version, "err", err)
 		return err
 	}
-	c.generation++
+	c.generation = generation
 	tenants := make([]string, 0, len(set.Tenants))
 	for _, t := range set.Tenants {
 		tenants = append(tenants, t.Policy.Tenant)
@@ -110,6 +121,25 @@ func (c *Controller) Apply(set *policy.Set, err error) error {
 	c.reloads["ok"]++
 	c.log.Info("policy version published", "version", version, "tenants", tenants)
 	return nil
+}
+
+// maxGeneration bounds a generation witnessed: the filter's gauge is a float64, exact to 2^53.
+const maxGeneration = 1 << 52
+
+// Witness records a policy version ("<generation>-<hash>") a gateway says it runs, sent by
+// this replica or another: the next version is numbered past it.
+func (c *Controller) Witness(version string) {
+	g, _, found := strings.Cut(version, "-")
+	n, err := strconv.ParseInt(g, 10, 64)
+	if !found || err != nil || n > maxGeneration {
+		return
+	}
+	for {
+		old := c.witnessed.Load()
+		if n <= old || c.witnessed.CompareAndSwap(old, n) {
+			return
+		}
+	}
 }
 
 // ActiveVersion is the version in force ("" before the first).

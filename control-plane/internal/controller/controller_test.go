@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/weighstation/weighstation/control-plane/internal/policy"
@@ -90,5 +91,35 @@ func TestReloadPublishesValidChangesAndKeepsTheLastGoodOne(t *testing.T) {
 	}
 	if tenants := c.State().Active.Tenants; len(tenants) != 1 || tenants[0] != "anonymous" {
 		t.Errorf("tenants after acme's file was removed: %v", tenants)
+	}
+}
+
+// A version is numbered past any a gateway said it runs: two replicas, one restarted (counting
+// from 1), number the next change alike once they have heard from the same gateways; a version
+// that is not "<generation>-<hash>" or absurdly high is ignored.
+func TestVersionsAreNumberedPastTheGatewaysOwn(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(defaultsDoc+"---\n"+acme("5")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	long, restarted := &recordingPublisher{}, &recordingPublisher{}
+	a, b := New(dir, long, log), New(dir, restarted, log)
+	a.generation = 5 // as if five changes had been published before b restarted
+	_ = a.Reload()
+	_ = b.Reload()
+	if g := a.State().Generation; g != 6 || b.State().Generation != 1 {
+		t.Fatalf("generations %d and %d before any gateway was heard", g, b.State().Generation)
+	}
+	for _, v := range []string{a.ActiveVersion(), "x-abc", "9999999999999999999-abc", "", "8"} {
+		b.Witness(v)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(defaultsDoc+"---\n"+acme("6")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Reload()
+	_ = b.Reload()
+	if va, vb := a.ActiveVersion(), b.ActiveVersion(); va != vb || !strings.HasPrefix(va, "7-") {
+		t.Errorf("the same change numbered %s and %s, want both 7-…", va, vb)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/weighstation/weighstation/control-plane/internal/controller"
 	"github.com/weighstation/weighstation/control-plane/internal/discovery"
 	"github.com/weighstation/weighstation/control-plane/internal/quota"
+	"github.com/weighstation/weighstation/control-plane/internal/tenantfeed"
 	"github.com/weighstation/weighstation/control-plane/internal/tlssecrets"
 	"github.com/weighstation/weighstation/control-plane/internal/usage"
 	"github.com/weighstation/weighstation/control-plane/internal/xds"
@@ -92,7 +93,7 @@ func writeMetrics(w http.ResponseWriter, st controller.State, nodes []xds.NodeSt
 	metric := func(name, typ, help string) {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
 	}
-	metric("weighstation_controlplane_policy_generation", "gauge", "Number of policy versions published since start.")
+	metric("weighstation_controlplane_policy_generation", "gauge", "Generation of the policy version in force, numbered past any a gateway runs (alike across replicas).")
 	fmt.Fprintf(&b, "weighstation_controlplane_policy_generation %d\n", st.Generation)
 	metric("weighstation_controlplane_policy_error", "gauge", "1 while the policy directory holds a refused change.")
 	errVal := 0
@@ -114,11 +115,11 @@ func writeMetrics(w http.ResponseWriter, st controller.State, nodes []xds.NodeSt
 		active = st.Active.Version
 	}
 	metric("weighstation_controlplane_node_connected", "gauge", "1 while the Envoy node holds an xDS stream.")
-	metric("weighstation_controlplane_node_in_sync", "gauge", "1 when the node has acknowledged the active policy version.")
+	metric("weighstation_controlplane_node_in_sync", "gauge", "1 when the node has acknowledged the active policy (its content, whichever replica numbered it).")
 	metric("weighstation_controlplane_node_nack", "gauge", "1 when the node rejected the last policy version it was sent.")
 	for _, n := range nodes {
 		fmt.Fprintf(&b, "weighstation_controlplane_node_connected{node=%q} %d\n", n.ID, boolInt(n.Connected))
-		fmt.Fprintf(&b, "weighstation_controlplane_node_in_sync{node=%q} %d\n", n.ID, boolInt(n.AckedVersion == active && active != ""))
+		fmt.Fprintf(&b, "weighstation_controlplane_node_in_sync{node=%q} %d\n", n.ID, boolInt(active != "" && tenantfeed.ContentOf(n.AckedVersion) == tenantfeed.ContentOf(active)))
 		fmt.Fprintf(&b, "weighstation_controlplane_node_nack{node=%q} %d\n", n.ID, boolInt(n.NackedVersion != ""))
 	}
 	if q != nil {

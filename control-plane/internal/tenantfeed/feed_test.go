@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,7 +85,8 @@ func TestAPollIsAnsweredWhenSomethingChanges(t *testing.T) {
 	f := New()
 	f.SetReplicas(1)
 	f.Publish("1-a", tenants(map[string]uint64{"acme": 1}))
-	srv := httptest.NewServer(Handler(context.Background(), f, func(Poll) {}))
+	polls := &pollRecorder{}
+	srv := httptest.NewServer(Handler(context.Background(), f, polls))
 	defer srv.Close()
 	poll := func() chan *http.Response {
 		out := make(chan *http.Response, 1)
@@ -117,6 +119,9 @@ func TestAPollIsAnsweredWhenSomethingChanges(t *testing.T) {
 			_ = resp.Body.Close()
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s: no answer 5 s after the change", name)
+		}
+		if begun, ended := polls.counts(); begun != ended {
+			t.Errorf("%s: %d polls begun, %d told ended after their answers", name, begun, ended)
 		}
 		f.Publish("1-a", tenants(map[string]uint64{"acme": 1}))
 		f.SetReplicas(1)
@@ -172,4 +177,36 @@ func TestForgottenRemovalsMakeAFullDelta(t *testing.T) {
 	if d, _ := f.delta(compile.NATS, "2-b", 0); d == nil || d.Full || len(d.Tenants) != 1 {
 		t.Errorf("from after them: %+v", d)
 	}
+}
+
+// pollRecorder counts the polls a Handler told begun, and those told ended with the same
+// beginning (as the tracker matches them).
+type pollRecorder struct {
+	mu            sync.Mutex
+	begun         map[time.Time]bool
+	begins, ended int
+}
+
+func (r *pollRecorder) Polled(p Poll) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.begun == nil {
+		r.begun = map[time.Time]bool{}
+	}
+	r.begun[p.At] = true
+	r.begins++
+}
+
+func (r *pollRecorder) PollEnded(p Poll) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.begun[p.At] {
+		r.ended++
+	}
+}
+
+func (r *pollRecorder) counts() (begun, ended int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.begins, r.ended
 }

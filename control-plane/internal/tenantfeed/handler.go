@@ -21,12 +21,22 @@ type Poll struct {
 	// Protocol: each protocol's filter is configured, and can fail to load, on its own.
 	Protocol compile.Protocol
 	Replicas int
+	// At is when the poll began: with Node, Worker and Protocol it names the poll when it ends.
+	At time.Time
+}
+
+// Tracker is told of each poll when it begins and when it ends (answered, or given up by the
+// worker or the server).
+type Tracker interface {
+	Polled(Poll)
+	PollEnded(Poll)
 }
 
 // Handler answers GET Path?protocol=P&applied=VERSION&replicas=N&node=ID&worker=TOKEN: the
 // delta from that version as JSON (200), or 204 after Hold when there is none. Every poll is
-// first passed to seen. Polls end when ctx does (the server's shutdown need not wait for them).
-func Handler(ctx context.Context, f *Feed, seen func(Poll)) http.Handler {
+// passed to polls as it begins and ends. Polls end when ctx does (the server's shutdown need not
+// wait for them).
+func Handler(ctx context.Context, f *Feed, polls Tracker) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		p := compile.Protocol(q.Get("protocol"))
@@ -35,7 +45,9 @@ func Handler(ctx context.Context, f *Feed, seen func(Poll)) http.Handler {
 			http.Error(w, "want protocol=nats|kafka, applied=VERSION and replicas=N", http.StatusBadRequest)
 			return
 		}
-		seen(Poll{Node: q.Get("node"), Worker: q.Get("worker"), Applied: q.Get("applied"), Protocol: p, Replicas: replicas})
+		poll := Poll{Node: q.Get("node"), Worker: q.Get("worker"), Applied: q.Get("applied"), Protocol: p, Replicas: replicas, At: time.Now()}
+		polls.Polled(poll)
+		defer polls.PollEnded(poll)
 		wait, cancel := context.WithTimeout(r.Context(), Hold)
 		defer cancel()
 		stop := context.AfterFunc(ctx, cancel)

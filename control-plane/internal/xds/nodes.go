@@ -42,12 +42,28 @@ type Worker struct {
 	Protocol compile.Protocol `json:"protocol"`
 	Version  string           `json:"version"`
 	Replicas int              `json:"replicas"`
-	Seen     time.Time        `json:"seen"`
+	// Seen is when its last poll began; Ended, when that poll ended (zero while it is held).
+	Seen  time.Time `json:"seen"`
+	Ended time.Time `json:"ended,omitzero"`
 }
 
-// workerLive: a worker that has not polled for this long is gone (a poll is held at most
-// tenantfeed.Hold, and the next follows at once).
+// workerLive: a worker whose poll is held and began this long ago is gone (a poll is held at
+// most tenantfeed.Hold).
 const workerLive = tenantfeed.Hold + 15*time.Second
+
+// repollWithin: a worker whose poll ended this long ago without a next one is gone. A live
+// worker polls again at its next tick, once it has installed what it was answered; Envoy
+// replaces the VMs of a pod starting (each replaced worker's poll answered or cancelled), and
+// those must not hold the pod's acknowledgement back for workerLive.
+const repollWithin = 10 * time.Second
+
+// live says whether the worker still polls, by now.
+func (w Worker) live(now time.Time) bool {
+	if !w.Ended.IsZero() {
+		return now.Sub(w.Ended) < repollWithin
+	}
+	return now.Sub(w.Seen) < workerLive
+}
 
 // Settle drops the workers gone by now and, if every live one runs the same policy content
 // and replica count, makes its version the node's acknowledged one (and the snapshot that
@@ -55,7 +71,7 @@ const workerLive = tenantfeed.Hold + 15*time.Second
 func Settle(n *NodeStatus, now time.Time) bool {
 	live := make([]Worker, 0, len(n.Workers))
 	for _, w := range n.Workers {
-		if now.Sub(w.Seen) < workerLive {
+		if w.live(now) {
 			live = append(live, w)
 		}
 	}
@@ -77,7 +93,7 @@ func Settle(n *NodeStatus, now time.Time) bool {
 	return true
 }
 
-// MergeWorkers is the workers of two views of one node, each as last seen in either.
+// MergeWorkers is the workers of two views of one node, each as of its latest poll in either.
 func MergeWorkers(a, b []Worker) []Worker {
 	out := append([]Worker(nil), a...)
 	for _, w := range b {
@@ -106,6 +122,8 @@ type nodeTracker struct {
 	onConnected func(connected, offset int)
 	// onNack is told of every NACK.
 	onNack func()
+	// onVersion is told each policy version a node or worker says it runs.
+	onVersion func(version string)
 }
 
 func newNodeTracker() *nodeTracker {
@@ -193,8 +211,11 @@ func (t *nodeTracker) OnStreamRequest(id int64, req *discoveryv3.DiscoveryReques
 		}
 		changed = true
 	}
-	cb, connectedCb, connected, nackCb := t.onChange, t.onConnected, t.connectedLocked(), t.onNack
+	cb, connectedCb, connected, nackCb, seen := t.onChange, t.onConnected, t.connectedLocked(), t.onNack, t.onVersion
 	t.mu.Unlock()
+	if seen != nil && req.GetTypeUrl() == resourcev3.ExtensionConfigType && req.GetVersionInfo() != "" {
+		seen(policyVersion(req.GetVersionInfo()))
+	}
 	if nacked && nackCb != nil {
 		nackCb()
 	}
@@ -245,13 +266,32 @@ func (t *nodeTracker) Polled(p tenantfeed.Poll) {
 		n = &NodeStatus{ID: p.Node}
 		t.nodes[p.Node] = n
 	}
-	now := time.Now()
-	n.Workers = MergeWorkers(n.Workers, []Worker{{Token: p.Worker, Protocol: p.Protocol, Version: p.Applied, Replicas: p.Replicas, Seen: now}})
-	changed := Settle(n, now)
-	cb := t.onChange
+	n.Workers = MergeWorkers(n.Workers, []Worker{{Token: p.Worker, Protocol: p.Protocol, Version: p.Applied, Replicas: p.Replicas, Seen: p.At}})
+	changed := Settle(n, time.Now())
+	cb, seen := t.onChange, t.onVersion
 	t.mu.Unlock()
+	if seen != nil {
+		seen(p.Applied)
+	}
 	if changed && cb != nil {
 		cb()
+	}
+}
+
+// PollEnded records that a worker's poll ended, if it is the worker's latest: it must poll
+// again within repollWithin to stay live. An earlier poll ending (Envoy configured the worker
+// anew, so it dropped that poll and began another) says nothing.
+func (t *nodeTracker) PollEnded(p tenantfeed.Poll) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, ok := t.nodes[p.Node]
+	if !ok {
+		return
+	}
+	for i, w := range n.Workers {
+		if w.Token == p.Worker && w.Protocol == p.Protocol && w.Seen.Equal(p.At) {
+			n.Workers[i].Ended = time.Now()
+		}
 	}
 }
 

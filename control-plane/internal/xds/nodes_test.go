@@ -51,13 +51,13 @@ func TestWorkersPollsAcknowledgeTheFeedsVersions(t *testing.T) {
 	_ = tr.OnStreamRequest(1, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "envoy-a"},
 		TypeUrl: resourcev3.ExtensionConfigType, VersionInfo: "3-abc" + gatewaySuffix + "f00"})
 	acked := func() string { return tr.Nodes()[0].AckedVersion }
-	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "1", Applied: "3-abc"})
-	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "2", Applied: "3-abc"})
-	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "1", Applied: "4-def"})
+	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "1", Applied: "3-abc", At: time.Now()})
+	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "2", Applied: "3-abc", At: time.Now()})
+	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "1", Applied: "4-def", At: time.Now()})
 	if v := acked(); v != "3-abc" {
 		t.Errorf("one worker of two on 4-def: acknowledged %s", v)
 	}
-	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "2", Applied: "4-def"})
+	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "2", Applied: "4-def", At: time.Now()})
 	if v := acked(); v != "4-def" {
 		t.Errorf("both workers on 4-def: acknowledged %s", v)
 	}
@@ -74,6 +74,36 @@ func TestWorkersPollsAcknowledgeTheFeedsVersions(t *testing.T) {
 	n.Workers = MergeWorkers(n.Workers, peer.Workers)
 	if !Settle(&n, time.Now()) || n.AckedVersion != "6-jkl" {
 		t.Errorf("workers' later polls at another control plane: %+v", n)
+	}
+}
+
+// A worker whose poll ended is gone unless it polls again within repollWithin (Envoy replaced
+// its VM); the end of a poll it had dropped for a newer one leaves it live.
+func TestAWorkerThatDoesNotPollAgainIsSoonGone(t *testing.T) {
+	tr := newNodeTracker()
+	began := time.Now()
+	first := tenantfeed.Poll{Node: "envoy-a", Worker: "1", Applied: "3-abc", At: began}
+	tr.Polled(first)
+	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "2", Applied: "3-abc", At: began})
+	second := first
+	second.At = began.Add(time.Millisecond)
+	tr.Polled(second)
+	tr.PollEnded(first)
+	n := tr.Nodes()[0]
+	Settle(&n, began.Add(repollWithin+time.Second))
+	if len(n.Workers) != 2 {
+		t.Errorf("the end of a dropped poll made its worker gone: %+v", n.Workers)
+	}
+
+	tr.PollEnded(tenantfeed.Poll{Node: "envoy-a", Worker: "2", At: began})
+	n = tr.Nodes()[0]
+	Settle(&n, time.Now().Add(repollWithin/2))
+	if len(n.Workers) != 2 {
+		t.Errorf("a worker answered a moment ago is gone: %+v", n.Workers)
+	}
+	Settle(&n, time.Now().Add(repollWithin+time.Second))
+	if len(n.Workers) != 1 || n.Workers[0].Token != "1" {
+		t.Errorf("a worker answered and silent since counted: %+v", n.Workers)
 	}
 }
 

@@ -152,6 +152,9 @@ func (s *Server) Feed() *tenantfeed.Feed { return s.feed }
 // Polled records a filter worker's poll of the tenant feed (see NodeStatus.Workers).
 func (s *Server) Polled(p tenantfeed.Poll) { s.nodes.Polled(p) }
 
+// PollEnded records the end of a filter worker's poll of the tenant feed.
+func (s *Server) PollEnded(p tenantfeed.Poll) { s.nodes.PollEnded(p) }
+
 // SetTLS makes m the TLS material every Envoy receives (over SDS). Only the secrets' version
 // changes: listeners, clusters and the filter configuration are untouched, so open connections
 // stay as they are and the next handshake uses the new certificates.
@@ -449,6 +452,14 @@ func (s *Server) QuotaService() (address string, timeout time.Duration, replicas
 
 // Nodes reports each Envoy node's ACKed or NACKed policy version.
 func (s *Server) Nodes() []NodeStatus { return s.nodes.Nodes() }
+
+// OnVersionSeen registers a function told each policy version a node or one of its workers
+// says it runs (see controller.Witness).
+func (s *Server) OnVersionSeen(f func(version string)) {
+	s.nodes.mu.Lock()
+	s.nodes.onVersion = f
+	s.nodes.mu.Unlock()
+}
 
 // OnNodeChange registers a function called after any ACK or NACK (used for metrics).
 func (s *Server) OnNodeChange(f func()) { s.nodes.mu.Lock(); s.nodes.onChange = f; s.nodes.mu.Unlock() }

@@ -114,7 +114,7 @@ func controlPlanesDeleted(t *testing.T) {
 				continue
 			}
 			for _, n := range s.Nodes {
-				if versionHash(n.AckedVersion) != before && n.AckedVersion == s.Active.Version {
+				if versionHash(n.AckedVersion) != before && versionHash(n.AckedVersion) == versionHash(s.Active.Version) {
 					acked[n.ID] = true
 				}
 			}
@@ -190,7 +190,7 @@ func newEnvoyPod(t *testing.T) {
 			for _, cp := range podIPs(t, cluster.GatewayNS, cluster.CPLabels) {
 				s, err := statusOf(cp)
 				for _, n := range s.Nodes {
-					if err == nil && n.ID == pod && n.AckedVersion != "" && n.AckedVersion == s.Active.Version {
+					if err == nil && n.ID == pod && n.AckedVersion != "" && versionHash(n.AckedVersion) == versionHash(s.Active.Version) {
 						acked = time.Now()
 					}
 				}

@@ -4,6 +4,7 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::attribution::Directory;
 pub use crate::attribution::{Identify, TenantId};
@@ -132,12 +133,19 @@ struct Document<'a> {
     feed: bool,
 }
 
+/// How many configurations this process has built (see Config::built).
+static BUILT: AtomicU64 = AtomicU64::new(0);
+
 /// A parsed configuration with its attribution tables built.
 #[derive(Debug)]
 pub struct Config {
     pub version: String,
-    /// The leading number of the version ("7-abc…" → 7): policy versions only grow.
+    /// The leading number of the version ("7-abc…" → 7), for the gauge. Control plane replicas
+    /// number alike what they saw the gateways run, but two versions of one number can differ.
     pub generation: u64,
+    /// This configuration's place among those built in this process (1, 2, …): what a
+    /// connection's cached permission decisions hold for (the generation can repeat).
+    pub built: u64,
     pub protocol: Protocol,
     pub tenants: Vec<Rc<Tenant>>,
     default_tenant: TenantId,
@@ -342,6 +350,7 @@ impl Config {
             kafka_clusters: frame.kafka_clusters,
             version: frame.version,
             generation,
+            built: BUILT.fetch_add(1, Ordering::Relaxed) + 1,
             protocol: frame.protocol,
             tenants,
             default_tenant,

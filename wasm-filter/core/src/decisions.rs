@@ -1,18 +1,18 @@
 //! A connection's recent permission decisions, by name (a subject, a topic), so that a name's
 //! permission is decided once, not per message: at most `CACHED` names, forgotten together
-//! when full or when the policy in force changes (`generation`), since a permission change
-//! applies to open connections.
+//! when full or when the configuration in force changes (`Config::built`), since a permission
+//! change applies to open connections.
 
 #[derive(Debug)]
 pub struct Decisions<D> {
-    generation: u64,
+    built: u64,
     names: Vec<(Box<[u8]>, D)>,
 }
 
 impl<D> Default for Decisions<D> {
     fn default() -> Self {
         Decisions {
-            generation: 0,
+            built: 0,
             names: Vec::new(),
         }
     }
@@ -21,10 +21,10 @@ impl<D> Default for Decisions<D> {
 pub const CACHED: usize = 64;
 
 impl<D: Copy> Decisions<D> {
-    /// The decision for `name` under the policy `generation`: kept, or made by `decide`.
-    pub fn decide(&mut self, generation: u64, name: &[u8], decide: impl FnOnce(&[u8]) -> D) -> D {
-        if self.generation != generation {
-            self.generation = generation;
+    /// The decision for `name` under the configuration `built`: kept, or made by `decide`.
+    pub fn decide(&mut self, built: u64, name: &[u8], decide: impl FnOnce(&[u8]) -> D) -> D {
+        if self.built != built {
+            self.built = built;
             self.names.clear();
         }
         if let Some((_, d)) = self.names.iter().find(|(n, _)| &**n == name) {
@@ -59,7 +59,7 @@ mod tests {
             }));
         }
         assert_eq!(asked, 1, "decided once");
-        assert!(!d.decide(1, b"t", |_| true), "kept while generation 1 holds");
+        assert!(!d.decide(1, b"t", |_| true), "kept while configuration 1 holds");
         assert!(d.decide(2, b"t", |_| true), "dropped with the policy that changed it");
         for i in 0..200 {
             d.decide(2, format!("n{i}").as_bytes(), |_| true);

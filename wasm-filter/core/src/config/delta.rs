@@ -145,6 +145,17 @@ mod tests {
         }
     }
 
+    /// Another replica's version of the same number (it numbered a change apart) is still a new
+    /// configuration: what connections cached for the last one is not kept for it.
+    #[test]
+    fn a_delta_of_the_same_generation_is_built_anew() {
+        let mut known = Tenants::default();
+        let first = base(&mut known);
+        let other = apply(&first, &mut known, r#"{"version":"1-z","replicas":3,"tenants":[]}"#);
+        assert_eq!(other.generation, first.generation);
+        assert_ne!(other.built, first.built);
+    }
+
     /// A changed tenant is parsed and found by its identity; the others are the last
     /// configuration's own; an added one is found; a removed one is gone, its user now the
     /// default tenant's.

@@ -109,12 +109,12 @@ pub struct Decisions(crate::decisions::Decisions<Decision>);
 type Decision = Result<(), Refusal>;
 
 impl Decisions {
-    pub fn publish(&mut self, generation: u64, grants: &Grants, subject: &[u8]) -> Result<(), Refusal> {
+    pub fn publish(&mut self, built: u64, grants: &Grants, subject: &[u8]) -> Result<(), Refusal> {
         // Nothing to decide: no publish list, and not the JetStream API.
         if grants.publish.is_none() && !subject.starts_with(b"$JS.") {
             return Ok(());
         }
-        self.0.decide(generation, subject, |s| grants.publish(s))
+        self.0.decide(built, subject, |s| grants.publish(s))
     }
 }
 
@@ -191,7 +191,7 @@ mod tests {
         assert_eq!(
             d.publish(1, &widened, b"b"),
             Err(Refusal::Publish),
-            "kept while generation 1 holds"
+            "kept while configuration 1 holds"
         );
         assert_eq!(
             d.publish(2, &widened, b"b"),

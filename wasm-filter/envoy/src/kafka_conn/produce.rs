@@ -47,13 +47,13 @@ impl Conn {
         let mut topics = std::mem::take(&mut self.topics);
         topics.clear();
         let reporting = reports::enabled();
-        let (grants, generation) = (&tenant.permissions, who.config.generation);
+        let (grants, built) = (&tenant.permissions, who.config.built);
         let decisions = &mut self.produce_decisions;
         let mut forbidden = None;
         let summary = visit_produce(body, h.api_version, &mut self.topic, |p| {
             if grants.produce.is_some()
                 && forbidden.is_none()
-                && !decisions.decide(generation, p.topic, |t| grants.may_produce(t))
+                && !decisions.decide(built, p.topic, |t| grants.may_produce(t))
             {
                 forbidden = Some(p.topic_at);
             }

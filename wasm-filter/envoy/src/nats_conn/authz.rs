@@ -16,7 +16,7 @@ impl Conn {
         let tenant = who.tenant()?;
         let refusal = self
             .decisions
-            .publish(who.config.generation, &tenant.nats_permissions, subject)
+            .publish(who.config.built, &tenant.nats_permissions, subject)
             .err()?;
         let detail = format!("not granted by {}", refusal.field());
         Some(self.refuse("Publish to", subject, &detail, now))
