@@ -2,6 +2,7 @@ package kubesource
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/weighstation/weighstation/control-plane/internal/controller"
 	"github.com/weighstation/weighstation/control-plane/internal/policy"
+	"github.com/weighstation/weighstation/control-plane/internal/usage"
 	"github.com/weighstation/weighstation/control-plane/internal/xds"
 )
 
@@ -178,5 +180,45 @@ func TestSlim(t *testing.T) {
 	}
 	if g, _, _ := unstructured.NestedInt64(s.Object, "status", "observedGeneration"); g != 1 {
 		t.Fatal("status dropped")
+	}
+}
+
+// A LimitPolicy's usage is written once its tenant has traffic, or when it showed some before
+// (now gone); an idle tenant whose object shows none is not written at all.
+func TestUsageIsWrittenWhenThereIsSomethingToTell(t *testing.T) {
+	mk := func(name string, withUsage bool) usageTarget {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "weighstation.io/v1alpha1", "kind": "LimitPolicy"}}
+		u.SetNamespace("team-a")
+		u.SetName(name)
+		u.SetUID(types.UID(name))
+		if withUsage {
+			_ = unstructured.SetNestedMap(u.Object, map[string]any{"admitted": int64(3)}, "status", "usage")
+		}
+		return usageTarget{obj: u, tenant: name}
+	}
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		LimitPolicies: "LimitPolicyList", GatewayDefaults: "GatewayDefaultsList"})
+	var patched []string
+	client.PrependReactor("patch", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		patched = append(patched, a.(k8stesting.PatchAction).GetName())
+		return true, &unstructured.Unstructured{}, nil
+	})
+	busy := map[string]bool{"busy": true}
+	s := &Source{client: client, told: map[string]*told{}, cfg: Config{Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Usage: func(tenant string, _ time.Time) usage.Summary {
+			if busy[tenant] {
+				return usage.Summary{Admitted: 5}
+			}
+			return usage.Summary{Refused: map[string]uint64{"rate": 0}}
+		}}}
+	targets := []usageTarget{mk("idle", false), mk("busy", false), mk("quiet-now", true)}
+	s.tellUsage(context.Background(), targets, epoch, func() bool { return false })
+	if fmt.Sprint(patched) != "[busy quiet-now]" {
+		t.Errorf("usage written to %v, want busy's and quiet-now's", patched)
+	}
+	busy["idle"] = true
+	s.tellUsage(context.Background(), targets, epoch.Add(usageEvery), func() bool { return false })
+	if fmt.Sprint(patched) != "[busy quiet-now idle]" {
+		t.Errorf("usage written to %v, then idle's once it had traffic", patched)
 	}
 }

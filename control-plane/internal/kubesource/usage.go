@@ -96,6 +96,11 @@ func (s *Source) tellUsage(ctx context.Context, targets []usageTarget, now time.
 		if now.Sub(st.written) < usageEvery || (!st.written.IsZero() && reflect.DeepEqual(sum, st.summary)) {
 			continue
 		}
+		// An idle tenant whose object shows no usage yet has nothing to tell: at 10,000 mostly
+		// idle LimitPolicies, writing each an empty usage took as long as their conditions.
+		if st.written.IsZero() && idle(sum) && !hasUsage(t.obj) {
+			continue
+		}
 		if s.writeUsage(ctx, t.obj, sum, now) {
 			st.written, st.summary = now, sum
 		}
@@ -105,6 +110,22 @@ func (s *Source) tellUsage(ctx context.Context, targets []usageTarget, now time.
 			delete(s.told, ref)
 		}
 	}
+}
+
+// idle: nothing admitted, refused or consumed in the summary's minute.
+func idle(sum usage.Summary) bool {
+	for _, n := range sum.Refused {
+		if n > 0 {
+			return false
+		}
+	}
+	return sum.Admitted == 0 && sum.Bytes == 0 && sum.Consumed == 0 && len(sum.TopClients) == 0
+}
+
+// hasUsage: the object's status holds a usage (written by this control plane or an earlier one).
+func hasUsage(u *unstructured.Unstructured) bool {
+	_, found, _ := unstructured.NestedMap(u.Object, "status", "usage")
+	return found
 }
 
 func (s *Source) writeUsage(ctx context.Context, u *unstructured.Unstructured, sum usage.Summary, now time.Time) bool {

@@ -111,7 +111,8 @@ func (k *kubeSource) change(_ *localstack.Stack, perSecond int) (time.Time, erro
 }
 
 // statusWritten waits until every LimitPolicy's status is current (observedGeneration of its
-// generation, Programmed True) and holds its usage, and returns how long after the control
+// generation, Programmed True) and the measured tenant's (the one with traffic) holds its usage;
+// an idle tenant's gets none. It returns how long after the control
 // plane's start the conditions were first seen current on all (polled every 10 s), and the last
 // of the N tenants' objects (but the measured one, changed since) had its status written: the
 // time of the control plane's status update in the object's managedFields (to the second).
@@ -141,7 +142,7 @@ func (k *kubeSource) statusWritten(cpStart time.Time, n int) (conditions, all ti
 		if err := k.api.Get("/apis/weighstation.io/v1alpha1/namespaces/"+tenantNS+"/limitpolicies", &list); err != nil {
 			return 0, 0, err
 		}
-		current, withUsage, last := 0, 0, time.Time{}
+		current, withUsage, measuredUsage, last := 0, 0, false, time.Time{}
 		for _, it := range list.Items {
 			programmed := false
 			for _, c := range it.Status.Conditions {
@@ -154,6 +155,7 @@ func (k *kubeSource) statusWritten(cpStart time.Time, n int) (conditions, all ti
 				current++
 			}
 			if it.Metadata.Name == measured {
+				measuredUsage = it.Status.Usage != nil
 				continue
 			}
 			for _, m := range it.Metadata.ManagedFields {
@@ -168,7 +170,7 @@ func (k *kubeSource) statusWritten(cpStart time.Time, n int) (conditions, all ti
 		if current == n && conditions == 0 {
 			conditions = since
 		}
-		if current == n && withUsage == n {
+		if current == n && measuredUsage {
 			return conditions, last.Sub(cpStart), nil
 		}
 		if time.Now().After(deadline) {
