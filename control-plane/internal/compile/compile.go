@@ -264,16 +264,20 @@ func TenantOf(t *policy.Tenant, proto Protocol) Tenant {
 		}
 	}
 	for _, o := range t.Overrides {
-		patterns := o.NATS
-		if proto == Kafka {
-			patterns = o.Kafka
-		}
-		if len(patterns) > 0 {
+		if patterns := proto.pick(o.NATS, o.Kafka); len(patterns) > 0 {
 			ct.Overrides = append(ct.Overrides, Override{Patterns: patterns, Limits: limits(o.Limits)})
 		}
 	}
 	ct.Clients = clients(t.Clients, proto)
 	return ct
+}
+
+// pick is the one of a NATS and a Kafka list that is the protocol's.
+func (p Protocol) pick(nats, kafka []string) []string {
+	if p == Kafka {
+		return kafka
+	}
+	return nats
 }
 
 // clients keeps the client limits that apply to the protocol: the default, and the named
@@ -288,11 +292,7 @@ func clients(c *policy.EffectiveClients, proto Protocol) *Clients {
 		out.Default = &l
 	}
 	for _, n := range c.Named {
-		names := n.NATS
-		if proto == Kafka {
-			names = n.Kafka
-		}
-		if len(names) > 0 {
+		if names := proto.pick(n.NATS, n.Kafka); len(names) > 0 {
 			out.Named = append(out.Named, NamedClient{Names: names, Limits: limits(n.Limits)})
 		}
 	}
