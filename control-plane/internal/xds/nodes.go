@@ -65,9 +65,9 @@ func (w Worker) live(now time.Time) bool {
 	return now.Sub(w.Seen) < workerLive
 }
 
-// Settle drops the workers gone by now and, if every live one runs the same policy content
-// and replica count, makes its version the node's acknowledged one (and the snapshot that
-// version with the count). It says whether that changed.
+// Settle drops the workers gone by now and, if every live one runs the same policy content,
+// makes its version the node's acknowledged one, and if they also run the same replica count,
+// the snapshot that version with the count. It says whether that changed.
 func Settle(n *NodeStatus, now time.Time) bool {
 	live := make([]Worker, 0, len(n.Workers))
 	for _, w := range n.Workers {
@@ -81,11 +81,20 @@ func Settle(n *NodeStatus, now time.Time) bool {
 	}
 	v, replicas := live[0].Version, live[0].Replicas
 	for _, w := range live[1:] {
-		if tenantfeed.ContentOf(w.Version) != tenantfeed.ContentOf(v) || w.Replicas != replicas {
+		if tenantfeed.ContentOf(w.Version) != tenantfeed.ContentOf(v) {
 			return false
 		}
+		if w.Replicas != replicas {
+			replicas = -1
+		}
 	}
-	snapshot := v + replicasSuffix + strconv.Itoa(replicas)
+	// The policy is acknowledged once every live worker runs it; the snapshot only once they
+	// also divide by one count (while control plane replicas count the gateway apart, workers
+	// told by each differ for a moment).
+	snapshot := n.AckedSnapshot
+	if replicas >= 0 {
+		snapshot = v + replicasSuffix + strconv.Itoa(replicas)
+	}
 	if tenantfeed.ContentOf(n.AckedVersion) == tenantfeed.ContentOf(v) && n.AckedSnapshot == snapshot {
 		return false
 	}

@@ -77,6 +77,24 @@ func TestWorkersPollsAcknowledgeTheFeedsVersions(t *testing.T) {
 	}
 }
 
+// Workers that run one policy but were told different replica counts (control plane replicas
+// counting the gateway apart, for a moment) have acknowledged the policy, not the snapshot.
+func TestWorkersOfOnePolicyAndTwoCountsAcknowledgeThePolicy(t *testing.T) {
+	tr := newNodeTracker()
+	now := time.Now()
+	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "1", Applied: "3-abc", Replicas: 2, At: now.Add(1 * time.Millisecond)})
+	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "2", Applied: "3-abc", Replicas: 2, At: now.Add(2 * time.Millisecond)})
+	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "1", Applied: "4-def", Replicas: 3, At: now.Add(3 * time.Millisecond)})
+	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "2", Applied: "4-def", Replicas: 2, At: now.Add(4 * time.Millisecond)})
+	if n := tr.Nodes()[0]; n.AckedVersion != "4-def" || n.AckedSnapshot != "3-abc"+replicasSuffix+"2" {
+		t.Errorf("one policy, two counts: acknowledged %s, snapshot %s", n.AckedVersion, n.AckedSnapshot)
+	}
+	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "2", Applied: "4-def", Replicas: 3, At: now.Add(5 * time.Millisecond)})
+	if n := tr.Nodes()[0]; n.AckedSnapshot != "4-def"+replicasSuffix+"3" {
+		t.Errorf("one policy, one count: snapshot %s", n.AckedSnapshot)
+	}
+}
+
 // A worker whose poll ended is gone unless it polls again within repollWithin (Envoy replaced
 // its VM); the end of a poll it had dropped for a newer one leaves it live.
 func TestAWorkerThatDoesNotPollAgainIsSoonGone(t *testing.T) {

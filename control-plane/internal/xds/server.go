@@ -365,7 +365,7 @@ func (s *Server) HealSilent(nodes []NodeStatus) {
 			continue
 		}
 		for _, p := range filtered {
-			if !slices.ContainsFunc(n.Workers, func(w Worker) bool { return w.Protocol == p && time.Since(w.Seen) < workerLive }) {
+			if !slices.ContainsFunc(n.Workers, func(w Worker) bool { return w.Protocol == p && w.live(time.Now()) }) {
 				slog.Warn("a gateway's filter runs no worker: sending its filter configurations again", "node", n.ID, "protocol", p)
 				s.resendSnapshot()
 				return

@@ -100,8 +100,16 @@ type controlPlaneStatus struct {
 		Version string `json:"version"`
 	} `json:"active"`
 	Nodes []struct {
-		ID           string `json:"id"`
-		AckedVersion string `json:"ackedVersion"`
+		ID            string `json:"id"`
+		Connected     bool   `json:"connected"`
+		AckedVersion  string `json:"ackedVersion"`
+		NackedVersion string `json:"nackedVersion"`
+		NackReason    string `json:"nackReason"`
+		Workers       []struct {
+			Protocol string `json:"protocol"`
+			Version  string `json:"version"`
+			Replicas int    `json:"replicas"`
+		} `json:"workers"`
 	} `json:"nodes"`
 }
 

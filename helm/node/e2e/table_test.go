@@ -175,6 +175,7 @@ func newEnvoyPod(t *testing.T) {
 	before := podIPs(t, cluster.GatewayNS, cluster.EnvoyLabels)
 	time.Sleep(5 * time.Second)
 	kubectl(t, "-n", cluster.GatewayNS, "scale", "deployment/"+cluster.EnvoySvc, "--replicas", fmt.Sprint(topo.Envoys+1))
+	scaled, told := time.Now(), map[string]string{}
 	var pod, ip string
 	var acked, firstConn time.Time
 	deadline := time.Now().Add(2 * time.Minute)
@@ -190,7 +191,16 @@ func newEnvoyPod(t *testing.T) {
 			for _, cp := range podIPs(t, cluster.GatewayNS, cluster.CPLabels) {
 				s, err := statusOf(cp)
 				for _, n := range s.Nodes {
-					if err == nil && n.ID == pod && n.AckedVersion != "" && versionHash(n.AckedVersion) == versionHash(s.Active.Version) {
+					if err != nil || n.ID != pod {
+						continue
+					}
+					// What each control plane knows of the pod, logged as it changes: why an
+					// acknowledgement is late shows here.
+					if seen := fmt.Sprintf("%+v (active %s)", n, s.Active.Version); seen != told[cp] {
+						told[cp] = seen
+						t.Logf("%.2fs after the scale, control plane %s: %s", time.Since(scaled).Seconds(), cp, seen)
+					}
+					if n.AckedVersion != "" && versionHash(n.AckedVersion) == versionHash(s.Active.Version) {
 						acked = time.Now()
 					}
 				}
@@ -199,6 +209,7 @@ func newEnvoyPod(t *testing.T) {
 		if ip != "" && firstConn.IsZero() {
 			if c := listenerConnections(ip, "0.0.0.0_4222"); c > 0 {
 				firstConn = time.Now()
+				t.Logf("%.2fs after the scale, the first client connection", time.Since(scaled).Seconds())
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
