@@ -23,6 +23,12 @@ type Poll struct {
 	Replicas int
 	// At is when the poll began: with Node, Worker and Protocol it names the poll when it ends.
 	At time.Time
+	// Told is what the poll was answered, when it ends with a delta: the version the worker
+	// runs from then on, and the replica count (0: the worker keeps its own).
+	Told struct {
+		Version  string
+		Replicas int
+	}
 }
 
 // Tracker is told of each poll when it begins and when it ends (answered, or given up by the
@@ -47,7 +53,7 @@ func Handler(ctx context.Context, f *Feed, polls Tracker) http.Handler {
 		}
 		poll := Poll{Node: q.Get("node"), Worker: q.Get("worker"), Applied: q.Get("applied"), Protocol: p, Replicas: replicas, At: time.Now()}
 		polls.Polled(poll)
-		defer polls.PollEnded(poll)
+		defer func() { polls.PollEnded(poll) }() // with what it was told, if anything
 		wait, cancel := context.WithTimeout(r.Context(), Hold)
 		defer cancel()
 		stop := context.AfterFunc(ctx, cancel)
@@ -57,6 +63,7 @@ func Handler(ctx context.Context, f *Feed, polls Tracker) http.Handler {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
+		poll.Told.Version, poll.Told.Replicas = d.Version, d.Replicas
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(d)
 	})

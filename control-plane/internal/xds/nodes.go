@@ -45,6 +45,9 @@ type Worker struct {
 	// Seen is when its last poll began; Ended, when that poll ended (zero while it is held).
 	Seen  time.Time `json:"seen"`
 	Ended time.Time `json:"ended,omitzero"`
+	// Told is the version that poll was answered with, and ToldReplicas its count (0: none).
+	Told         string `json:"told,omitempty"`
+	ToldReplicas int    `json:"toldReplicas,omitempty"`
 }
 
 // workerLive: a worker whose poll is held and began this long ago is gone (a poll is held at
@@ -56,6 +59,23 @@ const workerLive = tenantfeed.Hold + 15*time.Second
 // replaces the VMs of a pod starting (each replaced worker's poll answered or cancelled), and
 // those must not hold the pod's acknowledgement back for workerLive.
 const repollWithin = 10 * time.Second
+
+// toldAfter: a worker answered with a delta this long ago that has not polled again counts
+// as running what it was told. A live one installs it and polls again within a tick; one whose
+// VM Envoy replaced as it was answered never does, and must not hold its node's
+// acknowledgement back for repollWithin.
+const toldAfter = time.Second
+
+// running is the version and replica count the worker runs, by now.
+func (w Worker) running(now time.Time) (string, int) {
+	if w.Told != "" && !w.Ended.IsZero() && now.Sub(w.Ended) >= toldAfter {
+		if w.ToldReplicas > 0 {
+			return w.Told, w.ToldReplicas
+		}
+		return w.Told, w.Replicas
+	}
+	return w.Version, w.Replicas
+}
 
 // live says whether the worker still polls, by now.
 func (w Worker) live(now time.Time) bool {
@@ -79,12 +99,13 @@ func Settle(n *NodeStatus, now time.Time) bool {
 	if len(live) == 0 {
 		return false
 	}
-	v, replicas := live[0].Version, live[0].Replicas
+	v, replicas := live[0].running(now)
 	for _, w := range live[1:] {
-		if tenantfeed.ContentOf(w.Version) != tenantfeed.ContentOf(v) {
+		wv, wr := w.running(now)
+		if tenantfeed.ContentOf(wv) != tenantfeed.ContentOf(v) {
 			return false
 		}
-		if w.Replicas != replicas {
+		if wr != replicas {
 			replicas = -1
 		}
 	}
@@ -287,9 +308,9 @@ func (t *nodeTracker) Polled(p tenantfeed.Poll) {
 	}
 }
 
-// PollEnded records that a worker's poll ended, if it is the worker's latest: it must poll
-// again within repollWithin to stay live. An earlier poll ending (Envoy configured the worker
-// anew, so it dropped that poll and began another) says nothing.
+// PollEnded records that a worker's poll ended, and what it was told, if it is the worker's
+// latest: it must poll again within repollWithin to stay live. An earlier poll ending (Envoy
+// configured the worker anew, so it dropped that poll and began another) says nothing.
 func (t *nodeTracker) PollEnded(p tenantfeed.Poll) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -300,16 +321,20 @@ func (t *nodeTracker) PollEnded(p tenantfeed.Poll) {
 	for i, w := range n.Workers {
 		if w.Token == p.Worker && w.Protocol == p.Protocol && w.Seen.Equal(p.At) {
 			n.Workers[i].Ended = time.Now()
+			n.Workers[i].Told, n.Workers[i].ToldReplicas = p.Told.Version, p.Told.Replicas
 		}
 	}
 }
 
-// Nodes returns every node seen, sorted by id.
+// Nodes returns every node seen, sorted by id, each settled by now (a worker's silence moves
+// its node's acknowledgement with no poll to tell it).
 func (t *nodeTracker) Nodes() []NodeStatus {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := time.Now()
 	out := make([]NodeStatus, 0, len(t.nodes))
 	for _, n := range t.nodes {
+		Settle(n, now)
 		out = append(out, *n)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

@@ -125,6 +125,29 @@ func TestAWorkerThatDoesNotPollAgainIsSoonGone(t *testing.T) {
 	}
 }
 
+// A worker answered with a delta and silent since counts, after toldAfter, as running what it
+// was told: one whose VM Envoy replaced as it was answered does not hold the node's
+// acknowledgement back.
+func TestAWorkerAnsweredCountsAsRunningWhatItWasTold(t *testing.T) {
+	tr := newNodeTracker()
+	now := time.Now()
+	stale := tenantfeed.Poll{Node: "envoy-a", Worker: "1", Applied: "1-abc", Replicas: 1, At: now}
+	tr.Polled(stale)
+	tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: "2", Applied: "2-def", Replicas: 3, At: now})
+	if n := tr.Nodes()[0]; n.AckedVersion != "1-abc" {
+		t.Fatalf("a second worker on another policy: acknowledged %s, want the first's still", n.AckedVersion)
+	}
+	stale.Told.Version, stale.Told.Replicas = "2-def", 3
+	tr.PollEnded(stale)
+	if n := tr.Nodes()[0]; n.AckedVersion != "1-abc" {
+		t.Errorf("the stale worker told 2-def a moment ago: acknowledged %s, want 1-abc until it installed it", n.AckedVersion)
+	}
+	n := tr.Nodes()[0]
+	if !Settle(&n, time.Now().Add(toldAfter)) || n.AckedVersion != "2-def" || n.AckedSnapshot != "2-def"+replicasSuffix+"3" {
+		t.Errorf("the stale worker told 2-def and silent since: acknowledged %s, snapshot %s", n.AckedVersion, n.AckedSnapshot)
+	}
+}
+
 // A node connected here that acknowledged its filter configurations a while ago but for one
 // of whose protocols no worker polls the tenant feed (that filter failed to load) is sent them
 // again, at most nackResends times; one whose workers of every protocol poll, at another control
