@@ -111,8 +111,8 @@ func (k *kubeSource) change(_ *localstack.Stack, perSecond int) (time.Time, erro
 }
 
 // statusWritten waits until every LimitPolicy's status is current (observedGeneration of its
-// generation, Programmed True) and the measured tenant's (the one with traffic) holds its usage;
-// an idle tenant's gets none. It returns how long after the control
+// generation, Programmed True) and no idle tenant's object (all but the measured one) was
+// written in the last quietFor (an idle tenant's gets no usage). It returns how long after the control
 // plane's start the conditions were first seen current on all (polled every 10 s), and the last
 // of the N tenants' objects (but the measured one, changed since) had its status written: the
 // time of the control plane's status update in the object's managedFields (to the second).
@@ -136,13 +136,13 @@ func (k *kubeSource) statusWritten(cpStart time.Time, n int) (conditions, all ti
 			} `json:"status"`
 		} `json:"items"`
 	}
-	const timeout = 30 * time.Minute
+	const timeout, quietFor = 30 * time.Minute, 15 * time.Second
 	for deadline := time.Now().Add(timeout); ; time.Sleep(10 * time.Second) {
 		list.Items = nil
 		if err := k.api.Get("/apis/weighstation.io/v1alpha1/namespaces/"+tenantNS+"/limitpolicies", &list); err != nil {
 			return 0, 0, err
 		}
-		current, withUsage, measuredUsage, last := 0, 0, false, time.Time{}
+		current, withUsage, last := 0, 0, time.Time{}
 		for _, it := range list.Items {
 			programmed := false
 			for _, c := range it.Status.Conditions {
@@ -155,7 +155,6 @@ func (k *kubeSource) statusWritten(cpStart time.Time, n int) (conditions, all ti
 				current++
 			}
 			if it.Metadata.Name == measured {
-				measuredUsage = it.Status.Usage != nil
 				continue
 			}
 			for _, m := range it.Metadata.ManagedFields {
@@ -170,7 +169,7 @@ func (k *kubeSource) statusWritten(cpStart time.Time, n int) (conditions, all ti
 		if current == n && conditions == 0 {
 			conditions = since
 		}
-		if current == n && measuredUsage {
+		if current == n && time.Since(last) > quietFor {
 			return conditions, last.Sub(cpStart), nil
 		}
 		if time.Now().After(deadline) {
