@@ -469,9 +469,9 @@ func healSilentGateways(ctx context.Context, server *xds.Server, fleet *kubesour
 			return
 		case <-t.C:
 		}
-		nodes, err := fleet.Nodes(ctx)
+		nodes, err := fleet.Complete(ctx)
 		if err != nil {
-			continue // the peers are not all known: a worker polling one of them would be missed
+			continue // not every peer answered: a worker polling one of them would be missed
 		}
 		server.HealSilent(nodes)
 	}

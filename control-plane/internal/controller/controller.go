@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,11 @@ type Controller struct {
 	// witnessed is the highest generation a gateway said it runs (atomic: told from xDS and
 	// feed handlers, which must not wait for a publication in progress).
 	witnessed atomic.Int64
+	// published are the content hashes this replica has published, oldest first (at most
+	// publishedKept): only a version of one of them is witnessed, so a request naming a made-up
+	// version cannot push the numbering up.
+	publishedMu sync.Mutex
+	published   []string
 
 	mu sync.Mutex
 	// generation is the active version's. A version is numbered one past it and past any
@@ -108,6 +114,7 @@ func (c *Controller) Apply(set *policy.Set, err error) error {
 		return err
 	}
 	c.generation = generation
+	c.remember(set.Hash[:12])
 	tenants := make([]string, 0, len(set.Tenants))
 	for _, t := range set.Tenants {
 		tenants = append(tenants, t.Policy.Tenant)
@@ -126,12 +133,31 @@ func (c *Controller) Apply(set *policy.Set, err error) error {
 // maxGeneration bounds a generation witnessed: the filter's gauge is a float64, exact to 2^53.
 const maxGeneration = 1 << 52
 
+// publishedKept bounds the content hashes remembered for Witness.
+const publishedKept = 1024
+
+func (c *Controller) remember(hash string) {
+	c.publishedMu.Lock()
+	defer c.publishedMu.Unlock()
+	c.published = append(c.published, hash)
+	if len(c.published) > publishedKept {
+		c.published = c.published[1:]
+	}
+}
+
 // Witness records a policy version ("<generation>-<hash>") a gateway says it runs, sent by
-// this replica or another: the next version is numbered past it.
+// this replica or another, of a content this replica has published: the next version is
+// numbered past it.
 func (c *Controller) Witness(version string) {
-	g, _, found := strings.Cut(version, "-")
+	g, hash, found := strings.Cut(version, "-")
 	n, err := strconv.ParseInt(g, 10, 64)
 	if !found || err != nil || n > maxGeneration {
+		return
+	}
+	c.publishedMu.Lock()
+	known := slices.Contains(c.published, hash)
+	c.publishedMu.Unlock()
+	if !known {
 		return
 	}
 	for {

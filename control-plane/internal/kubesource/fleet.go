@@ -3,6 +3,7 @@ package kubesource
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -28,13 +29,28 @@ type Fleet struct {
 // Nodes merges this replica's gateways with its peers'; a gateway connected anywhere is
 // connected. An error says the peers could not be listed: the gateways are this replica's only.
 func (f *Fleet) Nodes(ctx context.Context) ([]xds.NodeStatus, error) {
+	nodes, _, err := f.nodes(ctx)
+	return nodes, err
+}
+
+// Complete is Nodes when every peer answered, an error otherwise: a worker whose poll is held
+// at a peer that did not answer would be missed.
+func (f *Fleet) Complete(ctx context.Context) ([]xds.NodeStatus, error) {
+	nodes, missing, err := f.nodes(ctx)
+	if err == nil && missing > 0 {
+		err = fmt.Errorf("%d control plane peers did not answer", missing)
+	}
+	return nodes, err
+}
+
+func (f *Fleet) nodes(ctx context.Context) (_ []xds.NodeStatus, missing int, _ error) {
 	all := f.Own()
 	if f.Peers == nil {
-		return all, nil
+		return all, 0, nil
 	}
 	peers, err := f.Peers(ctx)
 	if err != nil {
-		return all, err
+		return all, 0, err
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -42,9 +58,12 @@ func (f *Fleet) Nodes(ctx context.Context) ([]xds.NodeStatus, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nodes := f.fetch(ctx, p)
+			nodes, ok := f.fetch(ctx, p)
 			mu.Lock()
 			all = append(all, nodes...)
+			if !ok {
+				missing++
+			}
 			mu.Unlock()
 		}()
 	}
@@ -70,26 +89,27 @@ func (f *Fleet) Nodes(ctx context.Context) ([]xds.NodeStatus, error) {
 	for i := range out {
 		xds.Settle(&out[i], now)
 	}
-	return out, nil
+	return out, missing, nil
 }
 
-func (f *Fleet) fetch(ctx context.Context, peer string) []xds.NodeStatus {
+// fetch is a peer's gateways, and whether it answered.
+func (f *Fleet) fetch(ctx context.Context, peer string) ([]xds.NodeStatus, bool) {
 	ctx, cancel := context.WithTimeout(ctx, f.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+peer+GatewaysPath, nil)
 	if err != nil {
-		return nil
+		return nil, false
 	}
 	resp, err := f.Client.Do(req)
 	if err != nil {
-		return nil
+		return nil, false
 	}
 	defer resp.Body.Close()
 	var nodes []xds.NodeStatus
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&nodes) != nil {
-		return nil
+		return nil, false
 	}
-	return nodes
+	return nodes, true
 }
 
 // GatewaysHandler serves this replica's own gateways at GatewaysPath.

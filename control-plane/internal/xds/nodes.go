@@ -61,10 +61,11 @@ const workerLive = tenantfeed.Hold + 15*time.Second
 const repollWithin = 10 * time.Second
 
 // toldAfter: a worker answered with a delta this long ago that has not polled again counts
-// as running what it was told. A live one installs it and polls again within a tick; one whose
-// VM Envoy replaced as it was answered never does, and must not hold its node's
-// acknowledgement back for repollWithin.
-const toldAfter = time.Second
+// as running what it was told. A live one installs it and polls again within a tick (200 ms),
+// or, if it could not install it, 1 s later (feed.rs RETRY_NS) naming the version it still
+// runs; one whose VM Envoy replaced as it was answered never does, and must not hold its
+// node's acknowledgement back for repollWithin.
+const toldAfter = 3 * time.Second
 
 // running is the version and replica count the worker runs, by now.
 func (w Worker) running(now time.Time) (string, int) {
@@ -335,7 +336,9 @@ func (t *nodeTracker) Nodes() []NodeStatus {
 	out := make([]NodeStatus, 0, len(t.nodes))
 	for _, n := range t.nodes {
 		Settle(n, now)
-		out = append(out, *n)
+		c := *n
+		c.Workers = slices.Clone(n.Workers) // PollEnded writes the tracker's in place
+		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
