@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/weighstation/weighstation/control-plane/internal/policy"
@@ -45,13 +44,13 @@ type Controller struct {
 	publisher Publisher
 	log       *slog.Logger
 
-	// witnessed is the highest generation a gateway said it runs (atomic: told from xDS and
-	// feed handlers, which must not wait for a publication in progress).
-	witnessed atomic.Int64
-	// published are the content hashes this replica has published, oldest first (at most
-	// publishedKept): only a version of one of them is witnessed, so a request naming a made-up
-	// version cannot push the numbering up.
-	publishedMu sync.Mutex
+	// witnessedMu guards what gateways told (Witness, from xDS and feed handlers, which must
+	// not wait for a publication in progress on mu): witnessed is the highest generation a
+	// gateway said it runs, of one of the content hashes this replica published (published,
+	// oldest first, at most publishedKept), so a request naming a made-up version cannot push
+	// the numbering up.
+	witnessedMu sync.Mutex
+	witnessed   int
 	published   []string
 
 	mu sync.Mutex
@@ -105,7 +104,9 @@ func (c *Controller) Apply(set *policy.Set, err error) error {
 		c.lastError = nil
 		return nil
 	}
-	generation := max(c.generation, int(c.witnessed.Load())) + 1
+	c.witnessedMu.Lock()
+	generation := max(c.generation, c.witnessed) + 1
+	c.witnessedMu.Unlock()
 	version := fmt.Sprintf("%d-%s", generation, set.Hash[:12])
 	if err := c.publisher.Publish(set, version); err != nil {
 		c.reloads["error"]++
@@ -137,8 +138,8 @@ const maxGeneration = 1 << 52
 const publishedKept = 1024
 
 func (c *Controller) remember(hash string) {
-	c.publishedMu.Lock()
-	defer c.publishedMu.Unlock()
+	c.witnessedMu.Lock()
+	defer c.witnessedMu.Unlock()
 	c.published = append(c.published, hash)
 	if len(c.published) > publishedKept {
 		c.published = c.published[1:]
@@ -150,21 +151,14 @@ func (c *Controller) remember(hash string) {
 // numbered past it.
 func (c *Controller) Witness(version string) {
 	g, hash, found := strings.Cut(version, "-")
-	n, err := strconv.ParseInt(g, 10, 64)
+	n, err := strconv.Atoi(g)
 	if !found || err != nil || n > maxGeneration {
 		return
 	}
-	c.publishedMu.Lock()
-	known := slices.Contains(c.published, hash)
-	c.publishedMu.Unlock()
-	if !known {
-		return
-	}
-	for {
-		old := c.witnessed.Load()
-		if n <= old || c.witnessed.CompareAndSwap(old, n) {
-			return
-		}
+	c.witnessedMu.Lock()
+	defer c.witnessedMu.Unlock()
+	if slices.Contains(c.published, hash) {
+		c.witnessed = max(c.witnessed, n)
 	}
 }
 

@@ -3,7 +3,6 @@ package xds
 import (
 	"fmt"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	dynamicmodulesv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/dynamic_modules/v3"
 	dynamicnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/dynamic_modules/v3"
@@ -95,10 +94,8 @@ func (n NoopListener) filter() (*listenerv3.Filter, error) {
 	case NoopNative:
 		name = "envoy.filters.network.dynamic_modules"
 		config = &dynamicnetv3.DynamicModuleNetworkFilter{
-			DynamicModuleConfig: &dynamicmodulesv3.DynamicModuleConfig{Module: &corev3.AsyncDataSource{
-				Specifier: &corev3.AsyncDataSource_Local{Local: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: n.File}}},
-			}},
-			FilterName: "noop",
+			DynamicModuleConfig: &dynamicmodulesv3.DynamicModuleConfig{Module: codeSource(WasmSource{File: n.File})},
+			FilterName:          "noop",
 		}
 	default:
 		return nil, fmt.Errorf("no-op listener %s: kind %q is neither %q nor %q", n.Listen, n.Kind, NoopWasm, NoopNative)
