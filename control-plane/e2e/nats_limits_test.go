@@ -70,6 +70,7 @@ type collector struct {
 	mu       sync.Mutex
 	seen     map[string]int
 	arrivals []time.Time // of each distinct message
+	senders  []string    // of each distinct message: its payload up to its first '-'
 	first    time.Time
 	last     time.Time
 }
@@ -92,6 +93,8 @@ func collectOn(t *testing.T, nc *nats.Conn, subject string) *collector {
 		c.last = now
 		if c.seen[string(m.Data)] == 0 {
 			c.arrivals = append(c.arrivals, now)
+			sender, _, _ := strings.Cut(string(m.Data), "-")
+			c.senders = append(c.senders, sender)
 		}
 		c.seen[string(m.Data)]++
 		c.mu.Unlock()
@@ -122,11 +125,17 @@ func (c *collector) delivered() int {
 
 // deliveredBetween counts the distinct messages that arrived in [from, to).
 func (c *collector) deliveredBetween(from, to time.Time) int {
+	return c.deliveredFromBetween("", from, to)
+}
+
+// deliveredFromBetween counts the distinct messages of one sender (the payloads' prefix before
+// '-'; "": every sender) that arrived in [from, to).
+func (c *collector) deliveredFromBetween(sender string, from, to time.Time) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
-	for _, at := range c.arrivals {
-		if !at.Before(from) && at.Before(to) {
+	for i, at := range c.arrivals {
+		if !at.Before(from) && at.Before(to) && (sender == "" || c.senders[i] == sender) {
 			n++
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/weighstation/weighstation/control-plane/internal/memlimit"
 	"github.com/weighstation/weighstation/control-plane/internal/quota"
 	"github.com/weighstation/weighstation/control-plane/internal/redisclient"
 )
@@ -59,6 +60,7 @@ func quotaCmd(args []string) int {
 	}
 	defer rdb.Close()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	memlimit.Apply(log)
 	svc := &quota.Service{Store: quota.NewStore(rdb), Log: log, Now: time.Now}
 	mux := http.NewServeMux()
 	mux.Handle(quota.SharesPath, svc)

@@ -19,6 +19,7 @@ import (
 	"github.com/weighstation/weighstation/control-plane/internal/controller"
 	"github.com/weighstation/weighstation/control-plane/internal/discovery"
 	"github.com/weighstation/weighstation/control-plane/internal/kubesource"
+	"github.com/weighstation/weighstation/control-plane/internal/memlimit"
 	"github.com/weighstation/weighstation/control-plane/internal/quota"
 	"github.com/weighstation/weighstation/control-plane/internal/status"
 	"github.com/weighstation/weighstation/control-plane/internal/tenantfeed"
@@ -113,6 +114,7 @@ func serve(args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	memlimit.Apply(log)
 	module, err := resolveServedWasm(&g.Wasm, *serveWasm, *httpListen)
 	if err != nil {
 		log.Error(err.Error())

@@ -32,10 +32,12 @@ pub const SHARES_PATH: &str = "/v1/shares";
 /// outlive one lost report, short enough that a replica cut off from the service falls back
 /// within about two seconds.
 pub const REPORT_PERIOD_NS: u64 = 1_000_000_000;
-/// A replica that refused or held messages under a global limit reports twice as often: it is
-/// the one waiting for a part another replica stopped using, which comes free at the other's
-/// next report and is its at its own next one.
-pub const SATURATED_REPORT_PERIOD_NS: u64 = 500_000_000;
+/// A limit the replica refused or held messages under is reported four times as often: the
+/// replica is the one waiting for a part another stopped using, which comes free at the other's
+/// next report of it and is this one's at its own next one; and a stalled replica, saturated
+/// until it stalled, gives its part up within two of these. Limits that are not saturated keep
+/// the slower period, so the quota service's load grows with the saturated limits only.
+pub const SATURATED_REPORT_PERIOD_NS: u64 = 250_000_000;
 pub const SHARE_TTL_NS: u64 = 2_500_000_000;
 
 /// One replica's reports, one per global limit it carried traffic for.

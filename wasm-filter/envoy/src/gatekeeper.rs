@@ -7,6 +7,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use weighstation_core::leases::{Refusal, Scope, SharedRate, SlotLease, SHARED_RATE_WORDS};
 use weighstation_core::limits::{RateLimit, Reason};
+use weighstation_core::quota::SATURATED_REPORT_PERIOD_NS;
 
 use crate::clients::ClientBucket;
 use crate::keys::{RateKey, SlotKey};
@@ -500,14 +501,22 @@ fn hold(ask: &Ask<'_>, held: &mut Held, retry_ns: Option<u64>, paced_ns: u64, de
     let deadline = max_wait_ms.map_or(u64::MAX, |ms| {
         since.saturating_add(ms.saturating_mul(1_000_000)).saturating_add(paced)
     });
-    let wake_at = ask.now.saturating_add(retry_ns.unwrap_or(INFLIGHT_POLL_NS));
-    if ask.now >= deadline || (retry_ns.is_some() && wake_at > deadline) {
+    let ready_at = ask.now.saturating_add(retry_ns.unwrap_or(INFLIGHT_POLL_NS));
+    if ask.now >= deadline || (retry_ns.is_some() && ready_at > deadline) {
         held.end(who, ask.me);
         refused(ask, Reason::Queue);
         let ms = max_wait_ms.unwrap_or_default();
         let text = format!("queue limit of tenant {name}: not admitted within maxWait {ms}ms ({detail})");
         return Admit::Refuse(Reason::Queue, text, retry_ms(retry_ns), None);
     }
+    // A global tenant's share can grow at any report of this replica's, and only a message
+    // looked at again counts as waiting in the next report (its demand): one parked until a wait
+    // computed from a share near zero would keep its replica's demand, and so its share, there.
+    let wake_at = if tenant.global {
+        ready_at.min(ask.now.saturating_add(SATURATED_REPORT_PERIOD_NS))
+    } else {
+        ready_at
+    };
     waiters::hold(ask.me, name, since, wake_at.min(deadline));
     Admit::Hold
 }

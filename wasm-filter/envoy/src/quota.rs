@@ -1,6 +1,7 @@
 //! Global limits, this process's side (weighstation_core::quota): one worker per Envoy process —
 //! the leader, elected through shared data — reports each global limit's usage to the quota
-//! service about once a second from its root context, and writes the shares it gets back into
+//! service from its root context, once a second or, for a limit it refused or held messages
+//! under, four times a second; and writes the shares it gets back into
 //! the limits' shared state. Nothing here runs per message. When the service cannot answer
 //! (down, slow past the deadline, an error), every global limit's share is dropped at once and
 //! the process enforces limit ÷ live replicas until an answer comes back; a share nobody
@@ -11,7 +12,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::time::Duration;
 use weighstation_core::config::Protocol;
-use weighstation_core::leases::{SharedRate, Usage, SHARED_RATE_WORDS};
+use weighstation_core::leases::{Scope, SharedRate, Usage, SHARED_RATE_WORDS};
 use weighstation_core::limits::RateLimit;
 use weighstation_core::quota::{
     parse_shares, shares_request, steady_demand, Demand, LimitReport, QuotaService, REPORT_PERIOD_NS,
@@ -20,8 +21,9 @@ use weighstation_core::quota::{
 
 use crate::{keys, metrics, shared, state};
 
-/// How often each worker looks at the leadership and whether a report is due.
-const TICK: Duration = Duration::from_millis(200);
+/// How often each worker looks at the leadership and whether a report is due: often enough
+/// that a saturated limit's report (SATURATED_REPORT_PERIOD_NS) is not much later than due.
+pub const TICK: Duration = Duration::from_millis(100);
 
 /// Leadership: [holder's token, when it last ticked]. A leader silent this long is replaced.
 const LEADER_KEY: &str = "weighstation/quota/leader";
@@ -47,22 +49,59 @@ struct Setup {
     limits: Vec<GlobalLimit>,
 }
 
+impl Setup {
+    /// The scope the limits are enforced with (weighstation_core::leases::Scope::Global).
+    fn scope(&self) -> Scope {
+        Scope::Global {
+            replicas: self.service.as_ref().map_or(1, |q| q.replicas.max(1)),
+        }
+    }
+}
+
 /// What the leader remembers between reports.
 #[derive(Default)]
 struct Leader {
     /// This VM's token in the leadership record.
     token: u64,
     next_look: u64,
-    last_report: u64,
-    /// Until the next report: REPORT_PERIOD_NS, or SATURATED_REPORT_PERIOD_NS after a report in
-    /// which the process refused or held messages.
-    period: u64,
+    /// Each limit's last report, by its shared-data key: each limit is reported on its own
+    /// cadence (`Reported::due`), and one request carries the limits due together.
+    reported: HashMap<String, Reported>,
+    /// The earliest any limit is due again.
+    next_due: u64,
     /// The outstanding call and when to give up on it.
     pending: Option<(u32, u64)>,
     /// Whether the process enforces shares (false: limit ÷ replicas).
     shared: Option<bool>,
-    /// Each limit's demand as measured for the last report (see steady_demand).
-    measured: HashMap<String, f64>,
+}
+
+/// One limit's last report.
+#[derive(Clone, Copy)]
+struct Reported {
+    at: u64,
+    /// Whether the process refused or held messages under the limit in that report's period.
+    saturated: bool,
+    /// Whether the next report is due after SATURATED_REPORT_PERIOD_NS: the process was
+    /// saturated in this period or the one before. A replica whose clients stalled reports
+    /// first a period that still holds some of their traffic, and the part it frees comes free
+    /// at its report after: that one comes as soon.
+    fast: bool,
+    /// Its demand as measured then (see steady_demand); None if it had nothing to report.
+    measured: Option<f64>,
+}
+
+impl Reported {
+    /// When the limit is next reported: REPORT_PERIOD_NS after its last report, or
+    /// SATURATED_REPORT_PERIOD_NS after one in or just after a period in which the process
+    /// refused or held messages.
+    fn due(&self) -> u64 {
+        let period = if self.fast {
+            SATURATED_REPORT_PERIOD_NS
+        } else {
+            REPORT_PERIOD_NS
+        };
+        self.at.saturating_add(period)
+    }
 }
 
 thread_local! {
@@ -161,23 +200,30 @@ pub fn tick(root: &dyn Context, now: u64) {
             }
             l.pending = None; // its root context went away with a reload: the answer is lost
         }
-        now >= l.last_report.saturating_add(l.period.max(SATURATED_REPORT_PERIOD_NS))
+        now >= l.next_due
     });
     if report_due {
         report(root, now);
     }
 }
 
+/// Reports the limits that are due (see `Reported::due`) in one request.
 fn report(root: &dyn Context, now: u64) {
-    let since = LEADER.with(|l| l.borrow().last_report);
-    let period = if since == 0 { REPORT_PERIOD_NS } else { now - since };
-    let mut measured = HashMap::new();
-    let (request, service, saturated) = SETUP.with(|s| {
+    let earlier = LEADER.with(|l| std::mem::take(&mut l.borrow_mut().reported));
+    let mut reported = HashMap::with_capacity(earlier.len());
+    let (request, service) = SETUP.with(|s| {
         let s = s.borrow();
         let reports: Vec<LimitReport> = s
             .limits
             .iter()
             .filter_map(|g| {
+                let last = earlier.get(&g.key).copied();
+                if let Some(last) = last.filter(|r| now < r.due()) {
+                    reported.insert(g.key.clone(), last);
+                    return None;
+                }
+                let since = last.map_or(0, |r| r.at);
+                let period = if since == 0 { REPORT_PERIOD_NS } else { now - since };
                 let usage = Cell::new(Usage::default());
                 shared::update::<SHARED_RATE_WORDS>(&g.key, |w| {
                     let (next, u) = SharedRate::take_usage(w, since);
@@ -187,11 +233,20 @@ fn report(root: &dyn Context, now: u64) {
                 let connections = shared::read(&g.connections_key);
                 let key = g.key.trim_start_matches("weighstation/").to_owned();
                 let mut report = LimitReport::new(key, &g.limit, usage.get(), connections, period, g.demand);
+                let measured = report.as_ref().map(|r| r.demand);
                 if let Some(r) = report.as_mut() {
-                    let previous = LEADER.with(|l| l.borrow().measured.get(&r.key).copied());
-                    measured.insert(r.key.clone(), r.demand);
-                    r.demand = steady_demand(previous, r.demand);
+                    r.demand = steady_demand(last.and_then(|l| l.measured), r.demand);
                 }
+                let saturated = report.as_ref().is_some_and(|r| r.saturated);
+                reported.insert(
+                    g.key.clone(),
+                    Reported {
+                        at: now,
+                        saturated,
+                        fast: saturated || last.is_some_and(|l| l.saturated),
+                        measured,
+                    },
+                );
                 metrics::set_gauge(
                     g.demand_metric.as_deref(),
                     report.as_ref().map_or(0, |r| r.demand.round() as u64),
@@ -201,18 +256,16 @@ fn report(root: &dyn Context, now: u64) {
             .collect();
         let replicas = s.service.as_ref().map_or(1, |q| q.replicas);
         let body = (!reports.is_empty()).then(|| shares_request(&s.replica, replicas, &reports));
-        let saturated = reports.iter().any(|r| r.saturated);
-        (body, s.service.clone(), saturated)
+        (body, s.service.clone())
     });
     LEADER.with(|l| {
         let mut l = l.borrow_mut();
-        l.last_report = now;
-        l.period = if saturated {
-            SATURATED_REPORT_PERIOD_NS
-        } else {
-            REPORT_PERIOD_NS
-        };
-        l.measured = measured;
+        l.next_due = reported
+            .values()
+            .map(Reported::due)
+            .min()
+            .unwrap_or(now + REPORT_PERIOD_NS);
+        l.reported = reported;
     });
     // Nothing to report: no traffic under any global limit, so no share to ask for.
     let (Some(body), Some(service)) = (request, service) else {
@@ -230,7 +283,7 @@ fn report(root: &dyn Context, now: u64) {
             let give_up_at = now + timeout.as_nanos() as u64 + 1_000_000_000;
             LEADER.with(|l| l.borrow_mut().pending = Some((token, give_up_at)));
         }
-        Err(e) => fall_back(&format!("cannot call cluster {}: {e:?}", service.cluster)),
+        Err(e) => fall_back(&format!("cannot call cluster {}: {e:?}", service.cluster), now),
     }
 }
 
@@ -251,35 +304,39 @@ pub fn answer(root: &dyn Context, token: u32, body_size: usize, now: u64) {
     let body = root.get_http_call_response_body(0, body_size).unwrap_or_default();
     if status != "200" {
         let text = String::from_utf8_lossy(&body[..body.len().min(200)]).trim().to_owned();
-        fall_back(&format!("quota service answered {status}: {text}"));
+        fall_back(&format!("quota service answered {status}: {text}"), now);
         return;
     }
     match parse_shares(&body) {
         Ok(shares) => {
             SETUP.with(|s| {
+                let s = s.borrow();
+                let scope = s.scope();
+                let limits: HashMap<&str, &GlobalLimit> = s.limits.iter().map(|g| (g.key.as_str(), g)).collect();
                 for (key, ppm) in shares {
-                    let key = format!("weighstation/{key}");
-                    shared::update::<SHARED_RATE_WORDS>(&key, |w| {
-                        Some(SharedRate::with_share(w, ppm, now + SHARE_TTL_NS))
+                    let Some(g) = limits.get(format!("weighstation/{key}").as_str()) else {
+                        continue; // a limit of a configuration since replaced
+                    };
+                    shared::update::<SHARED_RATE_WORDS>(&g.key, |w| {
+                        Some(SharedRate::with_share(w, &g.limit, scope, ppm, now + SHARE_TTL_NS, now))
                     });
-                    if let Some(g) = s.borrow().limits.iter().find(|g| g.key == key) {
-                        metrics::set_gauge(g.share_metric.as_deref(), ppm);
-                    }
+                    metrics::set_gauge(g.share_metric.as_deref(), ppm);
                 }
             });
             standing(true, "quota service answered");
         }
-        Err(e) => fall_back(&format!("quota service's answer unreadable: {e}")),
+        Err(e) => fall_back(&format!("quota service's answer unreadable: {e}"), now),
     }
 }
 
 /// Drops every global limit's share: the process enforces limit ÷ live replicas at once.
-fn fall_back(why: &str) {
+fn fall_back(why: &str, now: u64) {
     SETUP.with(|s| {
         let s = s.borrow();
         let replicas = s.service.as_ref().map_or(1, |q| q.replicas.max(1));
+        let scope = s.scope();
         for g in &s.limits {
-            shared::update::<SHARED_RATE_WORDS>(&g.key, |w| Some(SharedRate::without_share(w)));
+            shared::update::<SHARED_RATE_WORDS>(&g.key, |w| Some(SharedRate::without_share(w, &g.limit, scope, now)));
             metrics::set_gauge(g.share_metric.as_deref(), 1_000_000 / replicas);
         }
     });

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use crate::{clock, feed, kafka_conn, leases, metrics, nats_conn, quota, reports, state, waiters};
 
-/// The tick the driving root keeps while no connection is held, when the quota leader or the
-/// usage reports need one.
+/// The tick the driving root keeps while no connection is held, when the usage reports need
+/// one (the quota leader needs `quota::TICK`).
 const IDLE_TICK: Duration = Duration::from_millis(200);
 
 /// One per listener filter configuration (and per reconfiguration).
@@ -50,7 +50,9 @@ impl Root {
         let now = clock::now_ns();
         let sharing = quota::configure(replica(self), now);
         let reporting = reports::configure(replica(self), now);
-        waiters::set_idle_tick(if sharing || reporting {
+        waiters::set_idle_tick(if sharing {
+            quota::TICK
+        } else if reporting {
             IDLE_TICK
         } else {
             Duration::ZERO

@@ -152,18 +152,48 @@ impl SharedRate {
     }
 
     /// Records the quota service's answer: this process's share of the limit until `until`.
-    pub fn with_share(shared: [u64; SHARED_RATE_WORDS], ppm: u64, until: u64) -> [u64; SHARED_RATE_WORDS] {
-        let mut s = SharedRate::decode(shared);
-        s.share_ppm = ppm.clamp(1, PPM);
-        s.share_until = until;
-        s.encode()
+    pub fn with_share(
+        shared: [u64; SHARED_RATE_WORDS],
+        limit: &RateLimit,
+        scope: Scope,
+        ppm: u64,
+        until: u64,
+        now: u64,
+    ) -> [u64; SHARED_RATE_WORDS] {
+        SharedRate::decode(shared)
+            .reshared(limit, scope, now, |s| {
+                s.share_ppm = ppm.clamp(1, PPM);
+                s.share_until = until;
+            })
+            .encode()
     }
 
     /// Drops the share: the quota service could not be asked, the process falls back at once.
-    pub fn without_share(shared: [u64; SHARED_RATE_WORDS]) -> [u64; SHARED_RATE_WORDS] {
-        let mut s = SharedRate::decode(shared);
-        s.share_until = 0;
-        s.encode()
+    pub fn without_share(
+        shared: [u64; SHARED_RATE_WORDS],
+        limit: &RateLimit,
+        scope: Scope,
+        now: u64,
+    ) -> [u64; SHARED_RATE_WORDS] {
+        SharedRate::decode(shared)
+            .reshared(limit, scope, now, |s| s.share_until = 0)
+            .encode()
+    }
+
+    /// Applies a change of share, carrying each bucket's debt over to the new rate
+    /// (`Gcra::carried`): a message admitted larger than the bucket while the share was next to
+    /// nothing — a replica whose clients were idle at its last report is given none — must not
+    /// hold the replica, once its share is back, for what it cost at that share.
+    fn reshared(mut self, limit: &RateLimit, scope: Scope, now: u64, change: impl FnOnce(&mut Self)) -> Self {
+        let before = self.local(limit, scope, now);
+        change(&mut self);
+        let after = self.local(limit, scope, now);
+        for (d, (from, to)) in buckets(&before).into_iter().zip(buckets(&after)).enumerate() {
+            if let (Some(from), Some(to)) = (from, to) {
+                self.tat[d] = from.carried(&to, self.tat[d], now);
+            }
+        }
+        self
     }
 
     /// Takes what was admitted, refused and waited since the last report (zeroing it), and

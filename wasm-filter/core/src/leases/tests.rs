@@ -394,8 +394,9 @@ fn offered(workers: usize, per_second: u64, seconds: u64) -> Vec<Step> {
 fn a_replica_enforces_its_share_then_an_even_part() {
     let mps = 10_000;
     let l = limit(mps, 1_000, u64::MAX / 4, u64::MAX / 4);
-    let share = SharedRate::with_share([0; SHARED_RATE_WORDS], PPM * 7 / 10, T0 + 2 * SECOND);
-    let mut replica = Replica::new(Scope::Global { replicas: 4 }, share, 2);
+    let global = Scope::Global { replicas: 4 };
+    let share = SharedRate::with_share([0; SHARED_RATE_WORDS], &l, global, PPM * 7 / 10, T0 + 2 * SECOND, T0);
+    let mut replica = Replica::new(global, share, 2);
     let admitted = replica.run(&l, &offered(2, mps * 10, 4));
     let before = admitted.iter().filter(|(t, _)| *t < T0 + 2 * SECOND).count() as u64;
     let after = admitted.len() as u64 - before;
@@ -408,7 +409,7 @@ fn a_replica_enforces_its_share_then_an_even_part() {
 #[test]
 fn a_per_gateway_limit_is_whole() {
     let l = limit(10_000, 1_000, u64::MAX / 4, u64::MAX / 4);
-    let share = SharedRate::with_share([0; SHARED_RATE_WORDS], PPM / 10, u64::MAX);
+    let share = SharedRate::with_share([0; SHARED_RATE_WORDS], &l, Scope::PerGateway, PPM / 10, u64::MAX, T0);
     let admitted = Replica::new(Scope::PerGateway, share, 2)
         .run(&l, &offered(2, 100_000, 2))
         .len() as u64;

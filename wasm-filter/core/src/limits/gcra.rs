@@ -115,6 +115,20 @@ impl Gcra {
         }
     }
 
+    /// A TAT of this bucket carried over to `to`, the same bucket at another rate (a global
+    /// limit's new share): within the bucket's depth it keeps its time, as the depth does; what
+    /// lies beyond is a debt of units (a batch larger than the bucket was admitted), kept as the
+    /// same units at the new rate.
+    pub fn carried(&self, to: &Gcra, tat: u64, now: u64) -> u64 {
+        let edge = now.saturating_add(self.tolerance_ns);
+        let debt = tat.saturating_sub(edge);
+        if debt == 0 || to.per_second == self.per_second {
+            return tat;
+        }
+        let units_ns = u128::from(debt) * u128::from(self.per_second) / u128::from(to.per_second.max(1));
+        edge.saturating_add(u64::try_from(units_ns).unwrap_or(u64::MAX))
+    }
+
     /// Units per second and bucket depth (ns).
     pub fn parameters(&self) -> (u64, u64) {
         (self.per_second, self.tolerance_ns)
@@ -142,6 +156,30 @@ mod tests {
             "the 11th waits one interval (10 ms)"
         );
         assert!(g.check(tat, T0 + 10_000_000, 1).is_ok());
+    }
+
+    #[test]
+    fn a_debt_is_carried_to_another_rate_as_units() {
+        // A 100 ms bucket at 300/s, and at a share of 1 ppm: 1 unit/s, the same 100 ms.
+        let whole = Gcra::new(300, 30).unwrap_or_else(|| unreachable!());
+        let next_to_nothing = whole.scaled(1);
+        // A 1-unit message admitted at 1/s leaves 0.9 s beyond the bucket: 3 units' debt.
+        let tat = next_to_nothing
+            .check(0, T0, 1)
+            .unwrap_or_else(|w| unreachable!("waited {w}"));
+        assert!(
+            whole.check(tat, T0, 1).is_err_and(|w| w > 900_000_000),
+            "uncarried, it waits out 0.9 s"
+        );
+        let carried = next_to_nothing.carried(&whole, tat, T0);
+        assert_eq!(carried, T0 + 100_000_000 + 3_000_000, "0.9 s at 1/s is 3 ms at 300/s");
+        assert_eq!(whole.carried(&next_to_nothing, carried, T0), tat, "and back");
+        let within = T0 + 60_000_000;
+        assert_eq!(
+            next_to_nothing.carried(&whole, within, T0),
+            within,
+            "within the bucket, time is kept"
+        );
     }
 
     #[test]
