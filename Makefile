@@ -119,9 +119,9 @@ test-quota-store-smoke: wasm control-plane
 	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 5m -v -run 'TestQuotaReachesOneServerWithTLSAndAUser|TestQuotaFollowsSentinelFailover' $(QUOTA_STORE_PACKAGE) 2>&1 | tee $(TOOLS)/e2equota.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 # A global limit over three replicas in every load shape of docs/operations.md (connections
-# 1:2:7, all on one replica, a connection that stops (reject, delay) or stalls between bursts,
-# a replica added), at
-# 1.33x and 10x the limit, counted at the broker (make test runs a replica added at 1.33x and a late start at 10x).
+# 1:2:7, all on one replica, a connection that stops (reject, delay), stalls between bursts or
+# starts late, a replica added), at 1.33x and 10x the limit, counted at the broker (make test
+# runs a replica added at 1.33x and a late start at 10x).
 test-global-shapes: wasm control-plane
 	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_GLOBAL_SHAPES=full go test -count=1 -timeout 20m -v -run 'TestGlobalLimitSharesFollowDemand' ./e2e/ 2>&1 | tee $(TOOLS)/e2e-global-shapes.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 

@@ -128,11 +128,11 @@ var globalShapes = []globalShape{
 		change: func(t *testing.T, run *shapeRun) { run.stall(2) }, messageBytes: 1024,
 	},
 	{
-		// Replica 2's only connection is open but idle while the others are saturated, so its
-		// replica is given no share; then it publishes at the rate of the others. Its first
-		// message is larger than a bucket cut to next to nothing (1 KiB against the default
-		// bytes rate), so it leaves a debt at that share, which must not hold the connection
-		// once its share is back: each replica gets a third.
+		// Replica 2's only connection is open but idle; then it publishes at the rate of the
+		// others, and each replica gets a third. At 10x the others are saturated meanwhile, so
+		// its replica is given no share, and its first message is larger than a bucket cut to
+		// next to nothing (1 KiB against the default bytes rate): it leaves a debt at that
+		// share, which must not hold the connection once its share is back.
 		name: "starts-late", onLimit: "reject", connections: []int{1, 1, 1}, started: 3,
 		change: func(t *testing.T, run *shapeRun) { run.publish(2) }, messageBytes: 1024, lastStartsLate: true,
 	},
@@ -217,10 +217,11 @@ func runGlobalShape(t *testing.T, s globalShape, factor float64) {
 			}
 			lateRate := float64(got) / to.Sub(from).Seconds()
 			rates = append(rates, fmt.Sprintf("the late replica's %.1f/s of its %.0f", lateRate, part))
-			// Its demand counts once it has lasted two reports (steady_demand): its first
-			// window misses about one second of its part.
-			if lateRate < 0.8*part {
-				t.Errorf("window %d: the replica that started late was admitted %.1f msg/s, under 80%% of its part (%.0f)", w+1, lateRate, part)
+			// Its demand counts once it has lasted two reports (steady_demand), and the others
+			// give their parts up at their next: the first window misses up to two seconds of
+			// its part.
+			if least := []float64{0.7, 0.9}[w]; lateRate < least*part {
+				t.Errorf("window %d: the replica that started late was admitted %.1f msg/s, under %.0f%% of its part (%.0f)", w+1, lateRate, least*100, part)
 			}
 		}
 		if math.Abs(off) > 0.05 {

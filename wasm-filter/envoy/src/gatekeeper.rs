@@ -276,6 +276,10 @@ fn spend_rate(limit: &RateLimit, rate: &RateKey, now: u64, messages: u64, bytes:
     }
     let outcome = Cell::new(None);
     let marked = Cell::new(false);
+    // A held message of a global tenant is looked at again within this long (see `hold`), and
+    // is counted as waiting until then, not for all its share predicts: summed over its looks,
+    // its wait is the time it was held.
+    let waited = |r: &Refusal| r.wait_ns.min(SATURATED_REPORT_PERIOD_NS);
     let (_, stored) = shared::update::<SHARED_RATE_WORDS>(&rate.key, |w| {
         let renewal = lease.renew(limit, rate.scope, w, now, messages, bytes);
         outcome.set(Some(renewal.map(|(_, grant)| grant)));
@@ -285,7 +289,7 @@ fn spend_rate(limit: &RateLimit, rate: &RateKey, now: u64, messages: u64, bytes:
             // compare-and-swap counts the refusal (at most every 100 ms; the lease keeps it
             // meanwhile).
             Err(refusal) if rate.scope != Scope::PerGateway => {
-                let mark = lease.refusal(w, now, messages, bytes, refusal.wait_ns);
+                let mark = lease.refusal(w, now, messages, bytes, waited(&refusal));
                 marked.set(mark.is_some());
                 mark
             }
@@ -301,7 +305,7 @@ fn spend_rate(limit: &RateLimit, rate: &RateKey, now: u64, messages: u64, bytes:
             if marked.get() {
                 lease.refusal_stored();
             } else if rate.scope != Scope::PerGateway {
-                lease.refusal_kept(messages, bytes, refusal.wait_ns);
+                lease.refusal_kept(messages, bytes, waited(&refusal));
             }
             Err(refusal)
         }

@@ -25,6 +25,10 @@ use crate::{keys, metrics, shared, state};
 /// that a saturated limit's report (SATURATED_REPORT_PERIOD_NS) is not much later than due.
 pub const TICK: Duration = Duration::from_millis(100);
 
+/// A limit due within half a look is reported at this one: so a period is kept on average, not
+/// rounded up to the next look, and limits due together go in one request.
+const EARLY_NS: u64 = TICK.as_nanos() as u64 / 2;
+
 /// Leadership: [holder's token, when it last ticked]. A leader silent this long is replaced.
 const LEADER_KEY: &str = "weighstation/quota/leader";
 const LEADER_LAPSE_NS: u64 = 3_000_000_000;
@@ -200,7 +204,7 @@ pub fn tick(root: &dyn Context, now: u64) {
             }
             l.pending = None; // its root context went away with a reload: the answer is lost
         }
-        now >= l.next_due
+        now.saturating_add(EARLY_NS) >= l.next_due
     });
     if report_due {
         report(root, now);
@@ -218,7 +222,7 @@ fn report(root: &dyn Context, now: u64) {
             .iter()
             .filter_map(|g| {
                 let last = earlier.get(&g.key).copied();
-                if let Some(last) = last.filter(|r| now < r.due()) {
+                if let Some(last) = last.filter(|r| now.saturating_add(EARLY_NS) < r.due()) {
                     reported.insert(g.key.clone(), last);
                     return None;
                 }

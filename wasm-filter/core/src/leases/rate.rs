@@ -185,15 +185,32 @@ impl SharedRate {
     /// nothing — a replica whose clients were idle at its last report is given none — must not
     /// hold the replica, once its share is back, for what it cost at that share.
     fn reshared(mut self, limit: &RateLimit, scope: Scope, now: u64, change: impl FnOnce(&mut Self)) -> Self {
-        let before = self.local(limit, scope, now);
+        let before = self.enforced(limit, scope, now);
         change(&mut self);
         let after = self.local(limit, scope, now);
-        for (d, (from, to)) in buckets(&before).into_iter().zip(buckets(&after)).enumerate() {
+        self.carry(&before, &after, now);
+        self
+    }
+
+    /// The limit this process enforces at `now` ([`SharedRate::local`]), once a share that ran
+    /// out (no answer renewed it: the leader changed, or the store left the limit out) has
+    /// lapsed to the even part with its debt carried over, as a new share's is.
+    fn enforced(&mut self, limit: &RateLimit, scope: Scope, now: u64) -> RateLimit {
+        if matches!(scope, Scope::Global { .. }) && self.share_until != 0 && now >= self.share_until {
+            let shared = limit.scaled(self.share_ppm.clamp(1, PPM));
+            self.share_until = 0;
+            let even = self.local(limit, scope, now);
+            self.carry(&shared, &even, now);
+        }
+        self.local(limit, scope, now)
+    }
+
+    fn carry(&mut self, from: &RateLimit, to: &RateLimit, now: u64) {
+        for (d, (from, to)) in buckets(from).into_iter().zip(buckets(to)).enumerate() {
             if let (Some(from), Some(to)) = (from, to) {
                 self.tat[d] = from.carried(&to, self.tat[d], now);
             }
         }
-        self
     }
 
     /// Takes what was admitted, refused and waited since the last report (zeroing it), and
@@ -316,7 +333,7 @@ impl SharedRate {
         bytes: u64,
         horizon_ns: u64,
     ) -> Option<(SharedRate, u64)> {
-        let local = self.local(limit, scope, now);
+        let local = self.enforced(limit, scope, now);
         let (narrowed, tat) = self.view(&local, now);
         let (next, ready_at) = narrowed.reserve_batch(tat, now, messages, bytes, horizon_ns)?;
         self.set(next);
@@ -327,7 +344,7 @@ impl SharedRate {
 
     /// Gives back a reservation that will not be spent.
     pub fn refund(mut self, limit: &RateLimit, scope: Scope, now: u64, messages: u64, bytes: u64) -> SharedRate {
-        let local = self.local(limit, scope, now);
+        let local = self.enforced(limit, scope, now);
         let (narrowed, tat) = self.view(&local, now);
         self.set(narrowed.refund_batch(tat, messages, bytes));
         // Not admitted after all: the next report must not count it.
@@ -417,7 +434,7 @@ impl RateLease {
         bytes: u64,
     ) -> Result<([u64; SHARED_RATE_WORDS], Grant), Refusal> {
         let mut s = SharedRate::decode(shared);
-        let local = s.local(limit, scope, now);
+        let local = s.enforced(limit, scope, now);
         s.give_back(&local, now, self.epoch, self.units, self.held_ns);
         let units = s.take(&local, now, messages, bytes, self.next_block(&local, now))?;
         for d in 0..2 {
@@ -497,7 +514,7 @@ impl RateLease {
         now: u64,
     ) -> [u64; SHARED_RATE_WORDS] {
         let mut s = SharedRate::decode(shared);
-        let local = s.local(limit, scope, now);
+        let local = s.enforced(limit, scope, now);
         s.give_back(&local, now, self.epoch, self.units, self.held_ns);
         for d in 0..2 {
             s.admitted[d] = s.admitted[d].saturating_add(self.used[d]);

@@ -2,7 +2,7 @@
 //! never exceed burst + rate × T over any window, the rate is still delivered when workers
 //! compete for it, and in-flight slots are never over the limit and all come back.
 
-use super::{RateLease, Scope, SharedRate, SlotLease, Usage, EPOCH_NS, PPM, SHARED_RATE_WORDS};
+use super::{RateLease, Refusal, Scope, SharedRate, SlotLease, Usage, EPOCH_NS, PPM, SHARED_RATE_WORDS};
 use crate::limits::RateLimit;
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -507,4 +507,24 @@ fn a_bucket_is_refilled_once_its_spending_is_paid_back_and_no_lease_holds_it() {
         SharedRate::refilled(state, now + SECOND / 4 + 1),
         "a quarter second of the rate later"
     );
+}
+
+/// A debt taken on at a share of next to nothing (a replica given none, whose client then sent
+/// 1 KiB: 15 s at 1 ppm of 64 MiB/s) is owed in units when the share lapses to the even part,
+/// as when a new share comes: the next message waits for those units at the even part's rate.
+#[test]
+fn a_debt_outlives_a_lapsed_share_as_units() {
+    let l = limit(300, 30, 64 << 20, 64 << 20);
+    let global = Scope::Global { replicas: 3 };
+    let nothing = SharedRate::with_share([0; SHARED_RATE_WORDS], &l, global, 1, T0 + SECOND / 2, T0);
+    let first = RateLease::default().renew(&l, global, nothing, T0, 1, 1024);
+    let Ok((in_debt, _)) = first else {
+        panic!("a message larger than the bucket is admitted once it is full: {first:?}");
+    };
+    let wait = |r: Result<_, Refusal>| r.map_or_else(|r| r.wait_ns, |_| 0);
+    let next = RateLease::default().renew(&l, global, in_debt, T0 + SECOND, 1, 1024);
+    assert!(wait(next) < SECOND / 100, "a second after, on the even part: {next:?}");
+    let renewed = SharedRate::with_share(in_debt, &l, global, PPM / 2, T0 + 3 * SECOND, T0 + SECOND);
+    let next = RateLease::default().renew(&l, global, renewed, T0 + SECOND, 1, 1024);
+    assert!(wait(next) < SECOND / 100, "or on a new share: {next:?}");
 }
