@@ -85,7 +85,7 @@ test-go:
 # kube-apiserver with etcd for policies as objects (under the RBAC the chart renders, hence helm).
 test-integration: wasm control-plane $(BIN)/otelcol
 	@scripts/install-tools.sh helm k8s kubectl
-	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 20m -v ./e2e/ 2>&1 | tee $(TOOLS)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 30m -v ./e2e/ 2>&1 | tee $(TOOLS)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 # Every command the READMEs and docs give for the local stack (their ```sh local-stack blocks),
 # run against `make run` started on free ports, as written but for the ports and shortened
