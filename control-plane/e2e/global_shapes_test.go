@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -286,13 +285,10 @@ func (r *shapeRun) publish(replica int) {
 	}
 }
 
-// payload is a message's id, padded to the shape's size; the collector tells messages apart
-// by their whole payload.
+// payload is a message's id, padded with zeros to the shape's size (as paced pads); the
+// collector tells messages apart by their whole payload.
 func (r *shapeRun) payload(id string) []byte {
-	if len(id) >= r.pad {
-		return []byte(id)
-	}
-	return append([]byte(id+" "), bytes.Repeat([]byte("x"), r.pad-len(id)-1)...)
+	return append([]byte(id), make([]byte, max(0, r.pad-len(id)))...)
 }
 
 // stall stops the publishers on a replica; their connections stay open.

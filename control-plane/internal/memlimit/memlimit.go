@@ -15,9 +15,9 @@ import (
 	"strings"
 )
 
-// Fraction of the container's limit the runtime keeps to: the rest is for what the runtime
+// fraction of the container's limit the runtime keeps to: the rest is for what the runtime
 // does not count (the binary, thread stacks, the kernel's page cache charged to the cgroup).
-const Fraction = 0.9
+const fraction = 0.9
 
 // limitFiles are where a container sees its own memory limit: cgroup v2, then v1.
 var limitFiles = []string{"memory.max", "memory/memory.limit_in_bytes"}
@@ -26,25 +26,25 @@ var limitFiles = []string{"memory.max", "memory/memory.limit_in_bytes"}
 // int64 (9223372036854771712).
 const unlimitedV1 = math.MaxInt64 / 2
 
-// Set sets the runtime's soft limit to Fraction of the container's memory limit read under
+// set sets the runtime's soft limit to fraction of the container's memory limit read under
 // cgroupRoot (/sys/fs/cgroup), unless GOMEMLIMIT is set, which the runtime has already applied.
 // It returns the limit set and the container's (0, 0: none set — no limit found).
-func Set(cgroupRoot string) (soft, container int64, err error) {
+func set(cgroupRoot string) (soft, container int64, err error) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return 0, 0, nil
 	}
-	container, err = Container(os.DirFS(cgroupRoot))
+	container, err = containerLimit(os.DirFS(cgroupRoot))
 	if container == 0 || err != nil {
 		return 0, 0, err
 	}
-	soft = int64(float64(container) * Fraction)
+	soft = int64(float64(container) * fraction)
 	debug.SetMemoryLimit(soft)
 	return soft, container, nil
 }
 
-// Apply is Set on the container's own cgroup filesystem, logged.
+// Apply is set on the container's own cgroup filesystem, logged.
 func Apply(log *slog.Logger) {
-	soft, container, err := Set("/sys/fs/cgroup")
+	soft, container, err := set("/sys/fs/cgroup")
 	switch {
 	case err != nil:
 		log.Warn("reading the container's memory limit", "err", err)
@@ -53,9 +53,9 @@ func Apply(log *slog.Logger) {
 	}
 }
 
-// Container reads the container's memory limit in bytes from a cgroup filesystem; 0 when it
+// containerLimit reads the container's memory limit in bytes from a cgroup filesystem; 0 when it
 // has none (or is not in a cgroup that says).
-func Container(cgroup fs.FS) (int64, error) {
+func containerLimit(cgroup fs.FS) (int64, error) {
 	for _, name := range limitFiles {
 		b, err := fs.ReadFile(cgroup, name)
 		if errors.Is(err, fs.ErrNotExist) {

@@ -5,7 +5,7 @@ import (
 	"testing/fstest"
 )
 
-func TestContainer(t *testing.T) {
+func TestContainerLimit(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		files fstest.MapFS
@@ -20,9 +20,9 @@ func TestContainer(t *testing.T) {
 		{"unreadable", fstest.MapFS{"memory.max": {Data: []byte("lots\n")}}, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Container(tc.files)
+			got, err := containerLimit(tc.files)
 			if (err != nil) != tc.err || got != tc.want {
-				t.Errorf("Container = %d, %v; want %d, error %v", got, err, tc.want, tc.err)
+				t.Errorf("containerLimit = %d, %v; want %d, error %v", got, err, tc.want, tc.err)
 			}
 		})
 	}

@@ -54,10 +54,15 @@ struct Setup {
 }
 
 impl Setup {
+    /// The live replicas a share falls back to dividing by.
+    fn replicas(&self) -> u64 {
+        self.service.as_ref().map_or(1, |q| q.replicas.max(1))
+    }
+
     /// The scope the limits are enforced with (weighstation_core::leases::Scope::Global).
     fn scope(&self) -> Scope {
         Scope::Global {
-            replicas: self.service.as_ref().map_or(1, |q| q.replicas.max(1)),
+            replicas: self.replicas(),
         }
     }
 }
@@ -337,7 +342,7 @@ pub fn answer(root: &dyn Context, token: u32, body_size: usize, now: u64) {
 fn fall_back(why: &str, now: u64) {
     SETUP.with(|s| {
         let s = s.borrow();
-        let replicas = s.service.as_ref().map_or(1, |q| q.replicas.max(1));
+        let replicas = s.replicas();
         let scope = s.scope();
         for g in &s.limits {
             shared::update::<SHARED_RATE_WORDS>(&g.key, |w| Some(SharedRate::without_share(w, &g.limit, scope, now)));
