@@ -85,13 +85,13 @@ test-go:
 # kube-apiserver with etcd for policies as objects (under the RBAC the chart renders, hence helm).
 test-integration: wasm control-plane $(BIN)/otelcol
 	@scripts/install-tools.sh helm k8s kubectl
-	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 30m -v ./e2e/ 2>&1 | tee $(TOOLS)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 30m -v ./e2e/ 2>&1 | tee $(TOOLS)/e2e.log | grep -E '^(=== RUN|\s*--- FAIL|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 # Every command the READMEs and docs give for the local stack (their ```sh local-stack blocks),
 # run against `make run` started on free ports, as written but for the ports and shortened
 # durations (control-plane/e2edocs).
 test-docs: wasm control-plane bench-install
-	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 15m -v ./e2edocs/ 2>&1 | tee $(TOOLS)/e2edocs.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 15m -v ./e2edocs/ 2>&1 | tee $(TOOLS)/e2edocs.log | grep -E '^(=== RUN|\s*--- FAIL|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 # In front of clusters: three nats-servers with JetStream behind the gateway, servers restarted,
 # stream leaders stepped down and Envoy killed under fixed-rate load (e2ecluster); three KRaft
@@ -102,11 +102,11 @@ test-docs: wasm control-plane bench-install
 CLUSTER_PACKAGES = ./e2ecluster/ ./e2ekafkacluster/
 
 test-clusters-smoke: wasm control-plane
-	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_CLUSTERS=smoke go test -p 1 -count=1 -timeout 15m -v $(CLUSTER_PACKAGES) 2>&1 | tee $(TOOLS)/e2ecluster.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_CLUSTERS=smoke go test -p 1 -count=1 -timeout 15m -v $(CLUSTER_PACKAGES) 2>&1 | tee $(TOOLS)/e2ecluster.log | grep -E '^(=== RUN|\s*--- FAIL|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 test-clusters: wasm control-plane test-global-shapes
 	@scripts/install-tools.sh redis
-	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_CLUSTERS=full go test -p 1 -count=1 -timeout 60m -v $(CLUSTER_PACKAGES) $(QUOTA_STORE_PACKAGE) 2>&1 | tee $(TOOLS)/e2ecluster-full.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_CLUSTERS=full go test -p 1 -count=1 -timeout 60m -v $(CLUSTER_PACKAGES) $(QUOTA_STORE_PACKAGE) 2>&1 | tee $(TOOLS)/e2ecluster-full.log | grep -E '^(=== RUN|\s*--- FAIL|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 # The quota store under the quota service (e2equota): make test runs the smoke (one server with
 # TLS and an ACL user; a primary, a replica and three sentinels behind three gateway replicas
@@ -116,19 +116,19 @@ QUOTA_STORE_PACKAGE = ./e2equota/
 
 test-quota-store-smoke: wasm control-plane
 	@scripts/install-tools.sh redis
-	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 5m -v -run 'TestQuotaReachesOneServerWithTLSAndAUser|TestQuotaFollowsSentinelFailover' $(QUOTA_STORE_PACKAGE) 2>&1 | tee $(TOOLS)/e2equota.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) go test -count=1 -timeout 5m -v -run 'TestQuotaReachesOneServerWithTLSAndAUser|TestQuotaFollowsSentinelFailover' $(QUOTA_STORE_PACKAGE) 2>&1 | tee $(TOOLS)/e2equota.log | grep -E '^(=== RUN|\s*--- FAIL|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 # A global limit over three replicas in every load shape of docs/operations.md (connections
 # 1:2:7, all on one replica, a connection that stops (reject, delay), stalls between bursts or
 # starts late, a replica added), at 1.33x and 10x the limit, counted at the broker (make test
 # runs a replica added at 1.33x and a late start at 10x).
 test-global-shapes: wasm control-plane
-	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_GLOBAL_SHAPES=full go test -count=1 -timeout 20m -v -run 'TestGlobalLimitSharesFollowDemand' ./e2e/ 2>&1 | tee $(TOOLS)/e2e-global-shapes.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_GLOBAL_SHAPES=full go test -count=1 -timeout 20m -v -run 'TestGlobalLimitSharesFollowDemand' ./e2e/ 2>&1 | tee $(TOOLS)/e2e-global-shapes.log | grep -E '^(=== RUN|\s*--- FAIL|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 # The impact check's long form: a 10-minute trace recorded through the gateway, replayed by
 # `weighstation impact` against a halved rate and sent again live (make test runs 30 s of it).
 test-impact-long: wasm control-plane
-	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_IMPACT_TRACE=10m go test -count=1 -timeout 40m -v -run 'TestImpactPredictsTheLiveRefusals' ./e2e/ 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+	cd control-plane && WEIGHSTATION_ROOT=$(ROOT) WEIGHSTATION_IMPACT_TRACE=10m go test -count=1 -timeout 40m -v -run 'TestImpactPredictsTheLiveRefusals' ./e2e/ 2>&1 | grep -E '^(=== RUN|\s*--- FAIL|--- |PASS|FAIL|ok|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 # The soak: its own supervised stack under fixed-rate mixed load, a fault schedule (policy flips,
 # the control plane, nats-server, Kafka and Envoy killed or drained) and hostile clients, then a

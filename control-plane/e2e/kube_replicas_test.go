@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,6 +59,13 @@ func testReplicasTakeTurns(t *testing.T, k *k8sStack) {
 		if t.Failed() {
 			b, _ := os.ReadFile(log.Name())
 			t.Logf("second replica's log:\n%s", b)
+			if resp, err := http.Get("http://" + first + "/status"); err == nil {
+				b, _ = io.ReadAll(resp.Body)
+				resp.Body.Close()
+				t.Logf("first replica's /status: %s", b)
+			}
+			b, _ = os.ReadFile(filepath.Join(k.stack.LogDir(), "control-plane.log"))
+			t.Logf("first replica's log:\n%s", b)
 		}
 	})
 	holder := func() string {
@@ -73,7 +82,9 @@ func testReplicasTakeTurns(t *testing.T, k *k8sStack) {
 		}
 		return u.GetResourceVersion()
 	}
-	// Standing by: the first holds the Lease and the status is not rewritten.
+	// Standing by: the first holds the Lease and, once globex's status is settled, does not
+	// rewrite it.
+	waitCondition(t, a, lpGVR, "team-b", "globex", "Programmed", metav1.ConditionTrue, "Programmed", "1/1 gateways", 20*time.Second)
 	firstHolder := holder()
 	version := globex()
 	time.Sleep(3 * time.Second)

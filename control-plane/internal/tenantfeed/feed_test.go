@@ -128,6 +128,45 @@ func TestAPollIsAnsweredWhenSomethingChanges(t *testing.T) {
 	}
 }
 
+// A poll the worker hangs up on is ended as abandoned (its worker is gone); one held to the
+// end, or answered, is not.
+func TestAPollHungUpOnIsAbandoned(t *testing.T) {
+	f := New()
+	f.SetReplicas(1)
+	f.Publish("1-a", tenants(map[string]uint64{"acme": 1}))
+	polls := &pollRecorder{}
+	srv := httptest.NewServer(Handler(context.Background(), f, polls))
+	defer srv.Close()
+	ctx, hangUp := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+Path+"?protocol=nats&applied=1-a&replicas=1&node=n&worker=1", nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+		}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	hangUp()
+	<-done
+	go func() {
+		if resp, err := http.Get(srv.URL + Path + "?protocol=nats&applied=1-a&replicas=1&node=n&worker=2"); err == nil {
+			_ = resp.Body.Close()
+		}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	f.Publish("2-b", tenants(map[string]uint64{"acme": 2}))
+	deadline := time.Now().Add(5 * time.Second)
+	for polls.endedCount() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	polls.mu.Lock()
+	defer polls.mu.Unlock()
+	if got := polls.abandoned; len(got) != 1 || got[0] != "1" {
+		t.Errorf("abandoned polls of workers %v, want only worker 1's (it hung up; worker 2 was answered)", got)
+	}
+}
+
 // A worker on the current version told another replica count is told this replica's only after
 // replicasGrace: two control plane replicas that count the gateway apart would otherwise have a
 // worker polling them in turn answered at once, over and over. A policy change is not held.
@@ -185,6 +224,7 @@ type pollRecorder struct {
 	mu            sync.Mutex
 	begun         map[time.Time]bool
 	begins, ended int
+	abandoned     []string
 }
 
 func (r *pollRecorder) Polled(p Poll) {
@@ -203,6 +243,15 @@ func (r *pollRecorder) PollEnded(p Poll) {
 	if r.begun[p.At] {
 		r.ended++
 	}
+	if p.Abandoned {
+		r.abandoned = append(r.abandoned, p.Worker)
+	}
+}
+
+func (r *pollRecorder) endedCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ended
 }
 
 func (r *pollRecorder) counts() (begun, ended int) {

@@ -29,6 +29,9 @@ type Poll struct {
 		Version  string
 		Replicas int
 	}
+	// Abandoned: the worker hung up before an answer. Envoy dropped it (a filter configuration
+	// replaced, or an instance made only to check a new one), and it will not poll again.
+	Abandoned bool
 }
 
 // Tracker is told of each poll when it begins and when it ends (answered, or given up by the
@@ -60,6 +63,7 @@ func Handler(ctx context.Context, f *Feed, polls Tracker) http.Handler {
 		defer stop()
 		d, ok := f.Wait(wait, p, q.Get("applied"), replicas)
 		if !ok {
+			poll.Abandoned = r.Context().Err() != nil && ctx.Err() == nil
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}

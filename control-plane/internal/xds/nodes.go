@@ -56,8 +56,9 @@ const workerLive = tenantfeed.Hold + 15*time.Second
 
 // repollWithin: a worker whose poll ended this long ago without a next one is gone. A live
 // worker polls again at its next tick, once it has installed what it was answered; Envoy
-// replaces the VMs of a pod starting (each replaced worker's poll answered or cancelled), and
-// those must not hold the pod's acknowledgement back for workerLive.
+// replaces the VMs of a pod starting (a replaced worker's poll answered just before, or
+// cancelled: then it is gone at once, see PollEnded), and those must not hold the pod's
+// acknowledgement back for workerLive.
 const repollWithin = 10 * time.Second
 
 // toldAfter: a worker answered with a delta this long ago that has not polled again counts
@@ -311,19 +312,33 @@ func (t *nodeTracker) Polled(p tenantfeed.Poll) {
 
 // PollEnded records that a worker's poll ended, and what it was told, if it is the worker's
 // latest: it must poll again within repollWithin to stay live. An earlier poll ending (Envoy
-// configured the worker anew, so it dropped that poll and began another) says nothing.
+// configured the worker anew, so it dropped that poll and began another) says nothing. A
+// worker that hung up unanswered is gone at once: an instance Envoy made only to check a new
+// filter configuration polls once and is dropped, and its version must not hold the node's
+// acknowledgement of the next change back for repollWithin.
 func (t *nodeTracker) PollEnded(p tenantfeed.Poll) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	n, ok := t.nodes[p.Node]
-	if !ok {
-		return
+	i := -1
+	if ok {
+		i = slices.IndexFunc(n.Workers, func(w Worker) bool {
+			return w.Token == p.Worker && w.Protocol == p.Protocol && w.Seen.Equal(p.At)
+		})
 	}
-	for i, w := range n.Workers {
-		if w.Token == p.Worker && w.Protocol == p.Protocol && w.Seen.Equal(p.At) {
-			n.Workers[i].Ended = time.Now()
-			n.Workers[i].Told, n.Workers[i].ToldReplicas = p.Told.Version, p.Told.Replicas
-		}
+	changed := false
+	switch {
+	case i < 0:
+	case p.Abandoned:
+		n.Workers = slices.Delete(n.Workers, i, i+1)
+		changed = Settle(n, time.Now())
+	default:
+		n.Workers[i].Ended = time.Now()
+		n.Workers[i].Told, n.Workers[i].ToldReplicas = p.Told.Version, p.Told.Replicas
+	}
+	cb := t.onChange
+	t.mu.Unlock()
+	if changed && cb != nil {
+		cb()
 	}
 }
 

@@ -125,6 +125,34 @@ func TestAWorkerThatDoesNotPollAgainIsSoonGone(t *testing.T) {
 	}
 }
 
+// A worker that hung up unanswered (an instance Envoy made only to check a new filter
+// configuration) is gone at once: the next change is acknowledged as soon as the workers that
+// stay run it, not repollWithin later.
+func TestAWorkerThatHungUpIsGoneAtOnce(t *testing.T) {
+	tr := newNodeTracker()
+	changes := 0
+	tr.onChange = func() { changes++ }
+	now := time.Now()
+	checker := tenantfeed.Poll{Node: "envoy-a", Worker: "9", Protocol: compile.Kafka, Applied: "1-abc", Replicas: 1, At: now}
+	tr.Polled(checker)
+	for _, w := range []string{"1", "2"} {
+		tr.Polled(tenantfeed.Poll{Node: "envoy-a", Worker: w, Protocol: compile.Kafka, Applied: "2-def", Replicas: 1, At: now})
+	}
+	if n := tr.Nodes()[0]; n.AckedVersion != "1-abc" {
+		t.Fatalf("workers on two policies: acknowledged %s, want the first's still", n.AckedVersion)
+	}
+	before := changes
+	checker.Abandoned = true
+	tr.PollEnded(checker)
+	n := tr.Nodes()[0]
+	if n.AckedVersion != "2-def" || len(n.Workers) != 2 {
+		t.Errorf("after the checking instance hung up: acknowledged %s by %d workers, want 2-def by the 2 that stay", n.AckedVersion, len(n.Workers))
+	}
+	if changes == before {
+		t.Error("the acknowledgement moved and nobody was told")
+	}
+}
+
 // A worker answered with a delta and silent since counts, after toldAfter, as running what it
 // was told: one whose VM Envoy replaced as it was answered does not hold the node's
 // acknowledgement back.
