@@ -37,6 +37,11 @@ func TestUsageExportAndMetricsHaveATenantsClients(t *testing.T) {
 	got := map[string]told{}
 	var clientBytes int
 	var out string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the last export read:\n%s", out)
+		}
+	})
 	eventually(t, 5*time.Second, "the export has both clients' rows", func() bool {
 		sums, csv, ok := usageExport(t)
 		if !ok {

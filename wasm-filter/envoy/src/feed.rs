@@ -11,7 +11,7 @@ use std::time::Duration;
 use weighstation_core::config::{Config, Protocol};
 use weighstation_core::metrics::tenant_feed_polls_metric_name;
 
-use crate::{metrics, root, state};
+use crate::{metrics, root, state, vm_token};
 
 /// The control plane holds a poll 20 s when nothing changes (tenantfeed.Hold).
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -38,9 +38,6 @@ struct Poll {
 
 #[derive(Default)]
 struct Feed {
-    /// The worker's token (when it first configured, odd so never 0): the control plane tells
-    /// this node's workers apart by it.
-    worker: u64,
     polls: [Poll; 2],
 }
 
@@ -50,14 +47,8 @@ thread_local! {
 
 /// A protocol's configuration came through ECDS: its poll starts over from that version (an
 /// answer to the poll before is dropped).
-pub fn configured(protocol: Protocol, now: u64) {
-    FEED.with(|f| {
-        let mut f = f.borrow_mut();
-        if f.worker == 0 {
-            f.worker = now | 1;
-        }
-        f.polls[protocol.index()] = Poll::default();
-    });
+pub fn configured(protocol: Protocol) {
+    FEED.with(|f| f.borrow_mut().polls[protocol.index()] = Poll::default());
 }
 
 /// A root context is gone, and the answers to the polls it made with it: they are polled again.
@@ -81,13 +72,15 @@ fn poll(root: &dyn Context, id: u32, protocol: Protocol, now: u64) {
         return;
     };
     let Some(target) = &config.reports else { return };
-    let worker = FEED.with(|f| {
-        let f = f.borrow();
-        let p = &f.polls[protocol.index()];
-        let due = now >= p.retry_at && p.pending.is_none_or(|(_, give_up_at)| now >= give_up_at);
-        due.then_some(f.worker)
+    let due = FEED.with(|f| {
+        let p = &f.borrow().polls[protocol.index()];
+        now >= p.retry_at && p.pending.is_none_or(|(_, give_up_at)| now >= give_up_at)
     });
-    let Some(worker) = worker else { return };
+    if !due {
+        return;
+    }
+    // The control plane tells this node's workers apart by it.
+    let worker = vm_token::get();
     // The count the control plane last told this worker, with global tenants or without: were it
     // the quota's, a worker without would name 1 to a feed counting 2, be answered at once, and
     // poll again at once, forever.

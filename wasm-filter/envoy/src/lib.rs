@@ -26,6 +26,7 @@ mod shared;
 mod state;
 mod tenancy;
 mod trust;
+mod vm_token;
 mod waiters;
 
 proxy_wasm::main! {{

@@ -19,7 +19,7 @@ use weighstation_core::quota::{
     SATURATED_REPORT_PERIOD_NS, SHARES_PATH, SHARE_TTL_NS,
 };
 
-use crate::{keys, metrics, shared, state};
+use crate::{keys, metrics, shared, state, vm_token};
 
 /// How often each worker looks at the leadership and whether a report is due: often enough
 /// that a saturated limit's report (SATURATED_REPORT_PERIOD_NS) is not much later than due.
@@ -70,8 +70,6 @@ impl Setup {
 /// What the leader remembers between reports.
 #[derive(Default)]
 struct Leader {
-    /// This VM's token in the leadership record.
-    token: u64,
     next_look: u64,
     /// Each limit's last report, by its shared-data key: each limit is reported on its own
     /// cadence (`Reported::due`), and one request carries the limits due together.
@@ -120,7 +118,7 @@ thread_local! {
 
 /// After a configuration is installed: collects the global limits of every active protocol.
 /// True if there are any (the leader must tick).
-pub fn configure(replica: String, now: u64) -> bool {
+pub fn configure(replica: String) -> bool {
     let mut setup = Setup::default();
     for protocol in [Protocol::Nats, Protocol::Kafka] {
         let Some(config) = state::active(protocol) else {
@@ -172,12 +170,6 @@ pub fn configure(replica: String, now: u64) -> bool {
         log::warn!("weighstation: Envoy has no node id: the quota service cannot tell this replica apart");
     }
     SETUP.with(|s| *s.borrow_mut() = setup);
-    LEADER.with(|l| {
-        let mut l = l.borrow_mut();
-        if l.token == 0 {
-            l.token = now | 1;
-        }
-    });
     active
 }
 
@@ -194,7 +186,7 @@ pub fn tick(root: &dyn Context, now: u64) {
     if !due || SETUP.with(|s| s.borrow().limits.is_empty()) {
         return;
     }
-    let token = LEADER.with(|l| l.borrow().token);
+    let token = vm_token::get();
     let (_, leading) = shared::update::<2>(LEADER_KEY, |[holder, seen]| {
         (holder == token || holder == 0 || seen.saturating_add(LEADER_LAPSE_NS) < now).then_some([token, now])
     });

@@ -17,7 +17,7 @@ use weighstation_core::report::{
     Tally, TenantUsage, TopClients, TopSubjects, ANSWER_SEND_SINCE, REPORT_PATH, REPORT_PERIOD_NS,
 };
 
-use crate::{discovery, state};
+use crate::{discovery, state, vm_token};
 
 /// Decisions kept while the control plane cannot be reached; older ones are dropped first.
 const MAX_PENDING_DECISIONS: usize = 2_000;
@@ -36,8 +36,6 @@ const SUBJECT_SAMPLE: u32 = 16;
 struct Reporter {
     target: Option<Reports>,
     replica: String,
-    /// The worker's token: when it first configured (ns), odd so never 0.
-    worker: u64,
     /// Reports made, and decisions recorded, by this worker: the control plane drops a report
     /// or a decision it already has (one sent again after an answer was lost).
     reports: u64,
@@ -72,16 +70,13 @@ thread_local! {
 }
 
 /// After a configuration is installed: where to report, for this replica. True if reporting.
-pub fn configure(replica: String, now: u64) -> bool {
+pub fn configure(replica: String) -> bool {
     let target = [Protocol::Nats, Protocol::Kafka]
         .into_iter()
         .find_map(|p| state::active(p).and_then(|c| c.reports.clone()));
     ENABLED.with(|e| e.set(target.is_some()));
     REPORTER.with(|r| {
         let mut r = r.borrow_mut();
-        if r.worker == 0 {
-            r.worker = now | 1;
-        }
         r.sampler
             .set_per_second(target.as_ref().map_or(0, |t| t.decisions_per_second));
         r.replica = replica;
@@ -312,7 +307,7 @@ pub fn tick(root: &dyn Context, now: u64) {
             .map(|(at_ms, tenants)| Since { at_ms: *at_ms, tenants });
         let body = Report {
             replica: &r.replica,
-            worker: r.worker,
+            worker: vm_token::get(),
             seq: r.reports,
             at_ms,
             tenants: r.tally.tenants(),

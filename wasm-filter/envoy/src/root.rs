@@ -47,9 +47,8 @@ impl Root {
         leases::prune();
         metrics::flush();
         waiters::set_driver(self.id);
-        let now = clock::now_ns();
-        let sharing = quota::configure(replica(self), now);
-        let reporting = reports::configure(replica(self), now);
+        let sharing = quota::configure(replica(self));
+        let reporting = reports::configure(replica(self));
         waiters::set_idle_tick(if sharing {
             quota::TICK
         } else if reporting {
@@ -93,7 +92,7 @@ impl RootContext for Root {
             Ok(config) => {
                 self.protocol = Some(config.protocol);
                 let now = clock::now_ns();
-                feed::configured(config.protocol, now);
+                feed::configured(config.protocol);
                 self.install(config);
                 // At once, not at the next tick: until a worker has polled, the control plane
                 // cannot count it among the node's workers that must run a newer version.
