@@ -82,11 +82,7 @@ func TestADeltaIsWhatChangedSinceTheWorkersVersion(t *testing.T) {
 
 // A waiting poll is answered as soon as something changes: a policy or the replica count.
 func TestAPollIsAnsweredWhenSomethingChanges(t *testing.T) {
-	f := New()
-	f.SetReplicas(1)
-	f.Publish("1-a", tenants(map[string]uint64{"acme": 1}))
-	polls := &pollRecorder{}
-	srv := httptest.NewServer(Handler(context.Background(), f, polls))
+	f, polls, srv := servedFeed()
 	defer srv.Close()
 	poll := func() chan *http.Response {
 		out := make(chan *http.Response, 1)
@@ -128,14 +124,10 @@ func TestAPollIsAnsweredWhenSomethingChanges(t *testing.T) {
 	}
 }
 
-// A poll the worker hangs up on is ended as abandoned (its worker is gone); one held to the
-// end, or answered, is not.
+// A poll the worker hangs up on is ended as abandoned (its worker is gone); one answered is
+// not.
 func TestAPollHungUpOnIsAbandoned(t *testing.T) {
-	f := New()
-	f.SetReplicas(1)
-	f.Publish("1-a", tenants(map[string]uint64{"acme": 1}))
-	polls := &pollRecorder{}
-	srv := httptest.NewServer(Handler(context.Background(), f, polls))
+	f, polls, srv := servedFeed()
 	defer srv.Close()
 	ctx, hangUp := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+Path+"?protocol=nats&applied=1-a&replicas=1&node=n&worker=1", nil)
@@ -225,6 +217,15 @@ type pollRecorder struct {
 	begun         map[time.Time]bool
 	begins, ended int
 	abandoned     []string
+}
+
+// servedFeed is a feed at version 1-a dividing by 1, served with its polls recorded.
+func servedFeed() (*Feed, *pollRecorder, *httptest.Server) {
+	f := New()
+	f.SetReplicas(1)
+	f.Publish("1-a", tenants(map[string]uint64{"acme": 1}))
+	polls := &pollRecorder{}
+	return f, polls, httptest.NewServer(Handler(context.Background(), f, polls))
 }
 
 func (r *pollRecorder) Polled(p Poll) {
