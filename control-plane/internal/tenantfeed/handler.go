@@ -29,8 +29,9 @@ type Poll struct {
 		Version  string
 		Replicas int
 	}
-	// Abandoned: the worker hung up before an answer. Envoy dropped it (a filter configuration
-	// replaced, or an instance made only to check a new one), and it will not poll again.
+	// Abandoned: the worker hung up before an answer. Envoy dropped the root context that made
+	// the poll: with its VM (as a short-lived instance on Envoy's main thread is), or the VM
+	// polls again from another root context and is counted again then.
 	Abandoned bool
 }
 

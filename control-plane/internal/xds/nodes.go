@@ -313,9 +313,10 @@ func (t *nodeTracker) Polled(p tenantfeed.Poll) {
 // PollEnded records that a worker's poll ended, and what it was told, if it is the worker's
 // latest: it must poll again within repollWithin to stay live. An earlier poll ending (Envoy
 // configured the worker anew, so it dropped that poll and began another) says nothing. A
-// worker that hung up unanswered is gone at once: an instance Envoy made only to check a new
-// filter configuration polls once and is dropped, and its version must not hold the node's
-// acknowledgement of the next change back for repollWithin.
+// worker that hung up unanswered is gone at once (until it polls again): a short-lived instance
+// Envoy makes on its main thread for a filter configuration sent again polls once and is
+// dropped, and its version must not hold the node's acknowledgement of the next change back
+// for repollWithin.
 func (t *nodeTracker) PollEnded(p tenantfeed.Poll) {
 	t.mu.Lock()
 	n, ok := t.nodes[p.Node]
