@@ -126,8 +126,8 @@ func TestAWorkerThatDoesNotPollAgainIsSoonGone(t *testing.T) {
 }
 
 // A worker that hung up unanswered (a short-lived instance on Envoy's main thread) is gone at
-// once: the next change is acknowledged as soon as the workers that
-// stay run it, not repollWithin later.
+// once: the next change is acknowledged as soon as the workers that stay run it, not
+// repollWithin later.
 func TestAWorkerThatHungUpIsGoneAtOnce(t *testing.T) {
 	tr := newNodeTracker()
 	changes := 0
